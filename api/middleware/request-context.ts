@@ -1,0 +1,32 @@
+/**
+ * Request ids and request logging. A well-formed `X-Request-Id` from the
+ * client is kept (so ids follow a request across services), otherwise one is
+ * generated; it is echoed in the response header, bound to `req.log`, and
+ * carried in every job payload.
+ */
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import { pinoHttp } from 'pino-http';
+import type { Logger } from '@shared/logger';
+
+const VALID_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export function requestContext(logger: Logger) {
+  return pinoHttp({
+    logger,
+    genReqId: (req: IncomingMessage, res) => {
+      const header = req.headers['x-request-id'];
+      const id = typeof header === 'string' && VALID_ID.test(header) ? header : randomUUID();
+      res.setHeader('X-Request-Id', id);
+      return id;
+    },
+    customProps: (req) => ({ requestId: req.id }),
+    customLogLevel: (_req, res, err) =>
+      err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'info',
+    serializers: {
+      req: (req: { method: string; url: string }) => ({ method: req.method, url: req.url }),
+      res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
+    },
+    autoLogging: { ignore: (req) => req.url === '/healthz' },
+  });
+}

@@ -1,0 +1,37 @@
+// Two tiers share one runner: `unit` (no services, fast) and `integration`
+// (real Redis, S3 and MongoDB resolved once by test/support/global-setup.ts).
+// Tests are transpiled by SWC; `npm run typecheck` is what type-checks them.
+/** @type {import('jest').Config['projects'][number]} */
+const common = {
+  transform: { '^.+\\.(t|j)s$': ['@swc/jest', { jsc: { target: 'es2022' } }] },
+  moduleNameMapper: {
+    '^@shared/(.*)$': '<rootDir>/shared/$1',
+    '^@api/(.*)$': '<rootDir>/api/$1',
+    '^@worker/(.*)$': '<rootDir>/worker/$1',
+  },
+  testEnvironment: 'node',
+  // file-type is ESM-only and exposes a `module-sync` build (made for require(esm)); jest
+  // resolves that condition and SWC transpiles it and its ESM dependencies.
+  testEnvironmentOptions: { customExportConditions: ['node', 'node-addons', 'module-sync'] },
+  transformIgnorePatterns: ['/node_modules/(?!(file-type|strtok3|token-types|peek-readable|@tokenizer|uint8array-extras|@borewit)/)'],
+  rootDir: __dirname,
+};
+
+/** @type {import('jest').Config} */
+module.exports = {
+  projects: [
+    { ...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
+    {
+      ...common,
+      displayName: 'integration',
+      testMatch: [
+        '<rootDir>/test/integration/**/*.test.ts',
+        '<rootDir>/test/e2e/**/*.test.ts',
+      ],
+      globalSetup: '<rootDir>/test/support/global-setup.ts',
+      globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+      setupFiles: ['<rootDir>/test/support/jest-env.ts'],
+    },
+  ],
+  testTimeout: 60_000,
+};

@@ -1,0 +1,262 @@
+/**
+ * The one configuration schema. Parsed once from the environment, validated,
+ * typed and cached; a bad value stops start-up with a message naming the
+ * variable. Every variable is listed in `.env.example` and the README (a test
+ * keeps the three in step).
+ */
+import { z } from 'zod';
+
+const MB = 1024 * 1024;
+
+/** Queue names an operator may list in WORKER_QUEUES (see shared/jobs). */
+export const QUEUE_NAMES = ['image', 'pdf'] as const;
+export type QueueName = (typeof QUEUE_NAMES)[number];
+
+const emptyToUndefined = (v: unknown): unknown =>
+  typeof v === 'string' && v.trim() === '' ? undefined : v;
+
+const optionalString = z.preprocess(emptyToUndefined, z.string().optional());
+const optionalUrl = (protocols: readonly string[]) =>
+  z.preprocess(
+    emptyToUndefined,
+    z
+      .string()
+      .url()
+      .refine((v) => protocols.some((p) => v.startsWith(`${p}:`)), {
+        message: `must be a ${protocols.join(' or ')} URL`,
+      })
+      .optional(),
+  );
+const int = (def: number, min = 1, max = Number.MAX_SAFE_INTEGER) =>
+  z.preprocess(emptyToUndefined, z.coerce.number().int().min(min).max(max).default(def));
+
+const concurrency = z.preprocess(
+  emptyToUndefined,
+  z
+    .string()
+    .default('2')
+    .transform((raw, ctx) => parseConcurrency(raw, ctx)),
+);
+
+/** `2` (every queue) or `image=1,pdf=4` (per queue; unnamed queues get 1). */
+function parseConcurrency(raw: string, ctx: z.RefinementCtx): Record<QueueName, number> {
+  const result = Object.fromEntries(QUEUE_NAMES.map((q) => [q, 1])) as Record<QueueName, number>;
+  const fail = (message: string) => {
+    ctx.addIssue({ code: 'custom', message });
+    return z.NEVER;
+  };
+  if (/^\d+$/.test(raw.trim())) {
+    const n = Number(raw);
+    if (n < 1 || n > 64) return fail('must be between 1 and 64');
+    for (const q of QUEUE_NAMES) result[q] = n;
+    return result;
+  }
+  for (const entry of raw.split(',')) {
+    const [name, value] = entry.split('=').map((s) => s.trim());
+    if (!isQueueName(name))
+      return fail(`unknown queue "${name ?? ''}" (known: ${QUEUE_NAMES.join(', ')})`);
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 1 || n > 64)
+      return fail(`concurrency for "${name}" must be an integer between 1 and 64`);
+    result[name] = n;
+  }
+  return result;
+}
+
+function isQueueName(v: string | undefined): v is QueueName {
+  return (QUEUE_NAMES as readonly string[]).includes(v ?? '');
+}
+
+const queues = z.preprocess(
+  emptyToUndefined,
+  z
+    .string()
+    .default(QUEUE_NAMES.join(','))
+    .transform((raw, ctx) => {
+      const names = raw
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
+      for (const n of names) {
+        if (!isQueueName(n)) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `unknown queue "${n}" (known: ${QUEUE_NAMES.join(', ')})`,
+          });
+          return z.NEVER;
+        }
+      }
+      if (names.length === 0) {
+        ctx.addIssue({ code: 'custom', message: 'must name at least one queue' });
+        return z.NEVER;
+      }
+      return [...new Set(names)] as QueueName[];
+    }),
+);
+
+const variables = z.object({
+  NODE_ENV: z.preprocess(
+    emptyToUndefined,
+    z.enum(['development', 'test', 'production']).default('development'),
+  ),
+  LOG_LEVEL: z.preprocess(
+    emptyToUndefined,
+    z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  ),
+  PORT: int(3000, 0, 65535),
+  PUBLIC_BASE_URL: optionalUrl(['http', 'https']),
+  MONGODB_URI: optionalUrl(['mongodb', 'mongodb+srv']),
+  REDIS_URL: optionalUrl(['redis', 'rediss']),
+  QUEUE_PREFIX: z.preprocess(
+    emptyToUndefined,
+    z
+      .string()
+      .regex(/^[A-Za-z0-9_-]+$/, 'letters, digits, _ and - only')
+      .default('media'),
+  ),
+  S3_ENDPOINT: optionalUrl(['http', 'https']),
+  S3_REGION: z.preprocess(emptyToUndefined, z.string().default('us-east-1')),
+  S3_ACCESS_KEY: optionalString,
+  S3_SECRET_KEY: optionalString,
+  S3_BUCKET: z.preprocess(
+    emptyToUndefined,
+    z
+      .string()
+      .regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'must be a valid S3 bucket name')
+      .default('media'),
+  ),
+  STORAGE_DIR: z.preprocess(emptyToUndefined, z.string().default('./.data/storage')),
+  MAX_FILE_SIZE: int(100 * MB),
+  MAX_FILES: int(20),
+  MAX_BASE64_SIZE: int(20 * MB),
+  MAX_MERGE_INPUTS: int(50),
+  MAX_INPUT_PIXELS: int(100_000_000),
+  JOB_WAIT_MS: int(30_000, 100),
+  WORKER_QUEUES: queues,
+  WORKER_CONCURRENCY: concurrency,
+  SHUTDOWN_TIMEOUT_MS: int(25_000, 100),
+});
+
+const schema = variables.superRefine((env, ctx) => {
+  const s3Keys = ['S3_ACCESS_KEY', 'S3_SECRET_KEY'] as const;
+  if (env.S3_ENDPOINT) {
+    for (const key of s3Keys) {
+      if (!env[key]) {
+        ctx.addIssue({
+          code: 'custom',
+          path: [key],
+          message: 'is required when S3_ENDPOINT is set',
+        });
+      }
+    }
+  }
+  if (env.NODE_ENV === 'production') {
+    // Production never falls back to an embedded default (DESIGN.md section 5).
+    for (const key of ['MONGODB_URI', 'REDIS_URL', 'S3_ENDPOINT'] as const) {
+      if (!env[key]) {
+        ctx.addIssue({
+          code: 'custom',
+          path: [key],
+          message:
+            'is required when NODE_ENV=production (embedded defaults are for development only)',
+        });
+      }
+    }
+  }
+});
+
+type Parsed = z.infer<typeof schema>;
+
+export interface Config {
+  nodeEnv: Parsed['NODE_ENV'];
+  logLevel: Parsed['LOG_LEVEL'];
+  port: number;
+  /** Base of the `url` field of records; defaults to http://localhost:<port>. */
+  publicBaseUrl: string;
+  mongodbUri: string | undefined;
+  redisUrl: string | undefined;
+  queuePrefix: string;
+  s3:
+    | {
+        endpoint: string;
+        region: string;
+        accessKey: string;
+        secretKey: string;
+        bucket: string;
+      }
+    | undefined;
+  bucket: string;
+  storageDir: string;
+  limits: {
+    maxFileSize: number;
+    maxFiles: number;
+    maxBase64Size: number;
+    maxMergeInputs: number;
+    maxInputPixels: number;
+  };
+  jobWaitMs: number;
+  worker: {
+    queues: QueueName[];
+    concurrency: Record<QueueName, number>;
+  };
+  shutdownTimeoutMs: number;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Parses an environment (default: process.env) into a Config, or throws ConfigError. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const result = schema.safeParse(env);
+  if (!result.success) {
+    throw new ConfigError(
+      result.error.issues.map((i) => `${i.path.join('.') || '(environment)'}: ${i.message}`),
+    );
+  }
+  const e = result.data;
+  return {
+    nodeEnv: e.NODE_ENV,
+    logLevel: e.LOG_LEVEL,
+    port: e.PORT,
+    publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
+    mongodbUri: e.MONGODB_URI,
+    redisUrl: e.REDIS_URL,
+    queuePrefix: e.QUEUE_PREFIX,
+    s3: e.S3_ENDPOINT
+      ? {
+          endpoint: e.S3_ENDPOINT,
+          region: e.S3_REGION,
+          accessKey: e.S3_ACCESS_KEY ?? '',
+          secretKey: e.S3_SECRET_KEY ?? '',
+          bucket: e.S3_BUCKET,
+        }
+      : undefined,
+    bucket: e.S3_BUCKET,
+    storageDir: e.STORAGE_DIR,
+    limits: {
+      maxFileSize: e.MAX_FILE_SIZE,
+      maxFiles: e.MAX_FILES,
+      maxBase64Size: e.MAX_BASE64_SIZE,
+      maxMergeInputs: e.MAX_MERGE_INPUTS,
+      maxInputPixels: e.MAX_INPUT_PIXELS,
+    },
+    jobWaitMs: e.JOB_WAIT_MS,
+    worker: { queues: e.WORKER_QUEUES, concurrency: e.WORKER_CONCURRENCY },
+    shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+  };
+}
+
+/** The names of every variable the schema reads (used to keep docs in step). */
+export const CONFIG_VARIABLES: readonly string[] = Object.keys(variables.shape);
+
+let cached: Config | undefined;
+
+/** The process-wide configuration, parsed on first use. */
+export function getConfig(): Config {
+  cached ??= loadConfig();
+  return cached;
+}

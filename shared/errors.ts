@@ -1,0 +1,154 @@
+/**
+ * The one error type. Every failure the service reports carries a stable code
+ * and an HTTP status; `api/middleware/error-handler.ts` is the one place that
+ * turns it into the documented error envelope. Create errors through the named
+ * factories in `Errors` so the same situation always gets the same code.
+ */
+export type ErrorCode =
+  | 'BAD_REQUEST'
+  | 'VALIDATION_FAILED'
+  | 'INVALID_DATA_URL'
+  | 'FOLDER_MISMATCH'
+  | 'UNAUTHORIZED'
+  | 'NOT_FOUND'
+  | 'MEDIA_NOT_FOUND'
+  | 'FOLDER_NOT_FOUND'
+  | 'JOB_NOT_FOUND'
+  | 'METHOD_NOT_ALLOWED'
+  | 'FILE_TOO_LARGE'
+  | 'TOO_MANY_FILES'
+  | 'TOO_MANY_PARTS'
+  | 'PAYLOAD_TOO_LARGE'
+  | 'UNSUPPORTED_MEDIA_TYPE'
+  | 'UNREADABLE_MEDIA'
+  | 'ENCRYPTED_PDF'
+  | 'RATE_LIMITED'
+  | 'DEPENDENCY_UNAVAILABLE'
+  | 'JOB_TIMEOUT'
+  | 'INTERNAL';
+
+export interface ErrorDetail {
+  field?: string;
+  index?: number;
+  name?: string;
+  message: string;
+  [key: string]: unknown;
+}
+
+export class AppError extends Error {
+  override readonly name = 'AppError';
+
+  constructor(
+    readonly code: ErrorCode,
+    readonly status: number,
+    message: string,
+    readonly details?: ErrorDetail[],
+    options?: {
+      cause?: unknown;
+      headers?: Record<string, string>;
+      extra?: Record<string, unknown>;
+    },
+  ) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.headers = options?.headers;
+    this.extra = options?.extra;
+  }
+
+  /** Response headers the error requires (WWW-Authenticate, Retry-After, ...). */
+  readonly headers: Record<string, string> | undefined;
+  /** Extra top-level fields of the error envelope (for example `jobId` on a 504). */
+  readonly extra: Record<string, unknown> | undefined;
+
+  /** True when the fault is on our side of the wire and may pass if retried. */
+  get transient(): boolean {
+    return this.code === 'DEPENDENCY_UNAVAILABLE';
+  }
+}
+
+export const isAppError = (e: unknown): e is AppError => e instanceof AppError;
+
+const MB = 1024 * 1024;
+const humanBytes = (n: number) =>
+  n >= MB
+    ? `${+(n / MB).toFixed(1)} MB`
+    : n >= 1024
+      ? `${+(n / 1024).toFixed(1)} KB`
+      : `${n} bytes`;
+
+/** Named factories: the only way errors are made. */
+export const Errors = {
+  badRequest: (message: string, details?: ErrorDetail[]) =>
+    new AppError('BAD_REQUEST', 400, message, details),
+  validation: (details: ErrorDetail[]) =>
+    new AppError(
+      'VALIDATION_FAILED',
+      400,
+      details.length === 1 && details[0] ? details[0].message : 'The request is not valid',
+      details,
+    ),
+  invalidDataUrl: (message: string) => new AppError('INVALID_DATA_URL', 400, message),
+  folderMismatch: (folder: string, folderId: number) =>
+    new AppError(
+      'FOLDER_MISMATCH',
+      400,
+      `folder "${folder}" and folderId ${folderId} do not name the same folder`,
+    ),
+  unauthorized: (message = 'A valid bearer token is required') =>
+    new AppError('UNAUTHORIZED', 401, message, undefined, {
+      headers: { 'WWW-Authenticate': 'Bearer realm="media"' },
+    }),
+  notFound: (message = 'Not found') => new AppError('NOT_FOUND', 404, message),
+  mediaNotFound: (key: string) =>
+    new AppError('MEDIA_NOT_FOUND', 404, `No media with key "${key}"`),
+  folderNotFound: (folderId: number | string) =>
+    new AppError('FOLDER_NOT_FOUND', 404, `No folder with id ${folderId}`),
+  jobNotFound: (jobId: string) => new AppError('JOB_NOT_FOUND', 404, `No job with id "${jobId}"`),
+  fileTooLarge: (limit: number, name?: string) =>
+    new AppError(
+      'FILE_TOO_LARGE',
+      413,
+      `${name ? `"${name}"` : 'The file'} is larger than the limit of ${humanBytes(limit)}`,
+      name ? [{ name, message: 'file too large' }] : undefined,
+      { extra: { limit } },
+    ),
+  tooManyFiles: (limit: number, what = 'files') =>
+    new AppError(
+      'TOO_MANY_FILES',
+      413,
+      `At most ${limit} ${what} are accepted per request`,
+      undefined,
+      {
+        extra: { limit },
+      },
+    ),
+  tooManyParts: (message: string) => new AppError('TOO_MANY_PARTS', 413, message),
+  payloadTooLarge: (message: string) => new AppError('PAYLOAD_TOO_LARGE', 413, message),
+  unsupportedType: (message: string, details?: ErrorDetail[]) =>
+    new AppError('UNSUPPORTED_MEDIA_TYPE', 415, message, details),
+  unreadable: (message: string, details?: ErrorDetail[], cause?: unknown) =>
+    new AppError('UNREADABLE_MEDIA', 422, message, details, { cause }),
+  encryptedPdf: (message: string, details?: ErrorDetail[]) =>
+    new AppError('ENCRYPTED_PDF', 422, message, details),
+  rateLimited: (retryAfterSeconds: number) =>
+    new AppError('RATE_LIMITED', 429, 'Too many requests; slow down', undefined, {
+      headers: { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterSeconds))) },
+    }),
+  unavailable: (dependency: 'MongoDB' | 'Redis' | 'storage', cause?: unknown) =>
+    new AppError(
+      'DEPENDENCY_UNAVAILABLE',
+      503,
+      `${dependency} is unavailable; try again shortly`,
+      undefined,
+      { cause, headers: { 'Retry-After': '5' }, extra: { dependency } },
+    ),
+  jobTimeout: (jobId: string, statusUrl: string) =>
+    new AppError(
+      'JOB_TIMEOUT',
+      504,
+      `The job did not finish in time; its result will be available at ${statusUrl}`,
+      undefined,
+      { headers: { Location: statusUrl }, extra: { jobId } },
+    ),
+  internal: (cause?: unknown) =>
+    new AppError('INTERNAL', 500, 'Internal server error', undefined, { cause }),
+} as const;

@@ -1,0 +1,46 @@
+import { Schema, type Connection } from 'mongoose';
+import { connectMongo } from '../../../shared/db/connection';
+import { createLogger } from '../../../shared/logger';
+import { isolatedEnv } from '../../support/context';
+
+interface Thing {
+  org: number;
+  name: string;
+  createdAt: Date;
+}
+
+describe('MongoDB through mongoose (smoke)', () => {
+  const { config } = isolatedEnv('mongosmoke');
+  let connection: Connection;
+
+  beforeAll(async () => {
+    connection = await connectMongo(config.mongodbUri!, createLogger({ level: 'silent' }));
+  });
+
+  afterAll(async () => {
+    await connection.dropDatabase();
+    await connection.close();
+  });
+
+  it('saves a document, finds it, and enforces a unique index', async () => {
+    const schema = new Schema<Thing>({
+      org: { type: Number, required: true },
+      name: { type: String, required: true },
+      createdAt: { type: Date, required: true },
+    });
+    schema.index({ org: 1, name: 1 }, { unique: true });
+    const Things = connection.model<Thing>('Thing', schema);
+    await Things.init();
+
+    const createdAt = new Date('2026-01-02T03:04:05.678Z');
+    const saved = await new Things({ org: 1, name: 'a', createdAt }).save();
+    const found = await Things.findById(saved._id).lean();
+    expect(found).toMatchObject({ org: 1, name: 'a', createdAt });
+
+    await Things.create({ org: 2, name: 'a', createdAt });
+    await expect(Things.create({ org: 1, name: 'a', createdAt })).rejects.toMatchObject({
+      code: 11000,
+    });
+    expect(await Things.countDocuments()).toBe(2);
+  });
+});

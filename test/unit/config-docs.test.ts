@@ -1,0 +1,26 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { CONFIG_VARIABLES, loadConfig } from '../../shared/config';
+
+const root = join(__dirname, '..', '..');
+const read = (file: string) => readFileSync(join(root, file), 'utf8');
+
+describe('configuration documentation', () => {
+  it('.env.example lists exactly the variables of the schema, and parses', () => {
+    const lines = read('.env.example')
+      .split('\n')
+      .filter((l) => /^[A-Z0-9_]+=/.test(l));
+    const names = lines.map((l) => l.split('=')[0]);
+    expect([...names].sort()).toEqual([...CONFIG_VARIABLES].sort());
+    const env = Object.fromEntries(lines.map((l) => [l.split('=')[0], l.slice(l.indexOf('=') + 1)]));
+    expect(() => loadConfig(env)).not.toThrow();
+  });
+
+  it('the README configuration table lists exactly the variables of the schema', () => {
+    const readme = read('README.md');
+    const section = readme.slice(readme.indexOf('## Configuration'));
+    const table = section.slice(0, section.indexOf('\n## ', 5));
+    const names = [...table.matchAll(/^\| `([A-Z0-9_]+)` \|/gm)].map((m) => m[1]);
+    expect([...names].sort()).toEqual([...CONFIG_VARIABLES].sort());
+  });
+});

@@ -1,0 +1,90 @@
+import { ConfigError, loadConfig } from '../../shared/config';
+
+const problemsOf = (env: NodeJS.ProcessEnv): string[] => {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems;
+    throw err;
+  }
+  throw new Error('expected a ConfigError');
+};
+
+describe('configuration', () => {
+  it('has documented defaults for an empty environment', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      nodeEnv: 'development',
+      port: 3000,
+      publicBaseUrl: 'http://localhost:3000',
+      bucket: 'media',
+      s3: undefined,
+      jobWaitMs: 30_000,
+      limits: {
+        maxFileSize: 100 * 1024 * 1024,
+        maxFiles: 20,
+        maxBase64Size: 20 * 1024 * 1024,
+        maxMergeInputs: 50,
+      },
+      worker: { queues: ['image', 'pdf'], concurrency: { image: 2, pdf: 2 } },
+    });
+  });
+
+  it('names the variable when a value is bad', () => {
+    expect(problemsOf({ PORT: 'eighty' })).toEqual([expect.stringMatching(/^PORT: /)]);
+    expect(problemsOf({ MAX_FILE_SIZE: '-1' })).toEqual([
+      expect.stringMatching(/^MAX_FILE_SIZE: /),
+    ]);
+    expect(problemsOf({ REDIS_URL: 'http://x' })).toEqual([
+      expect.stringMatching(/^REDIS_URL: .*redis/),
+    ]);
+    expect(problemsOf({ WORKER_QUEUES: 'image,video' })).toEqual([
+      expect.stringMatching(/^WORKER_QUEUES: unknown queue "video"/),
+    ]);
+  });
+
+  it('reports every bad variable at once', () => {
+    const problems = problemsOf({ PORT: 'x', JOB_WAIT_MS: 'y', S3_BUCKET: 'No_Caps' });
+    expect(problems.map((p) => p.split(':')[0]).sort()).toEqual([
+      'JOB_WAIT_MS',
+      'PORT',
+      'S3_BUCKET',
+    ]);
+  });
+
+  it('requires the S3 keys with an S3 endpoint', () => {
+    expect(problemsOf({ S3_ENDPOINT: 'http://127.0.0.1:9000' }).sort()).toEqual([
+      expect.stringMatching(/^S3_ACCESS_KEY: /),
+      expect.stringMatching(/^S3_SECRET_KEY: /),
+    ]);
+  });
+
+  it('refuses embedded defaults in production and says which variable is missing', () => {
+    const problems = problemsOf({ NODE_ENV: 'production' });
+    expect(problems.map((p) => p.split(':')[0]).sort()).toEqual([
+      'MONGODB_URI',
+      'REDIS_URL',
+      'S3_ENDPOINT',
+    ]);
+  });
+
+  it('parses per-queue worker concurrency', () => {
+    expect(loadConfig({ WORKER_CONCURRENCY: 'image=1,pdf=4' }).worker.concurrency).toEqual({
+      image: 1,
+      pdf: 4,
+    });
+    expect(loadConfig({ WORKER_CONCURRENCY: '3' }).worker.concurrency).toEqual({
+      image: 3,
+      pdf: 3,
+    });
+    expect(problemsOf({ WORKER_CONCURRENCY: 'image=0' })).toEqual([
+      expect.stringMatching(/^WORKER_CONCURRENCY: /),
+    ]);
+  });
+
+  it('treats empty values as unset and trims a trailing slash off PUBLIC_BASE_URL', () => {
+    const config = loadConfig({ PORT: '', PUBLIC_BASE_URL: 'https://media.example.com/' });
+    expect(config.port).toBe(3000);
+    expect(config.publicBaseUrl).toBe('https://media.example.com');
+  });
+});
