@@ -8,12 +8,15 @@ const common = {
     '^@shared/(.*)$': '<rootDir>/shared/$1',
     '^@api/(.*)$': '<rootDir>/api/$1',
     '^@worker/(.*)$': '<rootDir>/worker/$1',
+    // file-type is ESM-only (Node loads it through require(esm)); jest's own module
+    // loader cannot, so it is mapped to its entry file and SWC transpiles it and its
+    // ESM dependencies (transformIgnorePatterns below).
+    '^file-type$': '<rootDir>/node_modules/file-type/index.js',
   },
   testEnvironment: 'node',
-  // file-type is ESM-only and exposes a `module-sync` build (made for require(esm)); jest
-  // resolves that condition and SWC transpiles it and its ESM dependencies.
-  testEnvironmentOptions: { customExportConditions: ['node', 'node-addons', 'module-sync'] },
-  transformIgnorePatterns: ['/node_modules/(?!(file-type|strtok3|token-types|peek-readable|@tokenizer|uint8array-extras|@borewit)/)'],
+  transformIgnorePatterns: [
+    '/node_modules/(?!(file-type|strtok3|token-types|peek-readable|@tokenizer|uint8array-extras|@borewit)/)',
+  ],
   rootDir: __dirname,
 };
 
@@ -24,10 +27,7 @@ module.exports = {
     {
       ...common,
       displayName: 'integration',
-      testMatch: [
-        '<rootDir>/test/integration/**/*.test.ts',
-        '<rootDir>/test/e2e/**/*.test.ts',
-      ],
+      testMatch: ['<rootDir>/test/integration/**/*.test.ts', '<rootDir>/test/e2e/**/*.test.ts'],
       globalSetup: '<rootDir>/test/support/global-setup.ts',
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
       setupFiles: ['<rootDir>/test/support/jest-env.ts'],

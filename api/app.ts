@@ -3,23 +3,39 @@
  * tests and main.ts wire it the same way.
  */
 import express, { type Express } from 'express';
+import type { Config } from '@shared/config';
 import type { Logger } from '@shared/logger';
+import { bearerAuth } from './middleware/auth';
 import { errorHandler, notFoundHandler } from './middleware/error-handler';
 import { requestContext } from './middleware/request-context';
+import { downloadRoutes } from './routes/download.routes';
+import { uploadRoutes } from './routes/upload.routes';
+import type { DownloadService } from './services/download.service';
+import type { TokensService } from './services/tokens.service';
+import type { UploadService } from './services/upload.service';
 
 export interface AppDeps {
+  config: Config;
   logger: Logger;
+  tokens: TokensService;
+  uploads: UploadService;
+  downloads: DownloadService;
 }
 
 export function createApp(deps: AppDeps): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', false);
+  app.set('query parser', 'simple');
   app.use(requestContext(deps.logger));
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });
+
+  app.use('/media', bearerAuth(deps.tokens));
+  app.use(uploadRoutes({ uploads: deps.uploads, config: deps.config }));
+  app.use(downloadRoutes({ downloads: deps.downloads }));
 
   app.use(notFoundHandler);
   app.use(errorHandler);

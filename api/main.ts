@@ -1,21 +1,29 @@
 /** The API process: wires configuration, connections and the app, then listens. */
 import { once } from 'node:events';
 import { createServer } from 'node:http';
-import { getConfig, ConfigError } from '@shared/config';
+import { ConfigError, getConfig } from '@shared/config';
 import { createLogger } from '@shared/logger';
 import { onShutdown } from '@shared/shutdown';
 import { createApp } from './app';
+import { createApiContext } from './context';
 
 async function main(): Promise<void> {
   const config = getConfig();
   const logger = createLogger({ level: config.logLevel, name: 'api' });
-  const app = createApp({ logger });
+  const context = await createApiContext(config, logger);
+  const app = createApp(context);
   const server = createServer(app);
+  // Uploads may be slow; a stalled client is cut after 5 minutes without data.
+  server.requestTimeout = 0;
+  server.timeout = 5 * 60_000;
   server.listen(config.port);
   await once(server, 'listening');
   const address = server.address();
   logger.info(
-    { port: typeof address === 'object' && address ? address.port : config.port },
+    {
+      port: typeof address === 'object' && address ? address.port : config.port,
+      storage: context.store.description,
+    },
     'API listening',
   );
 
@@ -28,6 +36,7 @@ async function main(): Promise<void> {
           server.closeIdleConnections();
         }),
     },
+    { name: 'mongodb', run: () => context.close() },
   ]);
 }
 

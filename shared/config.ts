@@ -8,6 +8,19 @@ import { z } from 'zod';
 
 const MB = 1024 * 1024;
 
+/** Every type the service can store (detected from bytes); ACCEPTED_TYPES may narrow it. SVG never. */
+export const ACCEPTABLE_TYPES: readonly string[] = [
+  'image/jpeg',
+  'image/png',
+  'image/webp',
+  'image/gif',
+  'image/avif',
+  'image/tiff',
+  'image/heic',
+  'image/heif',
+  'application/pdf',
+];
+
 /** Queue names an operator may list in WORKER_QUEUES (see shared/jobs). */
 export const QUEUE_NAMES = ['image', 'pdf'] as const;
 export type QueueName = (typeof QUEUE_NAMES)[number];
@@ -131,6 +144,31 @@ const variables = z.object({
   MAX_BASE64_SIZE: int(20 * MB),
   MAX_MERGE_INPUTS: int(50),
   MAX_INPUT_PIXELS: int(100_000_000),
+  ACCEPTED_TYPES: z.preprocess(
+    emptyToUndefined,
+    z
+      .string()
+      .default(ACCEPTABLE_TYPES.join(','))
+      .transform((raw, ctx) => {
+        const types = [
+          ...new Set(
+            raw
+              .split(',')
+              .map((s) => s.trim().toLowerCase())
+              .filter(Boolean),
+          ),
+        ];
+        const unknown = types.filter((t) => !ACCEPTABLE_TYPES.includes(t));
+        if (unknown.length || types.length === 0) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `must list types from: ${ACCEPTABLE_TYPES.join(', ')}${unknown.length ? ` (unknown: ${unknown.join(', ')})` : ''}`,
+          });
+          return z.NEVER;
+        }
+        return types;
+      }),
+  ),
   JOB_WAIT_MS: int(30_000, 100),
   WORKER_QUEUES: queues,
   WORKER_CONCURRENCY: concurrency,
@@ -193,6 +231,7 @@ export interface Config {
     maxBase64Size: number;
     maxMergeInputs: number;
     maxInputPixels: number;
+    acceptedTypes: string[];
   };
   jobWaitMs: number;
   worker: {
@@ -243,6 +282,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxBase64Size: e.MAX_BASE64_SIZE,
       maxMergeInputs: e.MAX_MERGE_INPUTS,
       maxInputPixels: e.MAX_INPUT_PIXELS,
+      acceptedTypes: e.ACCEPTED_TYPES,
     },
     jobWaitMs: e.JOB_WAIT_MS,
     worker: { queues: e.WORKER_QUEUES, concurrency: e.WORKER_CONCURRENCY },

@@ -15,6 +15,8 @@ export type ErrorCode =
   | 'FOLDER_NOT_FOUND'
   | 'JOB_NOT_FOUND'
   | 'METHOD_NOT_ALLOWED'
+  | 'CONFLICT'
+  | 'RANGE_NOT_SATISFIABLE'
   | 'FILE_TOO_LARGE'
   | 'TOO_MANY_FILES'
   | 'TOO_MANY_PARTS'
@@ -103,6 +105,17 @@ export const Errors = {
   folderNotFound: (folderId: number | string) =>
     new AppError('FOLDER_NOT_FOUND', 404, `No folder with id ${folderId}`),
   jobNotFound: (jobId: string) => new AppError('JOB_NOT_FOUND', 404, `No job with id "${jobId}"`),
+  conflict: (message: string) => new AppError('CONFLICT', 409, message),
+  rangeNotSatisfiable: (size: number) =>
+    new AppError(
+      'RANGE_NOT_SATISFIABLE',
+      416,
+      `The requested range is not within the ${size} bytes of the file`,
+      undefined,
+      {
+        headers: { 'Content-Range': `bytes */${size}` },
+      },
+    ),
   fileTooLarge: (limit: number, name?: string) =>
     new AppError(
       'FILE_TOO_LARGE',
@@ -115,7 +128,7 @@ export const Errors = {
     new AppError(
       'TOO_MANY_FILES',
       413,
-      `At most ${limit} ${what} are accepted per request`,
+      `At most ${limit} ${limit === 1 ? what.replace(/s$/, '') + ' is' : what + ' are'} accepted per request`,
       undefined,
       {
         extra: { limit },

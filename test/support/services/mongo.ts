@@ -47,6 +47,12 @@ async function tryMemoryServer(): Promise<ResolvedService<{ uri: string }> | und
     (process.env.MONGOMS_RUNTIME_DOWNLOAD ?? 'true').toLowerCase(),
   );
   if (!systemBinary && !downloadAllowed) return undefined;
+  if (!systemBinary && !(await reachable('fastdl.mongodb.org'))) {
+    process.stdout.write(
+      '[services] mongod via mongodb-memory-server skipped: no mongod binary and its download host does not resolve\n',
+    );
+    return undefined;
+  }
   try {
     const { MongoMemoryServer } = await import('mongodb-memory-server-core');
     const create = MongoMemoryServer.create(
@@ -66,6 +72,17 @@ async function tryMemoryServer(): Promise<ResolvedService<{ uri: string }> | und
     const reason = err instanceof Error ? err.message.split('\n')[0] : String(err);
     process.stdout.write(`[services] mongod via mongodb-memory-server unavailable: ${reason}\n`);
     return undefined;
+  }
+}
+
+/** Whether a host name resolves (a cheap "is the internet there" check). */
+async function reachable(host: string): Promise<boolean> {
+  const { lookup } = await import('node:dns/promises');
+  try {
+    await lookup(host);
+    return true;
+  } catch {
+    return false;
   }
 }
 

@@ -61,10 +61,12 @@ export async function resolveRedis(): Promise<ResolvedService<{ url: string }>> 
   try {
     await waitFor('redis-server', async () => {
       const client = new Redis(url, {
+        // (probe errors are expected until the server is up)
         lazyConnect: true,
         maxRetriesPerRequest: 0,
         retryStrategy: () => null,
       });
+      client.on('error', () => undefined);
       try {
         await client.connect();
         return (await client.ping()) === 'PONG';

@@ -1,0 +1,138 @@
+/**
+ * Operator commands. JSON on stdout; errors as JSON on stderr with exit code 1
+ * (2 for usage errors). Uses the same configuration as the server.
+ *
+ *   org:create --slug <slug> --name <name>
+ *   token:create --org <slug> [--name <label>] [--expires-in <30d|12h|…>]
+ *   token:revoke --id <tokenId>
+ *   token:list --org <slug>
+ */
+import { parseArgs } from 'node:util';
+import ms from 'ms';
+import { ConfigError, getConfig } from '@shared/config';
+import { isAppError } from '@shared/errors';
+import { createLogger } from '@shared/logger';
+import { createDataContext, type DataContext } from './context';
+
+class UsageError extends Error {}
+
+type Command = (ctx: DataContext, args: string[]) => Promise<unknown>;
+
+function options<T extends Record<string, { type: 'string'; required?: boolean }>>(
+  args: string[],
+  spec: T,
+): Record<keyof T, string | undefined> {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args,
+      options: Object.fromEntries(Object.keys(spec).map((k) => [k, { type: 'string' }])),
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (err) {
+    throw new UsageError(err instanceof Error ? err.message : String(err));
+  }
+  for (const [name, o] of Object.entries(spec)) {
+    if (o.required && typeof values[name] !== 'string')
+      throw new UsageError(`--${name} is required`);
+  }
+  return values as Record<keyof T, string | undefined>;
+}
+
+function parseDuration(value: string): number {
+  const parsed = ms(value as ms.StringValue);
+  if (typeof parsed !== 'number' || !Number.isFinite(parsed) || parsed <= 0) {
+    throw new UsageError(
+      `--expires-in must be a positive duration such as 30d, 12h or 90m (got "${value}")`,
+    );
+  }
+  return parsed;
+}
+
+export const COMMANDS: Record<string, { usage: string; run: Command }> = {
+  'org:create': {
+    usage: 'org:create --slug <slug> --name <name>',
+    run: async (ctx, args) => {
+      const o = options(args, {
+        slug: { type: 'string', required: true },
+        name: { type: 'string', required: true },
+      });
+      const { organization, token } = await ctx.organizations.create(o.slug!, o.name!);
+      return { organization, token: token.token, tokenId: token.tokenId };
+    },
+  },
+  'token:create': {
+    usage: 'token:create --org <slug> [--name <label>] [--expires-in <30d>]',
+    run: async (ctx, args) => {
+      const o = options(args, {
+        org: { type: 'string', required: true },
+        name: { type: 'string' },
+        'expires-in': { type: 'string' },
+      });
+      const expiresInMs = o['expires-in'] ? parseDuration(o['expires-in']) : null;
+      const organization = await ctx.organizations.require(o.org!);
+      return ctx.tokens.issue(organization.id, { name: o.name ?? null, expiresInMs });
+    },
+  },
+  'token:revoke': {
+    usage: 'token:revoke --id <tokenId>',
+    run: async (ctx, args) => {
+      const o = options(args, { id: { type: 'string', required: true } });
+      return { token: await ctx.tokens.revoke(o.id!) };
+    },
+  },
+  'token:list': {
+    usage: 'token:list --org <slug>',
+    run: async (ctx, args) => {
+      const o = options(args, { org: { type: 'string', required: true } });
+      const organization = await ctx.organizations.require(o.org!);
+      return { organization, tokens: await ctx.tokens.list(organization.id) };
+    },
+  },
+};
+
+function usage(): string {
+  return `usage: npm run --silent cli -- <command>\n${Object.values(COMMANDS)
+    .map((c) => `  ${c.usage}`)
+    .join('\n')}`;
+}
+
+export async function runCli(argv: string[]): Promise<number> {
+  const [name, ...args] = argv;
+  const fail = (code: number, error: string, message: string) => {
+    process.stderr.write(`${JSON.stringify({ error, message })}\n`);
+    return code;
+  };
+  const command = name ? COMMANDS[name] : undefined;
+  if (!command) {
+    return fail(2, 'USAGE', name ? `unknown command "${name}"\n${usage()}` : usage());
+  }
+  let ctx: DataContext | undefined;
+  try {
+    const config = getConfig();
+    // Logs go to stderr so stdout stays pure JSON.
+    const logger = createLogger(
+      { level: config.logLevel === 'info' ? 'warn' : config.logLevel, name: 'cli' },
+      process.stderr,
+    );
+    ctx = await createDataContext(config, logger);
+    const result = await command.run(ctx, args);
+    process.stdout.write(`${JSON.stringify(result)}\n`);
+    return 0;
+  } catch (err) {
+    if (err instanceof UsageError)
+      return fail(2, 'USAGE', `${err.message}\nusage: ${command.usage}`);
+    if (err instanceof ConfigError) return fail(1, 'CONFIG', err.message);
+    if (isAppError(err)) return fail(1, err.code, err.message);
+    return fail(1, 'ERROR', err instanceof Error ? err.message : String(err));
+  } finally {
+    await ctx?.close().catch(() => undefined);
+  }
+}
+
+if (require.main === module) {
+  void runCli(process.argv.slice(2)).then((code) => {
+    process.exitCode = code;
+  });
+}

@@ -1,0 +1,105 @@
+/**
+ * The API's composition root: connections, repositories and services built
+ * from the configuration. main.ts, the CLI and the tests build it the same way.
+ */
+import type { Connection } from 'mongoose';
+import type { Config } from '@shared/config';
+import { connectMongo } from '@shared/db/connection';
+import { createModels, syncIndexes, type Models } from '@shared/db/models';
+import type { Logger } from '@shared/logger';
+import { CountersRepository } from '@shared/repositories/counters.repository';
+import { FoldersRepository } from '@shared/repositories/folders.repository';
+import { MediaRepository } from '@shared/repositories/media.repository';
+import { OrganizationsRepository } from '@shared/repositories/organizations.repository';
+import { TokensRepository } from '@shared/repositories/tokens.repository';
+import { createS3Client } from '@shared/storage/s3-client';
+import type { ObjectStore } from '@shared/storage/object-store';
+import { S3ObjectStore } from '@shared/storage/s3-object-store';
+import { DownloadService } from './services/download.service';
+import { OrganizationsService } from './services/organizations.service';
+import { TokensService } from './services/tokens.service';
+import { UploadService } from './services/upload.service';
+
+export interface DataContext {
+  config: Config;
+  logger: Logger;
+  connection: Connection;
+  models: Models;
+  tokens: TokensService;
+  organizations: OrganizationsService;
+  close(): Promise<void>;
+}
+
+export interface ApiContext extends DataContext {
+  store: ObjectStore;
+  uploads: UploadService;
+  downloads: DownloadService;
+}
+
+function requireSetting<T>(value: T | undefined, name: string): T {
+  if (value === undefined) throw new Error(`${name} is not set`);
+  return value;
+}
+
+/** MongoDB, repositories and the token/organization services (what the CLI needs). */
+export async function createDataContext(config: Config, logger: Logger): Promise<DataContext> {
+  const connection = await connectMongo(requireSetting(config.mongodbUri, 'MONGODB_URI'), logger);
+  const models = createModels(connection);
+  await syncIndexes(models);
+  const counters = new CountersRepository(models);
+  const organizationsRepo = new OrganizationsRepository(models, counters);
+  const tokens = new TokensService(new TokensRepository(models), organizationsRepo);
+  return {
+    config,
+    logger,
+    connection,
+    models,
+    tokens,
+    organizations: new OrganizationsService(organizationsRepo, tokens),
+    close: () => connection.close(),
+  };
+}
+
+export function createObjectStore(config: Config, logger: Logger): ObjectStore {
+  const s3 = requireSetting(config.s3, 'S3_ENDPOINT');
+  return new S3ObjectStore({
+    client: createS3Client(s3),
+    bucket: s3.bucket,
+    region: s3.region,
+    logger,
+    description: `S3 ${s3.endpoint} bucket ${s3.bucket}`,
+  });
+}
+
+export async function createApiContext(
+  config: Config,
+  logger: Logger,
+  overrides: { store?: ObjectStore } = {},
+): Promise<ApiContext> {
+  const data = await createDataContext(config, logger);
+  try {
+    const store = overrides.store ?? createObjectStore(config, logger);
+    if (!overrides.store) await store.init();
+    const counters = new CountersRepository(data.models);
+    const folders = new FoldersRepository(data.models, counters);
+    const media = new MediaRepository(data.models, counters);
+    return {
+      ...data,
+      store,
+      uploads: new UploadService({
+        store,
+        folders,
+        media,
+        limits: {
+          maxFileSize: config.limits.maxFileSize,
+          acceptedTypes: config.limits.acceptedTypes,
+        },
+        logger,
+      }),
+      downloads: new DownloadService({ media, store }),
+    };
+  } catch (err) {
+    await data.close();
+    throw err;
+  }
+}

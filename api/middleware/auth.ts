@@ -1,0 +1,55 @@
+/**
+ * Bearer-token authentication with passport + passport-http-bearer. Every
+ * authenticated request carries `req.principal` (its organization); a missing,
+ * malformed, unknown, expired or revoked token is a 401 with
+ * `WWW-Authenticate: Bearer` in the error envelope.
+ */
+import type { RequestHandler } from 'express';
+import passport from 'passport';
+import { Strategy as BearerStrategy } from 'passport-http-bearer';
+import { Errors } from '@shared/errors';
+import type { Principal, TokensService } from '../services/tokens.service';
+
+declare module 'express-serve-static-core' {
+  interface Request {
+    principal?: Principal;
+  }
+}
+
+export function bearerAuth(tokens: TokensService): RequestHandler {
+  const authenticator = new passport.Passport();
+  authenticator.use(
+    'bearer',
+    new BearerStrategy((token, done) => {
+      tokens.verify(token).then(
+        (principal) => done(null, principal ?? false),
+        (err: unknown) => done(err),
+      );
+    }),
+  );
+  return (req, res, next) => {
+    const header = req.headers.authorization;
+    if (!header) return next(Errors.unauthorized('A bearer token is required'));
+    if (!/^Bearer [^\s]+$/i.test(header)) {
+      return next(Errors.unauthorized('The Authorization header must read "Bearer <token>"'));
+    }
+    const handler = authenticator.authenticate(
+      'bearer',
+      { session: false },
+      (err: unknown, principal: Principal | false) => {
+        if (err) return next(err);
+        if (!principal)
+          return next(Errors.unauthorized('The token is not valid (unknown, expired or revoked)'));
+        req.principal = principal;
+        next();
+      },
+    ) as RequestHandler;
+    handler(req, res, next);
+  };
+}
+
+/** The authenticated principal (routes behind `bearerAuth` only). */
+export function principalOf(req: { principal?: Principal }): Principal {
+  if (!req.principal) throw Errors.unauthorized();
+  return req.principal;
+}

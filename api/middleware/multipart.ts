@@ -1,0 +1,207 @@
+/**
+ * The one multipart module: parses a multipart/form-data request with busboy
+ * and hands each file part, as a stream, to a handler, in form order.
+ *
+ * Limits (files, parts, fields, field size, part headers) come from the
+ * caller. The first failure of any kind (a limit, a malformed body, a handler
+ * that rejects, the client going away) stops the parse: every file stream
+ * still open is destroyed with that error (so storage aborts its partial
+ * upload), the rest of the body is discarded, and `parseMultipart` rejects
+ * once every handler has settled, so the caller can clean up what was stored.
+ */
+import type { Request } from 'express';
+import busboy, { type Busboy } from 'busboy';
+import type { Readable } from 'node:stream';
+import { Errors, isAppError, type AppError } from '@shared/errors';
+
+export interface MultipartLimits {
+  /** Largest file, bytes (busboy truncates one byte past it; the handler's meter trips first). */
+  maxFileSize: number;
+  maxFiles: number;
+  maxFields?: number;
+  maxFieldSize?: number;
+  maxParts?: number;
+  maxHeaderPairs?: number;
+}
+
+export interface FilePart {
+  field: string;
+  /** The client's filename, decoded as UTF-8; undefined when the part had none. */
+  filename: string;
+  declaredType: string;
+  stream: Readable;
+}
+
+export type Fields = Map<string, string[]>;
+
+export interface MultipartHandlers<T> {
+  /** Called for each file part, with the fields seen so far. Must consume or reject. */
+  onFile(part: FilePart, fieldsSoFar: Fields): Promise<T>;
+  /** Called for each field; throw an AppError to refuse the request. */
+  onField?(name: string, value: string): void;
+}
+
+export interface MultipartResult<T> {
+  fields: Fields;
+  files: T[];
+}
+
+/** Thrown when the parse failed; `settled` holds what the file handlers produced before it stopped. */
+export class MultipartFailure<T> extends Error {
+  constructor(
+    readonly error: AppError,
+    readonly settled: T[],
+  ) {
+    super(error.message);
+  }
+}
+
+export function isMultipart(req: Request): boolean {
+  return /^multipart\/form-data\b/i.test(req.headers['content-type'] ?? '');
+}
+
+export function parseMultipart<T>(
+  req: Request,
+  limits: MultipartLimits,
+  handlers: MultipartHandlers<T>,
+): Promise<MultipartResult<T>> {
+  return new Promise((resolve, reject) => {
+    let bb: Busboy;
+    try {
+      bb = busboy({
+        headers: req.headers,
+        defParamCharset: 'utf8',
+        limits: {
+          fileSize: limits.maxFileSize + 1,
+          files: limits.maxFiles,
+          fields: limits.maxFields ?? 100,
+          fieldSize: limits.maxFieldSize ?? 64 * 1024,
+          parts: limits.maxParts ?? limits.maxFiles + (limits.maxFields ?? 100),
+          headerPairs: limits.maxHeaderPairs ?? 100,
+        },
+      });
+    } catch (err) {
+      // busboy throws synchronously on a missing or malformed Content-Type / boundary.
+      const message = err instanceof Error ? err.message : String(err);
+      reject(
+        new MultipartFailure<T>(
+          Errors.badRequest(`The request must be multipart/form-data with a boundary (${message})`),
+          [],
+        ),
+      );
+      return;
+    }
+
+    const fields: Fields = new Map();
+    const pending: Promise<void>[] = [];
+    const results: (T | undefined)[] = [];
+    const openStreams = new Set<Readable>();
+    let failure: AppError | undefined;
+    let finished = false;
+
+    const settle = () => {
+      void Promise.allSettled(pending).then(() => {
+        const done = results.filter((r): r is T => r !== undefined);
+        if (failure) reject(new MultipartFailure(failure, done));
+        else resolve({ fields, files: done });
+      });
+    };
+
+    const fail = (err: unknown) => {
+      if (failure) return;
+      failure = isAppError(err)
+        ? err
+        : Errors.badRequest(`The multipart body is malformed: ${String(err)}`);
+      for (const stream of openStreams) stream.destroy(failure);
+      openStreams.clear();
+      req.unpipe(bb);
+      bb.removeAllListeners('file');
+      bb.removeAllListeners('field');
+      bb.on('error', () => undefined);
+      // Discard the rest of the body so the client can read our answer.
+      req.resume();
+      if (!finished) {
+        finished = true;
+        settle();
+      }
+    };
+
+    bb.on('file', (field, stream, info) => {
+      if (failure) return void stream.resume();
+      openStreams.add(stream);
+      stream.on('limit', () => fail(Errors.fileTooLarge(limits.maxFileSize, info.filename)));
+      stream.once('close', () => openStreams.delete(stream));
+      stream.once('end', () => openStreams.delete(stream));
+      const index = results.length;
+      results.push(undefined);
+      const part: FilePart = {
+        field,
+        filename: info.filename ?? '',
+        declaredType: info.mimeType,
+        stream,
+      };
+      const handled = Promise.resolve()
+        .then(() => handlers.onFile(part, fields))
+        .then(
+          (value) => {
+            results[index] = value;
+            // A handler that stopped reading early must not stall the parser.
+            if (!stream.readableEnded) stream.resume();
+          },
+          (err: unknown) => {
+            stream.resume();
+            fail(err);
+          },
+        );
+      pending.push(handled);
+    });
+
+    bb.on('field', (name, value, info) => {
+      if (failure) return;
+      if (info.nameTruncated || info.valueTruncated) {
+        return fail(
+          Errors.payloadTooLarge(
+            `The field "${name}" is longer than ${limits.maxFieldSize ?? 65536} bytes`,
+          ),
+        );
+      }
+      try {
+        handlers.onField?.(name, value);
+      } catch (err) {
+        return fail(err);
+      }
+      const list = fields.get(name) ?? [];
+      list.push(value);
+      fields.set(name, list);
+    });
+
+    bb.on('filesLimit', () => fail(Errors.tooManyFiles(limits.maxFiles)));
+    bb.on('fieldsLimit', () =>
+      fail(
+        Errors.tooManyParts(`At most ${limits.maxFields ?? 100} fields are accepted per request`),
+      ),
+    );
+    bb.on('partsLimit', () => fail(Errors.tooManyParts('The form has too many parts')));
+    bb.on('error', (err: unknown) => {
+      const message = err instanceof Error ? err.message : String(err);
+      fail(Errors.badRequest(`The multipart body is malformed: ${message}`));
+    });
+    bb.on('close', () => {
+      if (finished) return;
+      finished = true;
+      settle();
+    });
+
+    req.on('close', () => {
+      if (!req.complete)
+        fail(Errors.badRequest('The client closed the connection before the body was complete'));
+    });
+    req.pipe(bb);
+  });
+}
+
+/** The last value of a field, trimmed of nothing (fields are taken as sent). */
+export function lastField(fields: Fields, name: string): string | undefined {
+  const values = fields.get(name);
+  return values?.[values.length - 1];
+}

@@ -1,0 +1,98 @@
+/**
+ * GET /media/download?media=<key>: streams the object of a record of the
+ * caller's organization, with Content-Type, Content-Length, ETag (the content
+ * hash), Last-Modified, Content-Disposition (the record's name, safe for any
+ * characters); `Range` gives 206 (416 when unsatisfiable) and a matching
+ * `If-None-Match` gives 304.
+ */
+import { Router, type Request, type Response } from 'express';
+import { create as contentDisposition } from 'content-disposition';
+import { pipeline } from 'node:stream/promises';
+import { Errors } from '@shared/errors';
+import type { MediaRecord } from '@shared/repositories/media.repository';
+import type { ByteRange } from '@shared/storage/object-store';
+import { principalOf } from '../middleware/auth';
+import type { DownloadService } from '../services/download.service';
+
+const etagOf = (record: MediaRecord) => `"${record.checksum.replace(/^sha256:/, '')}"`;
+
+/** RFC 9110 weak comparison of If-None-Match against our ETag. */
+function noneMatch(header: string | undefined, etag: string): boolean {
+  if (!header) return false;
+  if (header.trim() === '*') return true;
+  return header
+    .split(',')
+    .map((t) => t.trim().replace(/^W\//, ''))
+    .includes(etag);
+}
+
+/** The single byte range asked for, null for "whole object", or 'unsatisfiable'. */
+function requestedRange(
+  req: Request,
+  record: MediaRecord,
+  etag: string,
+): ByteRange | null | 'unsatisfiable' {
+  if (!req.headers.range) return null;
+  const ifRange = req.headers['if-range'];
+  if (typeof ifRange === 'string' && ifRange.trim() !== etag) return null; // validator changed: send everything
+  const ranges = req.range(record.bytes, { combine: true });
+  if (ranges === -1) return 'unsatisfiable';
+  if (ranges === -2 || ranges === undefined) return null; // malformed: ignore, as RFC 9110 allows
+  if (ranges.type !== 'bytes' || ranges.length !== 1) return null; // several ranges: send everything
+  const [range] = ranges;
+  return range ? { start: range.start, end: range.end } : null;
+}
+
+export function downloadRoutes(deps: { downloads: DownloadService }): Router {
+  const router = Router();
+
+  router.get('/media/download', async (req: Request, res: Response) => {
+    const org = principalOf(req).organization;
+    const key = req.query.media;
+    if (typeof key !== 'string' || key === '') {
+      throw Errors.validation([
+        { field: 'media', message: 'the media query parameter (a media key) is required' },
+      ]);
+    }
+    const record = await deps.downloads.find(org.id, key);
+    const etag = etagOf(record);
+    res.setHeader('ETag', etag);
+    res.setHeader('Last-Modified', record.updatedAt.toUTCString());
+    res.setHeader('Cache-Control', 'private, no-cache');
+    res.setHeader('Accept-Ranges', 'bytes');
+    if (noneMatch(req.headers['if-none-match'], etag)) {
+      res.status(304).end();
+      return;
+    }
+    const range = requestedRange(req, record, etag);
+    if (range === 'unsatisfiable') {
+      throw Errors.rangeNotSatisfiable(record.bytes);
+    }
+    const body =
+      req.method === 'HEAD' ? undefined : await deps.downloads.open(record, range ?? undefined);
+    res.setHeader('Content-Type', record.mimetype);
+    res.setHeader('Content-Disposition', contentDisposition(record.name, { type: 'attachment' }));
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    if (range) {
+      res.status(206);
+      res.setHeader('Content-Range', `bytes ${range.start}-${range.end}/${record.bytes}`);
+      res.setHeader('Content-Length', String(range.end - range.start + 1));
+    } else {
+      res.status(200);
+      res.setHeader('Content-Length', String(record.bytes));
+    }
+    if (!body) {
+      res.end();
+      return;
+    }
+    try {
+      await pipeline(body, res);
+    } catch (err) {
+      // Headers are gone; the error handler can only cut the connection.
+      req.log.warn({ err, key }, 'download interrupted');
+      res.destroy();
+    }
+  });
+
+  return router;
+}

@@ -1,0 +1,20 @@
+/** Downloads: a record of the caller's organization, and its object's bytes. */
+import type { Readable } from 'node:stream';
+import { Errors } from '@shared/errors';
+import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
+import type { ByteRange, ObjectStore } from '@shared/storage/object-store';
+
+export class DownloadService {
+  constructor(private readonly deps: { media: MediaRepository; store: ObjectStore }) {}
+
+  /** The record for `key` in the organization; another tenant's key is simply not found. */
+  async find(organizationId: number, key: string): Promise<MediaRecord> {
+    const record = await this.deps.media.findByKey(organizationId, key);
+    if (!record) throw Errors.mediaNotFound(key);
+    return record;
+  }
+
+  open(record: MediaRecord, range?: ByteRange): Promise<Readable> {
+    return this.deps.store.get(record.key, range);
+  }
+}

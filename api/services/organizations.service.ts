@@ -1,0 +1,55 @@
+/** Organizations: created by operators (CLI), each with a first API token. */
+import { Errors } from '@shared/errors';
+import { isDuplicateKey } from '@shared/db/errors';
+import { ORG_SLUG_PATTERN } from '@shared/media/naming';
+import type {
+  Organization,
+  OrganizationsRepository,
+} from '@shared/repositories/organizations.repository';
+import type { IssuedToken, TokensService } from './tokens.service';
+
+export class OrganizationsService {
+  constructor(
+    private readonly organizations: OrganizationsRepository,
+    private readonly tokens: TokensService,
+  ) {}
+
+  async create(
+    slug: string,
+    name: string,
+    tokenName: string | null = 'default',
+  ): Promise<{ organization: Organization; token: IssuedToken }> {
+    if (!ORG_SLUG_PATTERN.test(slug)) {
+      throw Errors.validation([
+        {
+          field: 'slug',
+          message:
+            'slug must be 2-63 lower-case letters, digits or dashes, not starting or ending with a dash',
+        },
+      ]);
+    }
+    const trimmed = name.trim();
+    if (!trimmed || trimmed.length > 200) {
+      throw Errors.validation([{ field: 'name', message: 'name must be 1-200 characters' }]);
+    }
+    let organization: Organization;
+    try {
+      organization = await this.organizations.create(slug, trimmed);
+    } catch (err) {
+      if (isDuplicateKey(err)) throw Errors.conflict(`An organization with slug "${slug}" exists`);
+      throw err;
+    }
+    const token = await this.tokens.issue(organization.id, { name: tokenName });
+    return { organization, token };
+  }
+
+  async require(slug: string): Promise<Organization> {
+    const organization = await this.organizations.findBySlug(slug);
+    if (!organization) throw Errors.notFound(`No organization with slug "${slug}"`);
+    return organization;
+  }
+
+  count(): Promise<number> {
+    return this.organizations.count();
+  }
+}

@@ -1,0 +1,114 @@
+/**
+ * API tokens: random, shown once, stored only as a SHA-256 hash, bound to one
+ * organization, optionally expiring, revocable.
+ *
+ * A token reads `mst_<tokenId>_<secret>`: the public `tokenId` (64 random bits,
+ * hex) finds the stored hash in one indexed lookup, and the hash of the whole
+ * presented token is compared with it in constant time. The secret carries 256
+ * random bits, so a fast hash is enough (no password-style stretching needed).
+ */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { Errors } from '@shared/errors';
+import type {
+  Organization,
+  OrganizationsRepository,
+} from '@shared/repositories/organizations.repository';
+import type { StoredToken, TokensRepository } from '@shared/repositories/tokens.repository';
+
+const TOKEN_PATTERN = /^mst_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$/;
+
+export interface IssuedToken {
+  token: string;
+  tokenId: string;
+  expiresAt: string | null;
+}
+
+export interface TokenInfo {
+  tokenId: string;
+  name: string | null;
+  organizationId: number;
+  createdAt: string;
+  expiresAt: string | null;
+  revokedAt: string | null;
+  lastUsedAt: string | null;
+  status: 'active' | 'expired' | 'revoked';
+}
+
+export interface Principal {
+  organization: Organization;
+  tokenId: string;
+}
+
+const hashToken = (token: string) => createHash('sha256').update(token).digest('hex');
+
+export class TokensService {
+  constructor(
+    private readonly tokens: TokensRepository,
+    private readonly organizations: OrganizationsRepository,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
+
+  async issue(
+    organizationId: number,
+    options: { name?: string | null; expiresInMs?: number | null } = {},
+  ): Promise<IssuedToken> {
+    const tokenId = randomBytes(8).toString('hex');
+    const token = `mst_${tokenId}_${randomBytes(32).toString('base64url')}`;
+    const expiresAt = options.expiresInMs
+      ? new Date(this.now().getTime() + options.expiresInMs)
+      : null;
+    await this.tokens.insert({
+      tokenId,
+      organizationId,
+      name: options.name ?? null,
+      hash: hashToken(token),
+      expiresAt,
+    });
+    return { token, tokenId, expiresAt: expiresAt?.toISOString() ?? null };
+  }
+
+  /** The principal a token stands for, or null when it is malformed, unknown, expired or revoked. */
+  async verify(token: string): Promise<Principal | null> {
+    const match = TOKEN_PATTERN.exec(token);
+    if (!match) return null;
+    const stored = await this.tokens.findByTokenId(match[1]!);
+    // Hash even when nothing is stored, so an unknown id costs the same time.
+    const presented = Buffer.from(hashToken(token), 'hex');
+    const expected = Buffer.from(stored?.hash ?? '0'.repeat(64), 'hex');
+    const equal = expected.length === presented.length && timingSafeEqual(presented, expected);
+    if (!stored || !equal || this.statusOf(stored) !== 'active') return null;
+    const organization = await this.organizations.findById(stored.organizationId);
+    if (!organization) return null;
+    void this.tokens.touch(stored.tokenId).catch(() => undefined);
+    return { organization, tokenId: stored.tokenId };
+  }
+
+  async revoke(tokenId: string): Promise<TokenInfo> {
+    const stored = await this.tokens.revoke(tokenId, this.now());
+    if (!stored) throw Errors.notFound(`No token with id "${tokenId}"`);
+    return this.info(stored);
+  }
+
+  async list(organizationId: number): Promise<TokenInfo[]> {
+    return (await this.tokens.listByOrganization(organizationId)).map((t) => this.info(t));
+  }
+
+  private statusOf(t: StoredToken): TokenInfo['status'] {
+    if (t.revokedAt) return 'revoked';
+    if (t.expiresAt && t.expiresAt.getTime() <= this.now().getTime()) return 'expired';
+    return 'active';
+  }
+
+  private info(t: StoredToken): TokenInfo {
+    return {
+      tokenId: t.tokenId,
+      name: t.name ?? null,
+      organizationId: t.organizationId,
+      createdAt: t.createdAt.toISOString(),
+      expiresAt: t.expiresAt?.toISOString() ?? null,
+      revokedAt: t.revokedAt?.toISOString() ?? null,
+      lastUsedAt: t.lastUsedAt?.toISOString() ?? null,
+      status: this.statusOf(t),
+    };
+  }
+}

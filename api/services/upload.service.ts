@@ -1,0 +1,264 @@
+/**
+ * Uploads: bytes stream from the client into object storage while their
+ * SHA-256 and length are computed; the type is decided from the first bytes;
+ * records are written only after every object of the request is in place.
+ *
+ * Write order is object first, record second. If a record cannot be written
+ * the objects are deleted; if a stream fails (client gone, limit tripped) the
+ * partial upload is aborted by the store. When an object's final key is not
+ * known while its bytes flow (its folder fields come later in the form), it
+ * goes to a staging key under the organization's prefix and is moved
+ * (server-side copy, then delete) at commit.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { Errors, isAppError, type AppError } from '@shared/errors';
+import type { Logger } from '@shared/logger';
+import {
+  DETECTION_BYTES,
+  detectType,
+  normaliseMime,
+  type MediaType,
+} from '@shared/media/media-types';
+import { buildKey, keyBaseName, safeDisplayName } from '@shared/media/naming';
+import type { Folder, FoldersRepository } from '@shared/repositories/folders.repository';
+import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
+import type { Organization } from '@shared/repositories/organizations.repository';
+import type { ObjectStore } from '@shared/storage/object-store';
+
+export interface UploadLimits {
+  maxFileSize: number;
+  acceptedTypes: readonly string[];
+}
+
+/** `folder` (a name) and/or `folderId` as they came in the request. */
+export interface FolderSpec {
+  folder?: string | undefined;
+  folderId?: string | undefined;
+}
+
+/** An object written to storage whose record is not written yet. */
+export interface StoredObject {
+  key: string;
+  /** The folder its key was built for; undefined while it sits at a staging key. */
+  keyFolder: Folder | null | undefined;
+  type: MediaType;
+  name: string;
+  bytes: number;
+  checksum: string;
+}
+
+export class UploadService {
+  constructor(
+    private readonly deps: {
+      store: ObjectStore;
+      folders: FoldersRepository;
+      media: MediaRepository;
+      limits: UploadLimits;
+      logger: Logger;
+    },
+  ) {}
+
+  /** Validates and resolves a folder spec: a name finds or creates, an id must exist; both must agree. */
+  async resolveFolder(org: Organization, spec: FolderSpec): Promise<Folder | null> {
+    const name = spec.folder?.trim();
+    const rawId = spec.folderId?.trim();
+    let byId: Folder | null = null;
+    if (rawId !== undefined && rawId !== '') {
+      if (!/^\d{1,15}$/.test(rawId)) {
+        throw Errors.validation([
+          { field: 'folderId', message: 'folderId must be a positive integer' },
+        ]);
+      }
+      byId = await this.deps.folders.findById(org.id, Number(rawId));
+      if (!byId) throw Errors.folderNotFound(rawId);
+    }
+    if (name !== undefined && name !== '') {
+      if (name.length > 200) {
+        throw Errors.validation([
+          { field: 'folder', message: 'folder must be at most 200 characters' },
+        ]);
+      }
+      if (byId) {
+        if (byId.name !== name) throw Errors.folderMismatch(name, byId.id);
+        return byId;
+      }
+      return this.deps.folders.findOrCreate(org.id, name);
+    }
+    return byId;
+  }
+
+  /**
+   * Streams one file into storage. `folder` is the folder its key should use,
+   * or undefined when that is not known yet (the object is staged).
+   */
+  async storeStream(
+    org: Organization,
+    source: Readable,
+    filename: string | undefined,
+    folder: Folder | null | undefined,
+  ): Promise<StoredObject> {
+    const iterator = source[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+    const head = await readHead(iterator, DETECTION_BYTES);
+    const type = await this.acceptType(head.bytes, filename);
+    const name = safeDisplayName(filename);
+    const key = this.keyFor(org, name, type, folder);
+    const hash = createHash('sha256');
+    let bytes = 0;
+    const { maxFileSize } = this.deps.limits;
+    const meter = (chunk: Buffer) => {
+      bytes += chunk.length;
+      if (bytes > maxFileSize) throw Errors.fileTooLarge(maxFileSize, name);
+      hash.update(chunk);
+      return chunk;
+    };
+    async function* body(): AsyncGenerator<Buffer> {
+      yield meter(head.bytes);
+      if (head.done) return;
+      for (;;) {
+        const { value, done } = await iterator.next();
+        if (done) return;
+        yield meter(value);
+      }
+    }
+    const stream = Readable.from(body(), { objectMode: false });
+    await this.deps.store.put(key, stream, { contentType: type.mime });
+    return { key, keyFolder: folder, type, name, bytes, checksum: `sha256:${hash.digest('hex')}` };
+  }
+
+  /** Stores bytes already in memory (base64 uploads). */
+  async storeBuffer(
+    org: Organization,
+    data: Buffer,
+    filename: string | undefined,
+    folder: Folder | null,
+    declaredType?: string,
+  ): Promise<StoredObject> {
+    if (data.length > this.deps.limits.maxFileSize) {
+      throw Errors.fileTooLarge(this.deps.limits.maxFileSize, filename);
+    }
+    const type = await this.acceptType(data.subarray(0, DETECTION_BYTES), filename);
+    if (declaredType && normaliseMime(declaredType) !== type.mime) {
+      this.deps.logger.debug(
+        { declaredType, detected: type.mime },
+        'declared type differs from the bytes; using the bytes',
+      );
+    }
+    const name = safeDisplayName(filename);
+    const key = this.keyFor(org, name, type, folder);
+    await this.deps.store.put(key, data, { contentType: type.mime });
+    const checksum = `sha256:${createHash('sha256').update(data).digest('hex')}`;
+    return { key, keyFolder: folder, type, name, bytes: data.length, checksum };
+  }
+
+  /**
+   * Makes stored objects permanent: moves any whose key was built for another
+   * folder (or staged), then writes their records in one all-or-nothing write.
+   * On failure every object is removed and the error is rethrown.
+   */
+  async commit(
+    org: Organization,
+    objects: StoredObject[],
+    folder: Folder | null,
+  ): Promise<MediaRecord[]> {
+    const placed: StoredObject[] = [];
+    try {
+      for (const object of objects) {
+        if (
+          object.keyFolder !== undefined &&
+          (object.keyFolder?.id ?? null) === (folder?.id ?? null)
+        ) {
+          placed.push(object);
+          continue;
+        }
+        const key = this.keyFor(org, object.name, object.type, folder);
+        await this.deps.store.copy(object.key, key);
+        placed.push({ ...object, key, keyFolder: folder });
+        await this.deps.store.remove(object.key);
+      }
+      return await this.deps.media.insertAll(
+        placed.map((o) => ({
+          organizationId: org.id,
+          folderId: folder?.id ?? null,
+          key: o.key,
+          name: o.name,
+          mimetype: o.type.mime,
+          bytes: o.bytes,
+          checksum: o.checksum,
+        })),
+      );
+    } catch (err) {
+      await this.discard([...objects, ...placed]);
+      throw err;
+    }
+  }
+
+  /** Removes objects that will get no record. Never throws; failures are logged for reconciliation. */
+  async discard(objects: StoredObject[]): Promise<void> {
+    const keys = [...new Set(objects.map((o) => o.key))];
+    if (keys.length === 0) return;
+    try {
+      await this.deps.store.removeMany(keys);
+    } catch (err) {
+      this.deps.logger.error({ err, keys }, 'could not remove objects left without a record');
+    }
+  }
+
+  private async acceptType(head: Buffer, filename: string | undefined): Promise<MediaType> {
+    if (head.length === 0) {
+      throw Errors.badRequest(
+        `${filename ? `"${safeDisplayName(filename)}"` : 'The file'} is empty`,
+      );
+    }
+    const type = await detectType(head);
+    if (!type || !this.deps.limits.acceptedTypes.includes(type.mime)) {
+      const what = filename ? `"${safeDisplayName(filename)}"` : 'The file';
+      throw Errors.unsupportedType(
+        `${what} is not an accepted type (${this.deps.limits.acceptedTypes.join(', ')}); types are detected from the file's content`,
+        filename
+          ? [
+              {
+                name: safeDisplayName(filename),
+                message: type ? `${type.mime} is not accepted` : 'unknown type',
+              },
+            ]
+          : undefined,
+      );
+    }
+    return type;
+  }
+
+  private keyFor(
+    org: Organization,
+    name: string,
+    type: MediaType,
+    folder: Folder | null | undefined,
+  ): string {
+    if (folder === undefined) return `${org.slug}/.staging/${randomUUID()}`;
+    return buildKey({
+      orgSlug: org.slug,
+      folderSlug: folder?.slug ?? null,
+      baseName: keyBaseName(name),
+      ext: type.ext,
+    });
+  }
+}
+
+/** Reads at least `min` bytes (or to the end) from a byte stream. */
+async function readHead(
+  iterator: AsyncIterator<Buffer>,
+  min: number,
+): Promise<{ bytes: Buffer; done: boolean }> {
+  const chunks: Buffer[] = [];
+  let length = 0;
+  while (length < min) {
+    const { value, done } = await iterator.next();
+    if (done) return { bytes: Buffer.concat(chunks, length), done: true };
+    chunks.push(value);
+    length += value.length;
+  }
+  return { bytes: Buffer.concat(chunks, length), done: false };
+}
+
+/** True for errors that mean the request was refused (not a fault of ours). */
+export const isClientError = (err: unknown): err is AppError => isAppError(err) && err.status < 500;

@@ -1,0 +1,140 @@
+/**
+ * MongoDB models (mongoose), bound to one connection. Integer ids come from
+ * atomic counters (`counters` collection, `findOneAndUpdate` + `$inc` + upsert).
+ */
+import { Schema, type Connection, type Model } from 'mongoose';
+
+export interface CounterDoc {
+  _id: string;
+  seq: number;
+}
+
+export interface OrganizationDoc {
+  id: number;
+  slug: string;
+  name: string;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface ApiTokenDoc {
+  /** Public identifier, also embedded in the token itself (for lookup). */
+  tokenId: string;
+  organizationId: number;
+  name: string | null;
+  /** SHA-256 of the whole token, hex. The token itself is never stored. */
+  hash: string;
+  expiresAt: Date | null;
+  revokedAt: Date | null;
+  lastUsedAt: Date | null;
+  createdAt: Date;
+}
+
+export interface FolderDoc {
+  id: number;
+  organizationId: number;
+  name: string;
+  slug: string;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface MediaDoc {
+  id: number;
+  organizationId: number;
+  folderId: number | null;
+  key: string;
+  name: string;
+  mimetype: string;
+  bytes: number;
+  checksum: string;
+  /** The job that produced this record (convert, merge), for idempotent retries. */
+  jobId?: string;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+const options = { versionKey: false, timestamps: true } as const;
+
+const counterSchema = new Schema<CounterDoc>(
+  { _id: { type: String, required: true }, seq: { type: Number, required: true } },
+  { versionKey: false },
+);
+
+const organizationSchema = new Schema<OrganizationDoc>(
+  {
+    id: { type: Number, required: true, unique: true },
+    slug: { type: String, required: true, unique: true },
+    name: { type: String, required: true },
+  },
+  options,
+);
+
+const apiTokenSchema = new Schema<ApiTokenDoc>(
+  {
+    tokenId: { type: String, required: true, unique: true },
+    organizationId: { type: Number, required: true, index: true },
+    name: { type: String, default: null },
+    hash: { type: String, required: true },
+    expiresAt: { type: Date, default: null },
+    revokedAt: { type: Date, default: null },
+    lastUsedAt: { type: Date, default: null },
+  },
+  { versionKey: false, timestamps: { createdAt: true, updatedAt: false } },
+);
+
+const folderSchema = new Schema<FolderDoc>(
+  {
+    id: { type: Number, required: true, unique: true },
+    organizationId: { type: Number, required: true },
+    name: { type: String, required: true },
+    slug: { type: String, required: true },
+  },
+  options,
+);
+folderSchema.index({ organizationId: 1, name: 1 }, { unique: true });
+
+const mediaSchema = new Schema<MediaDoc>(
+  {
+    id: { type: Number, required: true, unique: true },
+    organizationId: { type: Number, required: true },
+    folderId: { type: Number, default: null },
+    key: { type: String, required: true, unique: true },
+    name: { type: String, required: true },
+    mimetype: { type: String, required: true },
+    bytes: { type: Number, required: true },
+    checksum: { type: String, required: true },
+    // Absent (not null) unless a job made the record, so the sparse unique index skips it.
+    jobId: { type: String, required: false },
+  },
+  options,
+);
+mediaSchema.index({ organizationId: 1, key: 1 });
+mediaSchema.index({ jobId: 1 }, { unique: true, sparse: true });
+
+export interface Models {
+  Counter: Model<CounterDoc>;
+  Organization: Model<OrganizationDoc>;
+  ApiToken: Model<ApiTokenDoc>;
+  Folder: Model<FolderDoc>;
+  Media: Model<MediaDoc>;
+}
+
+export function createModels(connection: Connection): Models {
+  return {
+    Counter: connection.model<CounterDoc>('Counter', counterSchema, 'counters'),
+    Organization: connection.model<OrganizationDoc>(
+      'Organization',
+      organizationSchema,
+      'organizations',
+    ),
+    ApiToken: connection.model<ApiTokenDoc>('ApiToken', apiTokenSchema, 'api_tokens'),
+    Folder: connection.model<FolderDoc>('Folder', folderSchema, 'folders'),
+    Media: connection.model<MediaDoc>('Media', mediaSchema, 'media'),
+  };
+}
+
+/** Builds every declared index (unique ones are part of correctness). */
+export async function syncIndexes(models: Models): Promise<void> {
+  await Promise.all(Object.values(models).map((m: Model<unknown>) => m.init()));
+}

@@ -1,0 +1,63 @@
+import type { MediaDoc, Models } from '../db/models';
+import { db } from '../db/errors';
+import type { CountersRepository } from './counters.repository';
+
+export type MediaRecord = Omit<MediaDoc, 'jobId'> & { jobId: string | null };
+export type NewMedia = Omit<MediaDoc, 'id' | 'createdAt' | 'updatedAt'>;
+
+const toRecord = (doc: MediaDoc): MediaRecord => ({
+  id: doc.id,
+  organizationId: doc.organizationId,
+  folderId: doc.folderId ?? null,
+  key: doc.key,
+  name: doc.name,
+  mimetype: doc.mimetype,
+  bytes: doc.bytes,
+  checksum: doc.checksum,
+  jobId: doc.jobId ?? null,
+  createdAt: doc.createdAt,
+  updatedAt: doc.updatedAt,
+});
+
+export class MediaRepository {
+  constructor(
+    private readonly models: Pick<Models, 'Media'>,
+    private readonly counters: CountersRepository,
+  ) {}
+
+  async insert(media: NewMedia): Promise<MediaRecord> {
+    const id = await this.counters.next('media');
+    const doc = await db(() => this.models.Media.create({ ...media, id }));
+    return toRecord(doc.toObject());
+  }
+
+  /** Inserts several records in one write; either all are written or none (on failure the written ones are removed). */
+  async insertAll(items: NewMedia[]): Promise<MediaRecord[]> {
+    const ids: number[] = [];
+    for (let i = 0; i < items.length; i++) ids.push(await this.counters.next('media'));
+    const docs = items.map((m, i) => ({ ...m, id: ids[i]! }));
+    try {
+      const written = await db(() => this.models.Media.insertMany(docs, { ordered: true }));
+      return written.map((d) => toRecord(d.toObject()));
+    } catch (err) {
+      await this.models.Media.deleteMany({ id: { $in: ids } })
+        .exec()
+        .catch(() => undefined);
+      throw err;
+    }
+  }
+
+  async findByKey(organizationId: number, key: string): Promise<MediaRecord | null> {
+    const doc = await db(() => this.models.Media.findOne({ organizationId, key }).lean().exec());
+    return doc ? toRecord(doc) : null;
+  }
+
+  async findByJobId(jobId: string): Promise<MediaRecord | null> {
+    const doc = await db(() => this.models.Media.findOne({ jobId }).lean().exec());
+    return doc ? toRecord(doc) : null;
+  }
+
+  async countByKey(key: string): Promise<number> {
+    return db(() => this.models.Media.countDocuments({ key }).exec());
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * The object store: one interface, implemented over S3 (`s3-object-store.ts`).
+ * Keys are opaque strings; the store knows nothing of organizations or records.
+ * Connectivity failures surface as `Errors.unavailable('storage')` (503).
+ */
+import type { Readable } from 'node:stream';
+
+export interface PutOptions {
+  contentType: string;
+}
+
+export interface PutResult {
+  /** Bytes written. */
+  bytes: number;
+}
+
+export interface ObjectInfo {
+  size: number;
+  etag: string;
+  lastModified: Date;
+}
+
+export interface ByteRange {
+  /** First byte, inclusive. */
+  start: number;
+  /** Last byte, inclusive. */
+  end: number;
+}
+
+export interface ListedObject {
+  key: string;
+  size: number;
+  lastModified: Date;
+}
+
+export interface ObjectStore {
+  /** A short description for logs: which backend, where. */
+  readonly description: string;
+  /** Prepares the store (creates the bucket when missing). */
+  init(): Promise<void>;
+  /** Checks that the store answers (for readiness probes). */
+  ping(): Promise<void>;
+  /**
+   * Streams `body` to `key`. If `body` fails (the client went away, a limit
+   * tripped), the partial write is aborted and nothing is left behind, and the
+   * body's error is rethrown.
+   */
+  put(key: string, body: Readable | Buffer, options: PutOptions): Promise<PutResult>;
+  /** The whole object, or the given byte range of it. */
+  get(key: string, range?: ByteRange): Promise<Readable>;
+  /** The object's size and dates, or null when it does not exist. */
+  stat(key: string): Promise<ObjectInfo | null>;
+  /** Server-side copy. */
+  copy(fromKey: string, toKey: string): Promise<void>;
+  /** Removes the object; removing a missing object is not an error. */
+  remove(key: string): Promise<void>;
+  removeMany(keys: string[]): Promise<void>;
+  list(prefix: string): AsyncIterable<ListedObject>;
+  /** Keys with a multipart upload still open under `prefix`. */
+  listIncompleteUploads(prefix: string): Promise<string[]>;
+}

@@ -1,0 +1,304 @@
+/**
+ * The object store over S3 (MinIO, AWS S3, OpenStack Swift's s3api) with the
+ * `minio` client.
+ *
+ * `put` does its own streaming multipart upload over the client's
+ * `initiateNewMultipartUpload`/`uploadPart`/`completeMultipartUpload`: the
+ * client's own `putObject` picks a ~560 MB part size for a stream of unknown
+ * length (buffering up to that much per upload), never aborts a failed
+ * multipart upload, and waits forever when its source stream errors. Here a
+ * part is `partSize` bytes (8 MiB by default), at most `queueSize` parts are
+ * uploading while the next one fills, a body that fits in one part is sent as
+ * a single PUT, and any failure aborts the multipart upload.
+ */
+import type { Readable } from 'node:stream';
+import type { Client } from 'minio';
+import { Errors, isAppError } from '../errors';
+import type { Logger } from '../logger';
+import type {
+  ByteRange,
+  ListedObject,
+  ObjectInfo,
+  ObjectStore,
+  PutOptions,
+  PutResult,
+} from './object-store';
+import { ensureBucket } from './s3-client';
+
+export interface S3StoreOptions {
+  client: Client;
+  bucket: string;
+  region: string;
+  logger: Logger;
+  /** Bytes per multipart part (S3's minimum is 5 MiB). */
+  partSize?: number;
+  /** Parts uploading at once while the next one fills. */
+  queueSize?: number;
+  description?: string;
+}
+
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'UND_ERR_SOCKET',
+]);
+
+/** True when an S3 failure means "storage unreachable or failing", i.e. worth a 503. */
+export function isStorageUnavailable(err: unknown): boolean {
+  if (!err || typeof err !== 'object') return false;
+  const e = err as { code?: unknown; statusCode?: unknown; $metadata?: unknown; cause?: unknown };
+  if (typeof e.code === 'string' && NETWORK_CODES.has(e.code)) return true;
+  if (typeof e.statusCode === 'number' && e.statusCode >= 500) return true;
+  if (
+    // NoSuchBucket: the configured bucket vanished; storage is unusable until an operator acts.
+    ['ServiceUnavailable', 'SlowDown', 'InternalError', 'RequestTimeout', 'NoSuchBucket'].includes(
+      String(e.code),
+    )
+  ) {
+    return true;
+  }
+  return e.cause !== undefined && e.cause !== err && isStorageUnavailable(e.cause);
+}
+
+function isNotFound(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === 'NoSuchKey' || code === 'NotFound' || code === 'NoSuchObject';
+}
+
+export class S3ObjectStore implements ObjectStore {
+  readonly description: string;
+  private readonly client: Client;
+  private readonly bucket: string;
+  private readonly partSize: number;
+  private readonly queueSize: number;
+
+  constructor(private readonly options: S3StoreOptions) {
+    this.client = options.client;
+    this.bucket = options.bucket;
+    this.partSize = options.partSize ?? 8 * 1024 * 1024;
+    this.queueSize = options.queueSize ?? 2;
+    this.description = options.description ?? `s3 bucket ${options.bucket}`;
+  }
+
+  /** Runs a storage call, turning connectivity failures into a 503 AppError. */
+  private async call<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      if (!isAppError(err) && isStorageUnavailable(err)) throw Errors.unavailable('storage', err);
+      throw err;
+    }
+  }
+
+  async init(): Promise<void> {
+    await this.call(() =>
+      ensureBucket(this.client, this.bucket, this.options.region, this.options.logger),
+    );
+  }
+
+  async ping(): Promise<void> {
+    const exists = await this.call(() => this.client.bucketExists(this.bucket));
+    if (!exists) throw Errors.unavailable('storage', new Error(`bucket ${this.bucket} is missing`));
+  }
+
+  async put(key: string, body: Readable | Buffer, options: PutOptions): Promise<PutResult> {
+    const headers = { 'Content-Type': options.contentType };
+    if (Buffer.isBuffer(body)) {
+      await this.call(() => this.client.putObject(this.bucket, key, body, body.length, headers));
+      return { bytes: body.length };
+    }
+    return this.putStream(key, body, headers);
+  }
+
+  private async putStream(
+    key: string,
+    body: Readable,
+    headers: Record<string, string>,
+  ): Promise<PutResult> {
+    const parts = new PartReader(body, this.partSize);
+    let bytes = 0;
+    // Fill the first part; a body that fits in one part is a single PUT.
+    const first = await parts.next();
+    bytes += first.data.length;
+    if (first.done) {
+      await this.call(() =>
+        this.client.putObject(this.bucket, key, first.data, first.data.length, headers),
+      );
+      return { bytes };
+    }
+
+    const uploadId = await this.call(() =>
+      this.client.initiateNewMultipartUpload(this.bucket, key, headers),
+    );
+    const etags: { part: number; etag: string }[] = [];
+    const inFlight = new Set<Promise<void>>();
+    let failure: unknown;
+    const upload = (partNumber: number, data: Buffer) => {
+      const p = this.call(() =>
+        this.client.uploadPart(
+          { bucketName: this.bucket, objectName: key, uploadID: uploadId, partNumber, headers: {} },
+          data,
+        ),
+      ).then(
+        (res) => void etags.push({ part: partNumber, etag: res.etag }),
+        (err: unknown) => void (failure ??= err),
+      );
+      const tracked = p.finally(() => inFlight.delete(tracked));
+      inFlight.add(tracked);
+    };
+
+    try {
+      let partNumber = 1;
+      upload(partNumber, first.data);
+      for (;;) {
+        while (inFlight.size >= this.queueSize) await Promise.race(inFlight);
+        if (failure) throw failure;
+        const next = await parts.next();
+        if (next.data.length > 0) {
+          bytes += next.data.length;
+          upload(++partNumber, next.data);
+        }
+        if (next.done) break;
+      }
+      await Promise.all(inFlight);
+      if (failure) throw failure;
+      etags.sort((a, b) => a.part - b.part);
+      await this.call(() => this.client.completeMultipartUpload(this.bucket, key, uploadId, etags));
+      return { bytes };
+    } catch (err) {
+      await Promise.allSettled(inFlight);
+      await this.client
+        .abortMultipartUpload(this.bucket, key, uploadId)
+        .catch((abortErr: unknown) =>
+          this.options.logger.warn({ err: abortErr, key }, 'could not abort multipart upload'),
+        );
+      body.destroy();
+      throw err;
+    }
+  }
+
+  async get(key: string, range?: ByteRange): Promise<Readable> {
+    return this.call(async () => {
+      try {
+        return range
+          ? await this.client.getPartialObject(
+              this.bucket,
+              key,
+              range.start,
+              range.end - range.start + 1,
+            )
+          : await this.client.getObject(this.bucket, key);
+      } catch (err) {
+        if (isNotFound(err)) throw Errors.mediaNotFound(key);
+        throw err;
+      }
+    });
+  }
+
+  async stat(key: string): Promise<ObjectInfo | null> {
+    return this.call(async () => {
+      try {
+        const s = await this.client.statObject(this.bucket, key);
+        return { size: s.size, etag: s.etag, lastModified: s.lastModified };
+      } catch (err) {
+        if (isNotFound(err)) return null;
+        throw err;
+      }
+    });
+  }
+
+  async copy(fromKey: string, toKey: string): Promise<void> {
+    const { CopySourceOptions, CopyDestinationOptions } = await import('minio');
+    await this.call(() =>
+      this.client.copyObject(
+        new CopySourceOptions({ Bucket: this.bucket, Object: fromKey }),
+        new CopyDestinationOptions({ Bucket: this.bucket, Object: toKey }),
+      ),
+    );
+  }
+
+  async remove(key: string): Promise<void> {
+    await this.call(() => this.client.removeObject(this.bucket, key));
+  }
+
+  async removeMany(keys: string[]): Promise<void> {
+    if (keys.length === 0) return;
+    await this.call(() => this.client.removeObjects(this.bucket, keys));
+  }
+
+  async *list(prefix: string): AsyncIterable<ListedObject> {
+    const stream = this.client.listObjectsV2(this.bucket, prefix, true);
+    for await (const item of stream) {
+      const o = item as { name?: string; size?: number; lastModified?: Date };
+      if (o.name)
+        yield { key: o.name, size: o.size ?? 0, lastModified: o.lastModified ?? new Date(0) };
+    }
+  }
+
+  async listIncompleteUploads(prefix: string): Promise<string[]> {
+    // Queried page by page rather than through the client's listIncompleteUploads
+    // stream, whose "recursive" mode sends an empty delimiter that Swift's s3api
+    // takes literally (it then lists nothing). Keys never contain "|", so it
+    // serves as a delimiter that groups nothing.
+    const keys: string[] = [];
+    let keyMarker = '';
+    let uploadIdMarker = '';
+    for (;;) {
+      const page = await this.call(() =>
+        this.client.listIncompleteUploadsQuery(this.bucket, prefix, keyMarker, uploadIdMarker, '|'),
+      );
+      for (const upload of page.uploads) keys.push(upload.key);
+      if (!page.isTruncated) return keys;
+      keyMarker = page.nextKeyMarker;
+      uploadIdMarker = page.nextUploadIdMarker;
+    }
+  }
+}
+
+/** Cuts a stream into parts of exactly `size` bytes (the last one shorter). */
+class PartReader {
+  private readonly iterator: AsyncIterator<unknown>;
+  private carry: Buffer | undefined;
+  private ended = false;
+
+  constructor(
+    body: Readable,
+    private readonly size: number,
+  ) {
+    this.iterator = body[Symbol.asyncIterator]();
+  }
+
+  /** The next part; `done` when nothing follows it. */
+  async next(): Promise<{ data: Buffer; done: boolean }> {
+    const chunks: Buffer[] = [];
+    let length = 0;
+    if (this.carry) {
+      chunks.push(this.carry);
+      length = this.carry.length;
+      this.carry = undefined;
+    }
+    while (length < this.size && !this.ended) {
+      const result = await this.iterator.next();
+      if (result.done) {
+        this.ended = true;
+        break;
+      }
+      const chunk = Buffer.isBuffer(result.value)
+        ? result.value
+        : Buffer.from(result.value as Uint8Array);
+      chunks.push(chunk);
+      length += chunk.length;
+    }
+    let data = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, length);
+    if (data.length > this.size) {
+      this.carry = data.subarray(this.size);
+      data = data.subarray(0, this.size);
+    }
+    return { data, done: this.ended && !this.carry };
+  }
+}

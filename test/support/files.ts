@@ -1,0 +1,24 @@
+/** Sample files for tests: fixtures in the repository, the team's corpus beside it. */
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+export const FIXTURES = join(__dirname, '..', 'fixtures');
+export const CORPUS = join(__dirname, '..', '..', '..', 'shared', 'corpus');
+
+export const fixture = (name: string): Buffer => readFileSync(join(FIXTURES, name));
+export const corpusFile = (path: string): Buffer => readFileSync(join(CORPUS, path));
+export const sha256 = (data: Buffer | Uint8Array): string =>
+  `sha256:${createHash('sha256').update(data).digest('hex')}`;
+
+/** A multipart form from parts, for fetch. */
+export function form(
+  parts: (readonly [string, string] | readonly [string, Buffer, string])[],
+): FormData {
+  const fd = new FormData();
+  for (const part of parts) {
+    if (part.length === 2) fd.append(part[0], part[1]);
+    else fd.append(part[0], new Blob([part[1]]), part[2]);
+  }
+  return fd;
+}
