@@ -129,6 +129,9 @@ export function parseMultipart<T>(
     bb.on('file', (field, stream, info) => {
       if (failure) return void stream.resume();
       openStreams.add(stream);
+      // Streams are destroyed with the failure when the parse stops; whoever reads
+      // the stream sees that error, and an unread stream must not crash the process.
+      stream.on('error', () => undefined);
       stream.on('limit', () => fail(Errors.fileTooLarge(limits.maxFileSize, info.filename)));
       stream.once('close', () => openStreams.delete(stream));
       stream.once('end', () => openStreams.delete(stream));

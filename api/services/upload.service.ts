@@ -116,9 +116,9 @@ export class UploadService {
       yield meter(head.bytes);
       if (head.done) return;
       for (;;) {
-        const { value, done } = await iterator.next();
-        if (done) return;
-        yield meter(value);
+        const next = await iterator.next();
+        if (next.done) return;
+        yield meter(next.value);
       }
     }
     const stream = Readable.from(body(), { objectMode: false });
@@ -252,10 +252,10 @@ async function readHead(
   const chunks: Buffer[] = [];
   let length = 0;
   while (length < min) {
-    const { value, done } = await iterator.next();
-    if (done) return { bytes: Buffer.concat(chunks, length), done: true };
-    chunks.push(value);
-    length += value.length;
+    const next = await iterator.next();
+    if (next.done) return { bytes: Buffer.concat(chunks, length), done: true };
+    chunks.push(next.value);
+    length += next.value.length;
   }
   return { bytes: Buffer.concat(chunks, length), done: false };
 }

@@ -137,7 +137,11 @@ export class S3ObjectStore implements ObjectStore {
     );
     const etags: { part: number; etag: string }[] = [];
     const inFlight = new Set<Promise<void>>();
-    let failure: unknown;
+    let failure: Error | undefined;
+    // (a function, so the check reads the variable the part uploads set)
+    const throwIfFailed = () => {
+      if (failure) throw failure;
+    };
     const upload = (partNumber: number, data: Buffer) => {
       const p = this.call(() =>
         this.client.uploadPart(
@@ -146,7 +150,7 @@ export class S3ObjectStore implements ObjectStore {
         ),
       ).then(
         (res) => void etags.push({ part: partNumber, etag: res.etag }),
-        (err: unknown) => void (failure ??= err),
+        (err: unknown) => void (failure ??= err instanceof Error ? err : new Error(String(err))),
       );
       const tracked = p.finally(() => inFlight.delete(tracked));
       inFlight.add(tracked);
@@ -157,7 +161,7 @@ export class S3ObjectStore implements ObjectStore {
       upload(partNumber, first.data);
       for (;;) {
         while (inFlight.size >= this.queueSize) await Promise.race(inFlight);
-        if (failure) throw failure;
+        throwIfFailed();
         const next = await parts.next();
         if (next.data.length > 0) {
           bytes += next.data.length;
@@ -166,7 +170,7 @@ export class S3ObjectStore implements ObjectStore {
         if (next.done) break;
       }
       await Promise.all(inFlight);
-      if (failure) throw failure;
+      throwIfFailed();
       etags.sort((a, b) => a.part - b.part);
       await this.call(() => this.client.completeMultipartUpload(this.bucket, key, uploadId, etags));
       return { bytes };

@@ -12,7 +12,9 @@ describe('configuration documentation', () => {
       .filter((l) => /^[A-Z0-9_]+=/.test(l));
     const names = lines.map((l) => l.split('=')[0]);
     expect([...names].sort()).toEqual([...CONFIG_VARIABLES].sort());
-    const env = Object.fromEntries(lines.map((l) => [l.split('=')[0], l.slice(l.indexOf('=') + 1)]));
+    const env: NodeJS.ProcessEnv = Object.fromEntries(
+      lines.map((l): [string, string] => [l.split('=')[0]!, l.slice(l.indexOf('=') + 1)]),
+    );
     expect(() => loadConfig(env)).not.toThrow();
   });
 

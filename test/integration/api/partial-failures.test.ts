@@ -1,0 +1,207 @@
+/**
+ * Uploads that fail half-way leave nothing behind: no record, no object, no
+ * open multipart upload. Faults are real: a client that goes away, a limit
+ * that trips, and storage or MongoDB that stop answering (cut with a TCP
+ * proxy in front of the real service).
+ */
+import { randomBytes } from 'node:crypto';
+import { request } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createLogger } from '../../../shared/logger';
+import { createS3Client } from '../../../shared/storage/s3-client';
+import { S3ObjectStore } from '../../../shared/storage/s3-object-store';
+import { startApi, type TestApi, type TestOrg } from '../../support/api';
+import { isolatedEnv, mongoUriFor, s3Endpoint } from '../../support/context';
+import { fixture, form } from '../../support/files';
+import { hostPortOf, startTcpProxy } from '../../support/tcp-proxy';
+
+const MB = 1024 * 1024;
+const jpegHead = fixture('Canon_40D.jpg');
+
+/** Polls until `check` passes or 15 s have gone by. */
+async function eventually(check: () => Promise<void>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await check();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await sleep(100);
+    }
+  }
+}
+
+/**
+ * Starts a multipart upload of a JPEG-looking file of `total` bytes and writes
+ * `sendFirst` bytes of it; the caller decides what happens next.
+ */
+function streamingUpload(api: TestApi, org: TestOrg, total: number) {
+  const boundary = `----test${randomBytes(8).toString('hex')}`;
+  const head = Buffer.from(
+    `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.jpg"\r\nContent-Type: image/jpeg\r\n\r\n`,
+  );
+  const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
+  const { port } = new URL(api.url);
+  const req = request({
+    host: '127.0.0.1',
+    port,
+    method: 'POST',
+    path: '/media/upload',
+    headers: {
+      ...org.auth,
+      'Content-Type': `multipart/form-data; boundary=${boundary}`,
+      'Content-Length': String(head.length + total + tail.length),
+    },
+  });
+  const response = new Promise<{ status: number; body: { error?: string } }>((resolve, reject) => {
+    req.on('response', (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          body: JSON.parse(Buffer.concat(chunks).toString() || '{}') as { error?: string },
+        }),
+      );
+    });
+    req.on('error', reject);
+  });
+  response.catch(() => undefined);
+  req.write(head);
+  let sent = 0;
+  const chunk = randomBytes(MB);
+  const write = async (bytes: number) => {
+    while (sent < bytes) {
+      const piece = sent === 0 ? Buffer.concat([jpegHead, chunk.subarray(jpegHead.length)]) : chunk;
+      const n = Math.min(piece.length, bytes - sent);
+      if (!req.write(piece.subarray(0, n))) await new Promise((r) => req.once('drain', r));
+      sent += n;
+    }
+  };
+  return {
+    req,
+    response,
+    sendUntil: write,
+    finish: async () => {
+      await write(total);
+      req.end(tail);
+      return response;
+    },
+  };
+}
+
+describe('an upload that fails half-way', () => {
+  let api: TestApi;
+  let org: TestOrg;
+
+  beforeAll(async () => {
+    api = await startApi('partial', { env: { MAX_FILE_SIZE: String(20 * MB) } });
+    org = await api.createOrg('half');
+  });
+  afterAll(() => api.close());
+
+  async function expectNothingLeft() {
+    expect(await api.ctx.models.Media.countDocuments({ organizationId: org.organization.id })).toBe(
+      0,
+    );
+    expect(await api.objectKeys('half/')).toEqual([]);
+    expect(await api.ctx.store.listIncompleteUploads('half/')).toEqual([]);
+  }
+
+  it('leaves nothing when the client disconnects half-way through 30 MB', async () => {
+    const upload = streamingUpload(api, org, 30 * MB);
+    await upload.sendUntil(15 * MB);
+    // The bytes are flowing into a multipart upload in the bucket...
+    await eventually(async () =>
+      expect(await api.ctx.store.listIncompleteUploads('half/')).toHaveLength(1),
+    );
+    // ...when the client goes away.
+    upload.req.destroy();
+    await eventually(expectNothingLeft);
+  });
+
+  it('answers 413 when the size limit trips half-way, and leaves nothing', async () => {
+    const upload = streamingUpload(api, org, 30 * MB);
+    const result = await upload.finish().catch(() => upload.response);
+    expect(result.status).toBe(413);
+    expect(result.body.error).toBe('FILE_TOO_LARGE');
+    await eventually(expectNothingLeft);
+  });
+});
+
+describe('a dependency that stops answering', () => {
+  it('storage refusing a write: 503, and no record', async () => {
+    const { host, port } = hostPortOf(s3Endpoint().endpoint);
+    const proxy = await startTcpProxy(host, port);
+    const env = isolatedEnv('s3down');
+    const store = new S3ObjectStore({
+      client: createS3Client({ ...env.config.s3!, endpoint: proxy.via(env.config.s3!.endpoint) }),
+      bucket: env.bucket,
+      region: env.config.s3!.region,
+      logger: createLogger({ level: 'silent' }),
+    });
+    await store.init();
+    const api = await startApi('s3down', { store, env: { S3_BUCKET: env.bucket } });
+    try {
+      const org = await api.createOrg('nos3');
+      await proxy.cut();
+      const res = await fetch(`${api.url}/media/upload`, {
+        method: 'POST',
+        headers: org.auth,
+        body: form([['file', jpegHead, 'a.jpg']]),
+      });
+      expect(res.status).toBe(503);
+      expect(await res.json()).toMatchObject({
+        error: 'DEPENDENCY_UNAVAILABLE',
+        dependency: 'storage',
+      });
+      expect(res.headers.get('retry-after')).toBeTruthy();
+      expect(await api.ctx.models.Media.countDocuments()).toBe(0);
+    } finally {
+      await proxy.restore();
+      const keys: string[] = [];
+      for await (const o of store.list('')) keys.push(o.key);
+      await store.removeMany(keys);
+      await createS3Client(env.config.s3!)
+        .removeBucket(env.bucket)
+        .catch(() => undefined);
+      await api.close();
+      await proxy.close();
+    }
+  });
+
+  it('MongoDB refusing the record after the object was written: 503, and the object is removed', async () => {
+    const dbName = `t_mongodown_${randomBytes(4).toString('hex')}`;
+    const direct = mongoUriFor(dbName);
+    const { host, port } = hostPortOf(direct);
+    const proxy = await startTcpProxy(host, port);
+    const api = await startApi('mongodown', { env: { MONGODB_URI: proxy.via(direct) } });
+    try {
+      const org = await api.createOrg('nomongo');
+      const upload = streamingUpload(api, org, 12 * MB);
+      await upload.sendUntil(10 * MB);
+      await eventually(async () =>
+        expect(await api.ctx.store.listIncompleteUploads('nomongo/')).toHaveLength(1),
+      );
+      await proxy.cut();
+      const result = await upload.finish();
+      expect(result.status).toBe(503);
+      expect(result.body).toMatchObject({ error: 'DEPENDENCY_UNAVAILABLE', dependency: 'MongoDB' });
+      expect(await api.objectKeys('nomongo/')).toEqual([]);
+      expect(await api.ctx.store.listIncompleteUploads('nomongo/')).toEqual([]);
+    } finally {
+      await proxy.restore();
+      await api.close();
+      await proxy.close();
+    }
+    // Looking past the proxy: no record was written.
+    const mongoose = await import('mongoose');
+    const conn = await mongoose.createConnection(direct).asPromise();
+    try {
+      expect(await conn.collection('media').countDocuments()).toBe(0);
+    } finally {
+      await conn.dropDatabase();
+      await conn.close();
+    }
+  });
+});

@@ -1,0 +1,144 @@
+/**
+ * Tenant isolation and concurrency: with two organizations, neither can reach
+ * the other's keys or folders (404, never 403); 50 concurrent uploads from
+ * several organizations all land with unique ids and keys.
+ */
+import { startApi, type TestApi, type TestOrg } from '../../support/api';
+import { fixture, form } from '../../support/files';
+
+type Media = { id: number; key: string; folderId: number | null; organizationId: number };
+
+let api: TestApi;
+let alpha: TestOrg;
+let beta: TestOrg;
+
+beforeAll(async () => {
+  api = await startApi('tenants');
+  alpha = await api.createOrg('alpha');
+  beta = await api.createOrg('beta');
+});
+afterAll(() => api.close());
+
+async function upload(org: TestOrg, fd: FormData) {
+  const res = await fetch(`${api.url}/media/upload`, {
+    method: 'POST',
+    headers: org.auth,
+    body: fd,
+  });
+  return { status: res.status, body: (await res.json()) as { data: Media; error?: string } };
+}
+
+describe('tenant isolation', () => {
+  let alphaMedia: Media;
+
+  beforeAll(async () => {
+    const r = await upload(
+      alpha,
+      form([
+        ['folder', 'private'],
+        ['file', fixture('Canon_40D.jpg'), 'secret.jpg'],
+      ]),
+    );
+    expect(r.status).toBe(201);
+    alphaMedia = r.body.data;
+  });
+
+  it("answers 404 for another organization's key", async () => {
+    const res = await fetch(
+      `${api.url}/media/download?media=${encodeURIComponent(alphaMedia.key)}`,
+      {
+        headers: beta.auth,
+      },
+    );
+    expect(res.status).toBe(404);
+    expect(((await res.json()) as { error: string }).error).toBe('MEDIA_NOT_FOUND');
+    const own = await fetch(
+      `${api.url}/media/download?media=${encodeURIComponent(alphaMedia.key)}`,
+      {
+        headers: alpha.auth,
+      },
+    );
+    expect(own.status).toBe(200);
+  });
+
+  it("answers 404 for another organization's folder id, on every upload endpoint", async () => {
+    const folderId = String(alphaMedia.folderId);
+    const single = await upload(
+      beta,
+      form([
+        ['folderId', folderId],
+        ['file', fixture('Canon_40D.jpg'), 'x.jpg'],
+      ]),
+    );
+    expect([single.status, single.body.error]).toEqual([404, 'FOLDER_NOT_FOUND']);
+    const multi = await fetch(`${api.url}/media/upload/multiple`, {
+      method: 'POST',
+      headers: beta.auth,
+      body: form([
+        ['files', fixture('Canon_40D.jpg'), 'x.jpg'],
+        ['folderId', folderId],
+      ]),
+    });
+    expect(multi.status).toBe(404);
+    const b64 = await fetch(`${api.url}/media/upload/base64`, {
+      method: 'POST',
+      headers: { ...beta.auth, 'Content-Type': 'application/json' },
+      body: JSON.stringify({
+        file: `data:image/jpeg;base64,${fixture('Canon_40D.jpg').toString('base64')}`,
+        folderId: Number(folderId),
+      }),
+    });
+    expect(b64.status).toBe(404);
+    expect(await api.objectKeys('beta/')).toEqual([]);
+  });
+
+  it('keeps folders of the same name apart, each under its own prefix', async () => {
+    const r = await upload(
+      beta,
+      form([
+        ['folder', 'private'],
+        ['file', fixture('Canon_40D.jpg'), 'secret.jpg'],
+      ]),
+    );
+    expect(r.status).toBe(201);
+    expect(r.body.data.folderId).not.toBe(alphaMedia.folderId);
+    expect(r.body.data.key).toMatch(/^beta\/private\//);
+    expect(r.body.data.organizationId).toBe(beta.organization.id);
+  });
+});
+
+describe('50 concurrent uploads from several organizations', () => {
+  it('records every one, with unique ids and keys', async () => {
+    const orgs = [alpha, beta, await api.createOrg('gamma'), await api.createOrg('delta')];
+    const files = [
+      'Canon_40D.jpg',
+      'xmp-BlueSquare.jpg',
+      'minimal-document.pdf',
+      'heic-samplefilehub.heif',
+    ];
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => {
+        const org = orgs[i % orgs.length]!;
+        const name = files[i % files.length]!;
+        const fields: ['folder', string][] = i % 3 === 0 ? [['folder', `batch-${i % 2}`]] : [];
+        return upload(org, form([...fields, ['file', fixture(name), name]]));
+      }),
+    );
+    expect(results.map((r) => r.status)).toEqual(Array(50).fill(201));
+    const media = results.map((r) => r.body.data);
+    expect(new Set(media.map((m) => m.id)).size).toBe(50);
+    expect(new Set(media.map((m) => m.key)).size).toBe(50);
+    for (const m of media) {
+      const org = orgs.find((o) => o.organization.id === m.organizationId)!;
+      expect(m.key.startsWith(`${org.organization.slug}/`)).toBe(true);
+    }
+    const ids = media.map((m) => m.id);
+    expect(await api.ctx.models.Media.countDocuments({ id: { $in: ids } })).toBe(50);
+    const stored = new Set(await api.objectKeys());
+    for (const m of media) expect(stored.has(m.key)).toBe(true);
+    // One folder per organization and name, despite the races.
+    const folders = await api.ctx.models.Folder.find({}, { organizationId: 1, name: 1 }).lean();
+    const pairs = folders.map((f) => `${f.organizationId}/${f.name}`);
+    expect(new Set(pairs).size).toBe(pairs.length);
+  });
+});
