@@ -67,6 +67,8 @@ export function createObjectStore(config: Config, logger: Logger): ObjectStore {
     bucket: s3.bucket,
     region: s3.region,
     logger,
+    partSize: process.env.EXP_PART_MB ? Number(process.env.EXP_PART_MB) * 1024 * 1024 : undefined,
+    queueSize: process.env.EXP_QUEUE ? Number(process.env.EXP_QUEUE) : undefined,
     description: `S3 ${s3.endpoint} bucket ${s3.bucket}`,
   });
 }

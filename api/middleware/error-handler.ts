@@ -25,7 +25,11 @@ export function toAppError(err: unknown): AppError {
       return Errors.badRequest('The JSON body is not valid JSON');
     if (e.type === 'entity.too.large')
       return Errors.payloadTooLarge('The request body is too large');
-    if (typeof e.type === 'string' && (e.status ?? e.statusCode) === 400) {
+    // Other body-parser errors (charset, encoding, parameter count) carry their status.
+    const status = e.status ?? e.statusCode;
+    if (typeof e.type === 'string' && typeof status === 'number' && status >= 400 && status < 500) {
+      if (status === 413) return Errors.payloadTooLarge(e.message ?? 'The request body is too large');
+      if (status === 415) return Errors.unsupportedType(e.message ?? 'Unsupported body encoding');
       return Errors.badRequest(e.message ?? 'Bad request');
     }
   }

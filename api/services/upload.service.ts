@@ -65,7 +65,7 @@ export class UploadService {
     const rawId = spec.folderId?.trim();
     let byId: Folder | null = null;
     if (rawId !== undefined && rawId !== '') {
-      if (!/^\d{1,15}$/.test(rawId)) {
+      if (!/^[1-9]\d{0,14}$/.test(rawId)) {
         throw Errors.validation([
           { field: 'folderId', message: 'folderId must be a positive integer' },
         ]);

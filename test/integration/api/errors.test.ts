@@ -4,6 +4,7 @@
  */
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { fixture, form } from '../../support/files';
+import { expectMatchesSpec } from '../../support/openapi';
 
 type ErrorBody = {
   statusCode: number;
@@ -32,7 +33,11 @@ async function call(
     ...init,
     headers: { ...org.auth, ...(init.headers ?? {}) },
   });
-  return { res, body: (await res.json()) as ErrorBody };
+  const body = (await res.json()) as ErrorBody;
+  const route = path.split('?')[0]!;
+  if (route !== '/media/nope')
+    expectMatchesSpec(init.method ?? 'GET', route, res.status, body, res.headers);
+  return { res, body };
 }
 
 const postForm = (path: string, fd: FormData) => call(path, { method: 'POST', body: fd });

@@ -7,6 +7,7 @@ import { parse as parseDisposition } from 'content-disposition';
 import sharp from 'sharp';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { fixture, form, sha256 } from '../../support/files';
+import { expectMatchesSpec } from '../../support/openapi';
 
 type Media = {
   id: number;
@@ -38,13 +39,20 @@ async function post<T>(path: string, body: FormData | object, auth = org.auth) {
     headers: isForm ? auth : { ...auth, 'Content-Type': 'application/json' },
     body: isForm ? body : JSON.stringify(body),
   });
-  return { res, body: (await res.json()) as T };
+  const json = (await res.json()) as T;
+  expectMatchesSpec('POST', path.split('?')[0]!, res.status, json, res.headers);
+  return { res, body: json };
 }
 
 async function download(key: string, headers: Record<string, string> = {}) {
-  return fetch(`${api.url}/media/download?media=${encodeURIComponent(key)}`, {
+  const res = await fetch(`${api.url}/media/download?media=${encodeURIComponent(key)}`, {
     headers: { ...org.auth, ...headers },
   });
+  const json = res.headers.get('content-type')?.startsWith('application/json')
+    ? ((await res.clone().json()) as unknown)
+    : undefined;
+  expectMatchesSpec('GET', '/media/download', res.status, json, res.headers);
+  return res;
 }
 
 /** The record in MongoDB and the object in the bucket agree with the response. */

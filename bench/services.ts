@@ -1,0 +1,36 @@
+/**
+ * Services for benchmarks: the same resolution as the test harness (URLs from
+ * the environment, containers, or local processes), so a benchmark runs on any
+ * machine the tests run on.
+ */
+import { resolveMongo } from '../test/support/services/mongo';
+import { resolveRedis } from '../test/support/services/redis';
+import { resolveS3 } from '../test/support/services/s3';
+import type { ResolvedService, S3Endpoint } from '../test/support/services/types';
+
+export interface BenchServices {
+  redisUrl: string;
+  mongoUri: string;
+  s3: S3Endpoint;
+  describe(): string;
+  stop(): Promise<void>;
+}
+
+export async function startServices(): Promise<BenchServices> {
+  const started: ResolvedService<unknown>[] = [];
+  const redis = await resolveRedis();
+  started.push(redis);
+  const s3 = await resolveS3();
+  started.push(s3);
+  const mongo = await resolveMongo();
+  started.push(mongo);
+  return {
+    redisUrl: redis.value.url,
+    mongoUri: mongo.value.uri,
+    s3: s3.value,
+    describe: () => `redis: ${redis.backend}\ns3: ${s3.backend}\nmongodb: ${mongo.backend}`,
+    stop: async () => {
+      for (const s of started.reverse()) await s.stop().catch(() => undefined);
+    },
+  };
+}
