@@ -171,6 +171,7 @@ const variables = z.object({
   ),
   JOB_WAIT_MS: int(30_000, 100),
   WORKER_QUEUES: queues,
+  JOB_LOCK_MS: int(30_000, 1_000),
   WORKER_CONCURRENCY: concurrency,
   SHUTDOWN_TIMEOUT_MS: int(25_000, 100),
 });
@@ -237,6 +238,8 @@ export interface Config {
   worker: {
     queues: QueueName[];
     concurrency: Record<QueueName, number>;
+    /** How long a worker's lock on a job lasts without renewal; a dead worker's job is retried after it. */
+    lockMs: number;
   };
   shutdownTimeoutMs: number;
 }
@@ -285,7 +288,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       acceptedTypes: e.ACCEPTED_TYPES,
     },
     jobWaitMs: e.JOB_WAIT_MS,
-    worker: { queues: e.WORKER_QUEUES, concurrency: e.WORKER_CONCURRENCY },
+    worker: { queues: e.WORKER_QUEUES, concurrency: e.WORKER_CONCURRENCY, lockMs: e.JOB_LOCK_MS },
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
   };
 }

@@ -28,7 +28,8 @@ export function toAppError(err: unknown): AppError {
     // Other body-parser errors (charset, encoding, parameter count) carry their status.
     const status = e.status ?? e.statusCode;
     if (typeof e.type === 'string' && typeof status === 'number' && status >= 400 && status < 500) {
-      if (status === 413) return Errors.payloadTooLarge(e.message ?? 'The request body is too large');
+      if (status === 413)
+        return Errors.payloadTooLarge(e.message ?? 'The request body is too large');
       if (status === 415) return Errors.unsupportedType(e.message ?? 'Unsupported body encoding');
       return Errors.badRequest(e.message ?? 'Bad request');
     }

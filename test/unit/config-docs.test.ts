@@ -22,7 +22,7 @@ describe('configuration documentation', () => {
     const readme = read('README.md');
     const section = readme.slice(readme.indexOf('## Configuration'));
     const table = section.slice(0, section.indexOf('\n## ', 5));
-    const names = [...table.matchAll(/^\| `([A-Z0-9_]+)` \|/gm)].map((m) => m[1]);
+    const names = [...table.matchAll(/^\|\s*`([A-Z0-9_]+)`\s*\|/gm)].map((m) => m[1]);
     expect([...names].sort()).toEqual([...CONFIG_VARIABLES].sort());
   });
 });

@@ -49,7 +49,7 @@ async function download(key: string, headers: Record<string, string> = {}) {
     headers: { ...org.auth, ...headers },
   });
   const json = res.headers.get('content-type')?.startsWith('application/json')
-    ? ((await res.clone().json()))
+    ? await res.clone().json()
     : undefined;
   expectMatchesSpec('GET', '/media/download', res.status, json, res.headers);
   return res;
