@@ -9,8 +9,11 @@ import { bearerAuth } from './middleware/auth';
 import { errorHandler, notFoundHandler } from './middleware/error-handler';
 import { requestContext } from './middleware/request-context';
 import { downloadRoutes } from './routes/download.routes';
+import { jobRoutes } from './routes/jobs.routes';
 import { uploadRoutes } from './routes/upload.routes';
+import type { MediaRepository } from '@shared/repositories/media.repository';
 import type { DownloadService } from './services/download.service';
+import type { JobsService } from './services/jobs.service';
 import type { TokensService } from './services/tokens.service';
 import type { UploadService } from './services/upload.service';
 
@@ -20,6 +23,8 @@ export interface AppDeps {
   tokens: TokensService;
   uploads: UploadService;
   downloads: DownloadService;
+  jobs: JobsService;
+  media: MediaRepository;
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -36,6 +41,9 @@ export function createApp(deps: AppDeps): Express {
   app.use('/media', bearerAuth(deps.tokens));
   app.use(uploadRoutes({ uploads: deps.uploads, config: deps.config }));
   app.use(downloadRoutes({ downloads: deps.downloads }));
+  app.use(
+    jobRoutes({ jobs: deps.jobs, uploads: deps.uploads, media: deps.media, config: deps.config }),
+  );
 
   app.use(notFoundHandler);
   app.use(errorHandler);

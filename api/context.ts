@@ -15,7 +15,9 @@ import { TokensRepository } from '@shared/repositories/tokens.repository';
 import { createS3Client } from '@shared/storage/s3-client';
 import type { ObjectStore } from '@shared/storage/object-store';
 import { S3ObjectStore } from '@shared/storage/s3-object-store';
+import { BullJobQueue } from '@shared/queue/job-queue';
 import { DownloadService } from './services/download.service';
+import { JobsService } from './services/jobs.service';
 import { OrganizationsService } from './services/organizations.service';
 import { TokensService } from './services/tokens.service';
 import { UploadService } from './services/upload.service';
@@ -32,8 +34,11 @@ export interface DataContext {
 
 export interface ApiContext extends DataContext {
   store: ObjectStore;
+  queue: BullJobQueue;
+  media: MediaRepository;
   uploads: UploadService;
   downloads: DownloadService;
+  jobs: JobsService;
 }
 
 function requireSetting<T>(value: T | undefined, name: string): T {
@@ -67,8 +72,8 @@ export function createObjectStore(config: Config, logger: Logger): ObjectStore {
     bucket: s3.bucket,
     region: s3.region,
     logger,
-    partSize: process.env.EXP_PART_MB ? Number(process.env.EXP_PART_MB) * 1024 * 1024 : undefined,
-    queueSize: process.env.EXP_QUEUE ? Number(process.env.EXP_QUEUE) : undefined,
+    partSize: s3.partSize,
+    queueSize: s3.uploadConcurrency,
     description: `S3 ${s3.endpoint} bucket ${s3.bucket}`,
   });
 }
@@ -85,9 +90,23 @@ export async function createApiContext(
     const counters = new CountersRepository(data.models);
     const folders = new FoldersRepository(data.models, counters);
     const media = new MediaRepository(data.models, counters);
+    const queue = new BullJobQueue(config, logger);
+    await queue.init();
     return {
       ...data,
+      close: async () => {
+        await queue.close();
+        await data.close();
+      },
       store,
+      queue,
+      media,
+      jobs: new JobsService({
+        queue,
+        media,
+        publicBaseUrl: config.publicBaseUrl,
+        waitMs: config.jobWaitMs,
+      }),
       uploads: new UploadService({
         store,
         folders,

@@ -3,13 +3,14 @@ import { once } from 'node:events';
 import { createServer } from 'node:http';
 import { ConfigError, getConfig } from '@shared/config';
 import { createLogger } from '@shared/logger';
-import { onShutdown } from '@shared/shutdown';
+import { installCrashHandlers, onShutdown } from '@shared/shutdown';
 import { createApp } from './app';
 import { createApiContext } from './context';
 
 async function main(): Promise<void> {
   const config = getConfig();
   const logger = createLogger({ level: config.logLevel, name: 'api' });
+  installCrashHandlers(logger);
   const context = await createApiContext(config, logger);
   const app = createApp(context);
   const server = createServer(app);

@@ -106,6 +106,18 @@ const currentRss = (pid: number) => {
 };
 /** Resets the kernel's peak-RSS mark of a process (Linux: write 5 to clear_refs). */
 const resetPeak = (pid: number) => execFileSync('sh', ['-c', `echo 5 > /proc/${pid}/clear_refs`]);
+/** CPU seconds a process has used (user + system), from /proc. */
+const cpuOf = (pid: number) => {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+};
+/** Busy CPU seconds of the whole machine, from /proc/stat. */
+const machineBusy = () => {
+  const [, ...t] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/);
+  const n = t.map(Number);
+  const idle = n[3]! + n[4]!;
+  return (n.reduce((a, b) => a + b, 0) - idle) / 100;
+};
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const mbps = (n: number, ms: number) => n / MB / (ms / 1000);
 
@@ -140,11 +152,16 @@ async function main() {
     const client = createS3Client(config.s3!);
     await ensureBucket(client, bucket, config.s3!.region, logger);
 
-    api = spawn(process.execPath, ['dist/api/main.js'], {
-      cwd: root,
-      env,
-      stdio: ['ignore', 'inherit', 'inherit'],
-    });
+    // As `npm run start:api` runs it (package.json).
+    api = spawn(
+      process.execPath,
+      ['--enable-source-maps', '--max-semi-space-size=2', 'dist/api/main.js'],
+      {
+        cwd: root,
+        env: { ...env, MALLOC_ARENA_MAX: '2' },
+        stdio: ['ignore', 'inherit', 'inherit'],
+      },
+    );
     await waitFor('API', async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 30_000);
     const pid = api.pid!;
     out(`API pid ${pid}, idle RSS ${(currentRss(pid) / MB).toFixed(1)} MB`);
@@ -158,13 +175,28 @@ async function main() {
 
     const direct: number[] = [];
     const viaApi: number[] = [];
+    const cpu = { directMachine: 0, apiMachine: 0, apiProcess: 0, benchDirect: 0, benchApi: 0 };
+    const selfCpu = () => {
+      const u = process.cpuUsage();
+      return (u.user + u.system) / 1e6;
+    };
     for (let i = 0; i < ROUNDS; i++) {
+      let m = machineBusy();
+      let b = selfCpu();
       let t = performance.now();
       await client.putObject(bucket, `bench/direct-${i}`, bytes(SIZE, block), SIZE);
       direct.push(performance.now() - t);
+      cpu.directMachine += machineBusy() - m;
+      cpu.benchDirect += selfCpu() - b;
+      m = machineBusy();
+      b = selfCpu();
+      const a = cpuOf(pid);
       t = performance.now();
       await uploadThroughApi(port, token.token, SIZE, block);
       viaApi.push(performance.now() - t);
+      cpu.apiMachine += machineBusy() - m;
+      cpu.apiProcess += cpuOf(pid) - a;
+      cpu.benchApi += selfCpu() - b;
     }
     const d = mbps(SIZE, median(direct));
     const a = mbps(SIZE, median(viaApi));
@@ -177,6 +209,11 @@ async function main() {
       `through the API (multipart, HTTP):   ${a.toFixed(1)} MB/s  [${viaApi.map((x) => mbps(SIZE, x).toFixed(0)).join(', ')}]`,
     );
     out(`ratio API / direct: ${(a / d).toFixed(3)}`);
+    const per = (x: number) => (x / ROUNDS).toFixed(2);
+    out(
+      `CPU seconds per upload: direct: machine ${per(cpu.directMachine)} (client ${per(cpu.benchDirect)}); ` +
+        `via API: machine ${per(cpu.apiMachine)} (API process ${per(cpu.apiProcess)}, client ${per(cpu.benchApi)})`,
+    );
 
     out('');
     out('## API peak RSS (VmHWM) per upload size');

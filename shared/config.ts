@@ -138,6 +138,8 @@ const variables = z.object({
       .regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'must be a valid S3 bucket name')
       .default('media'),
   ),
+  S3_PART_SIZE: int(5 * MB, 5 * MB, 5 * 1024 * MB),
+  S3_UPLOAD_CONCURRENCY: int(2, 1, 16),
   STORAGE_DIR: z.preprocess(emptyToUndefined, z.string().default('./.data/storage')),
   MAX_FILE_SIZE: int(100 * MB),
   MAX_FILES: int(20),
@@ -222,6 +224,10 @@ export interface Config {
         accessKey: string;
         secretKey: string;
         bucket: string;
+        /** Bytes per multipart part (S3's minimum is 5 MiB). */
+        partSize: number;
+        /** Parts of one upload in flight at once. */
+        uploadConcurrency: number;
       }
     | undefined;
   bucket: string;
@@ -275,6 +281,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
           accessKey: e.S3_ACCESS_KEY ?? '',
           secretKey: e.S3_SECRET_KEY ?? '',
           bucket: e.S3_BUCKET,
+          partSize: e.S3_PART_SIZE,
+          uploadConcurrency: e.S3_UPLOAD_CONCURRENCY,
         }
       : undefined,
     bucket: e.S3_BUCKET,

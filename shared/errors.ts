@@ -61,6 +61,30 @@ export class AppError extends Error {
   /** Extra top-level fields of the error envelope (for example `jobId` on a 504). */
   readonly extra: Record<string, unknown> | undefined;
 
+  /** The same error with more envelope fields (for example the `jobId` it concerns). */
+  withExtra(extra: Record<string, unknown>): AppError {
+    return new AppError(this.code, this.status, this.message, this.details, {
+      cause: this.cause,
+      headers: this.headers,
+      extra: { ...(this.extra ?? {}), ...extra },
+    });
+  }
+
+  /** The same error about one named input (for example the 3rd input of a merge). */
+  forInput(index: number, name: string): AppError {
+    return new AppError(
+      this.code,
+      this.status,
+      this.message,
+      [{ index, name, message: this.message }],
+      {
+        cause: this.cause,
+        headers: this.headers,
+        extra: this.extra,
+      },
+    );
+  }
+
   /** True when the fault is on our side of the wire and may pass if retried. */
   get transient(): boolean {
     return this.code === 'DEPENDENCY_UNAVAILABLE';

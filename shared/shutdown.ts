@@ -47,3 +47,19 @@ export function onShutdown(
   process.once('SIGINT', () => void shutdown('SIGINT'));
   return () => shutdown('manual');
 }
+
+/**
+ * Last-resort handlers: an uncaught exception leaves the process in an unknown
+ * state, so it is logged and the process exits (the orchestrator restarts it);
+ * an unhandled rejection is a bug to fix but not a reason to drop every
+ * in-flight request, so it is logged loudly and the process goes on.
+ */
+export function installCrashHandlers(logger: Logger): void {
+  process.on('uncaughtException', (err) => {
+    logger.fatal({ err }, 'uncaught exception; exiting');
+    process.exit(1);
+  });
+  process.on('unhandledRejection', (reason) => {
+    logger.error({ err: reason }, 'unhandled promise rejection');
+  });
+}

@@ -5,6 +5,7 @@
  */
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { Errors, isAppError, type AppError } from '@shared/errors';
+import { requestIdOf } from './request-context';
 
 export interface ErrorBody {
   statusCode: number;
@@ -39,8 +40,7 @@ export function toAppError(err: unknown): AppError {
 
 export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
   const appError = toAppError(err);
-  const requestId =
-    typeof req.id === 'string' || typeof req.id === 'number' ? String(req.id) : 'unknown';
+  const requestId = requestIdOf(req);
   if (appError.status >= 500) {
     req.log?.error({ err: appError.cause ?? err, code: appError.code }, appError.message);
   } else {

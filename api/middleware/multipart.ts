@@ -143,19 +143,25 @@ export function parseMultipart<T>(
         declaredType: info.mimeType,
         stream,
       };
-      const handled = Promise.resolve()
-        .then(() => handlers.onFile(part, fields))
-        .then(
-          (value) => {
-            results[index] = value;
-            // A handler that stopped reading early must not stall the parser.
-            if (!stream.readableEnded) stream.resume();
-          },
-          (err: unknown) => {
-            stream.resume();
-            fail(err);
-          },
-        );
+      // Called synchronously, so the handler sees parts in form order (fields and
+      // files interleaved as the client sent them).
+      let started: Promise<T>;
+      try {
+        started = handlers.onFile(part, fields);
+      } catch (err) {
+        started = Promise.reject(err instanceof Error ? err : new Error(String(err)));
+      }
+      const handled = started.then(
+        (value) => {
+          results[index] = value;
+          // A handler that stopped reading early must not stall the parser.
+          if (!stream.readableEnded) stream.resume();
+        },
+        (err: unknown) => {
+          stream.resume();
+          fail(err);
+        },
+      );
       pending.push(handled);
     });
 
@@ -207,4 +213,59 @@ export function parseMultipart<T>(
 export function lastField(fields: Fields, name: string): string | undefined {
   const values = fields.get(name);
   return values?.[values.length - 1];
+}
+
+/**
+ * The fields of a request, wherever the client put them: a multipart or
+ * urlencoded form, a JSON object (already parsed by express.json), or the
+ * query string. File parts are refused. Values are strings (JSON numbers and
+ * arrays are kept as JSON values).
+ */
+export async function readFields(
+  req: Request,
+  allowed: readonly string[],
+): Promise<Record<string, unknown>> {
+  const fields: Record<string, unknown> = {};
+  const take = (name: string, value: unknown) => {
+    if (!allowed.includes(name)) {
+      throw Errors.validation([
+        { field: name, message: `unknown field "${name}" (accepted: ${allowed.join(', ')})` },
+      ]);
+    }
+    fields[name] = value;
+  };
+  if (isMultipart(req)) {
+    try {
+      const { fields: form } = await parseMultipart<never>(
+        req,
+        // (a generous size limit: a file part is refused as such, not as too large)
+        { maxFileSize: 1024 * 1024, maxFiles: 1, maxFields: 20 },
+        {
+          onFile: (part) =>
+            Promise.reject(
+              Errors.validation([
+                {
+                  field: part.field,
+                  message: `file parts are not accepted here ("${part.field}")`,
+                },
+              ]),
+            ),
+          onField: (name) => {
+            if (!allowed.includes(name)) take(name, undefined);
+          },
+        },
+      );
+      for (const [name, values] of form) take(name, values[values.length - 1]);
+    } catch (err) {
+      if (err instanceof MultipartFailure) throw (err as MultipartFailure<never>).error;
+      throw err;
+    }
+  } else if (req.body && typeof req.body === 'object' && !Buffer.isBuffer(req.body)) {
+    for (const [name, value] of Object.entries(req.body as Record<string, unknown>))
+      take(name, value);
+  }
+  for (const [name, value] of Object.entries(req.query)) {
+    if (fields[name] === undefined) take(name, value);
+  }
+  return fields;
 }

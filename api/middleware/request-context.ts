@@ -30,3 +30,8 @@ export function requestContext(logger: Logger) {
     autoLogging: { ignore: (req) => req.url === '/healthz' },
   });
 }
+
+/** The request's id (set by `requestContext`) as a string. */
+export function requestIdOf(req: { id?: unknown }): string {
+  return typeof req.id === 'string' || typeof req.id === 'number' ? String(req.id) : 'unknown';
+}

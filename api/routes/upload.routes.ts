@@ -82,7 +82,10 @@ export function uploadRoutes(deps: { uploads: UploadService; config: Config }): 
               ]);
             }
             // The folder is known now only if its fields came before this file.
-            let folder: Folder | null | undefined;
+            // Without them the file most likely goes in no folder (the common
+            // form), so it streams to that key; if folder fields come after
+            // all, commit moves it.
+            let folder: Folder | null = null;
             if (FOLDER_FIELDS.some((f) => fieldsSoFar.has(f))) {
               const spec = folderSpecOf(fieldsSoFar);
               const specKey = JSON.stringify(spec);

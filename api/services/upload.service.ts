@@ -98,11 +98,45 @@ export class UploadService {
     filename: string | undefined,
     folder: Folder | null | undefined,
   ): Promise<StoredObject> {
+    const stored = await this.streamToStore(
+      source,
+      filename,
+      this.deps.limits.acceptedTypes,
+      (name, type) => this.keyFor(org, name, type, folder),
+    );
+    return { ...stored, keyFolder: folder };
+  }
+
+  /**
+   * Streams a job input (a merge's uploaded PDF) to a temporary key under the
+   * organization's prefix; the job removes it when it ends.
+   */
+  async storeTemporary(
+    org: Organization,
+    source: Readable,
+    filename: string | undefined,
+    acceptedTypes: readonly string[],
+  ): Promise<StoredObject> {
+    const stored = await this.streamToStore(
+      source,
+      filename,
+      acceptedTypes.filter((t) => this.deps.limits.acceptedTypes.includes(t)),
+      (_name, type) => `${org.slug}/.tmp/${randomUUID()}.${type.ext}`,
+    );
+    return { ...stored, keyFolder: undefined };
+  }
+
+  private async streamToStore(
+    source: Readable,
+    filename: string | undefined,
+    acceptedTypes: readonly string[],
+    keyOf: (name: string, type: MediaType) => string,
+  ): Promise<Omit<StoredObject, 'keyFolder'>> {
     const iterator = source[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
     const head = await readHead(iterator, DETECTION_BYTES);
-    const type = await this.acceptType(head.bytes, filename);
+    const type = await this.acceptType(head.bytes, filename, acceptedTypes);
     const name = safeDisplayName(filename);
-    const key = this.keyFor(org, name, type, folder);
+    const key = keyOf(name, type);
     const hash = createHash('sha256');
     let bytes = 0;
     const { maxFileSize } = this.deps.limits;
@@ -123,7 +157,7 @@ export class UploadService {
     }
     const stream = Readable.from(body(), { objectMode: false });
     await this.deps.store.put(key, stream, { contentType: type.mime });
-    return { key, keyFolder: folder, type, name, bytes, checksum: `sha256:${hash.digest('hex')}` };
+    return { key, type, name, bytes, checksum: `sha256:${hash.digest('hex')}` };
   }
 
   /** Stores bytes already in memory (base64 uploads). */
@@ -204,17 +238,21 @@ export class UploadService {
     }
   }
 
-  private async acceptType(head: Buffer, filename: string | undefined): Promise<MediaType> {
+  private async acceptType(
+    head: Buffer,
+    filename: string | undefined,
+    acceptedTypes: readonly string[] = this.deps.limits.acceptedTypes,
+  ): Promise<MediaType> {
     if (head.length === 0) {
       throw Errors.badRequest(
         `${filename ? `"${safeDisplayName(filename)}"` : 'The file'} is empty`,
       );
     }
     const type = await detectType(head);
-    if (!type || !this.deps.limits.acceptedTypes.includes(type.mime)) {
+    if (!type || !acceptedTypes.includes(type.mime)) {
       const what = filename ? `"${safeDisplayName(filename)}"` : 'The file';
       throw Errors.unsupportedType(
-        `${what} is not an accepted type (${this.deps.limits.acceptedTypes.join(', ')}); types are detected from the file's content`,
+        `${what} is not an accepted type (${acceptedTypes.join(', ')}); types are detected from the file's content`,
         filename
           ? [
               {

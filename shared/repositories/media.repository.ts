@@ -52,6 +52,11 @@ export class MediaRepository {
     return doc ? toRecord(doc) : null;
   }
 
+  async findById(organizationId: number, id: number): Promise<MediaRecord | null> {
+    const doc = await db(() => this.models.Media.findOne({ organizationId, id }).lean().exec());
+    return doc ? toRecord(doc) : null;
+  }
+
   async findByJobId(jobId: string): Promise<MediaRecord | null> {
     const doc = await db(() => this.models.Media.findOne({ jobId }).lean().exec());
     return doc ? toRecord(doc) : null;

@@ -76,12 +76,14 @@ export class S3ObjectStore implements ObjectStore {
   private readonly bucket: string;
   private readonly partSize: number;
   private readonly queueSize: number;
+  private readonly pool: BufferPool;
 
   constructor(private readonly options: S3StoreOptions) {
     this.client = options.client;
     this.bucket = options.bucket;
     this.partSize = options.partSize ?? 8 * 1024 * 1024;
     this.queueSize = options.queueSize ?? 2;
+    this.pool = new BufferPool(this.partSize, 2 * (this.queueSize + 1));
     this.description = options.description ?? `s3 bucket ${options.bucket}`;
   }
 
@@ -120,21 +122,32 @@ export class S3ObjectStore implements ObjectStore {
     body: Readable,
     headers: Record<string, string>,
   ): Promise<PutResult> {
-    const parts = new PartReader(body, this.partSize);
+    const parts = new PartReader(body, this.partSize, this.pool);
     let bytes = 0;
     // Fill the first part; a body that fits in one part is a single PUT.
     const first = await parts.next();
     bytes += first.data.length;
     if (first.done) {
-      await this.call(() =>
-        this.client.putObject(this.bucket, key, first.data, first.data.length, headers),
-      );
+      try {
+        await this.call(() =>
+          this.client.putObject(this.bucket, key, first.data, first.data.length, headers),
+        );
+      } finally {
+        first.release();
+      }
       return { bytes };
     }
 
-    const uploadId = await this.call(() =>
-      this.client.initiateNewMultipartUpload(this.bucket, key, headers),
-    );
+    let uploadId: string;
+    try {
+      uploadId = await this.call(() =>
+        this.client.initiateNewMultipartUpload(this.bucket, key, headers),
+      );
+    } catch (err) {
+      first.release();
+      body.destroy();
+      throw err;
+    }
     const etags: { part: number; etag: string }[] = [];
     const inFlight = new Set<Promise<void>>();
     let failure: Error | undefined;
@@ -142,30 +155,35 @@ export class S3ObjectStore implements ObjectStore {
     const throwIfFailed = () => {
       if (failure) throw failure;
     };
-    const upload = (partNumber: number, data: Buffer) => {
+    const upload = (partNumber: number, part: Part) => {
       const p = this.call(() =>
         this.client.uploadPart(
           { bucketName: this.bucket, objectName: key, uploadID: uploadId, partNumber, headers: {} },
-          data,
+          part.data,
         ),
-      ).then(
-        (res) => void etags.push({ part: partNumber, etag: res.etag }),
-        (err: unknown) => void (failure ??= err instanceof Error ? err : new Error(String(err))),
-      );
+      )
+        .then(
+          (res) => void etags.push({ part: partNumber, etag: res.etag }),
+          (err: unknown) => void (failure ??= err instanceof Error ? err : new Error(String(err))),
+        )
+        // The part's buffer goes back to the pool once the request is over.
+        .finally(() => part.release());
       const tracked = p.finally(() => inFlight.delete(tracked));
       inFlight.add(tracked);
     };
 
     try {
       let partNumber = 1;
-      upload(partNumber, first.data);
+      upload(partNumber, first);
       for (;;) {
         while (inFlight.size >= this.queueSize) await Promise.race(inFlight);
         throwIfFailed();
         const next = await parts.next();
         if (next.data.length > 0) {
           bytes += next.data.length;
-          upload(++partNumber, next.data);
+          upload(++partNumber, next);
+        } else {
+          next.release();
         }
         if (next.done) break;
       }
@@ -176,6 +194,7 @@ export class S3ObjectStore implements ObjectStore {
       return { bytes };
     } catch (err) {
       await Promise.allSettled(inFlight);
+      parts.dispose();
       await this.client
         .abortMultipartUpload(this.bucket, key, uploadId)
         .catch((abortErr: unknown) =>
@@ -264,45 +283,138 @@ export class S3ObjectStore implements ObjectStore {
   }
 }
 
-/** Cuts a stream into parts of exactly `size` bytes (the last one shorter). */
+/**
+ * Part buffers, reused across uploads: a large upload holds at most
+ * `queueSize + 1` of them (the parts uploading and the one filling), so memory
+ * per upload is fixed and does not wait for the garbage collector.
+ */
+export class BufferPool {
+  private readonly free: Buffer[] = [];
+
+  constructor(
+    readonly size: number,
+    private readonly keep: number,
+  ) {}
+
+  acquire(): Buffer {
+    return this.free.pop() ?? Buffer.allocUnsafeSlow(this.size);
+  }
+
+  release(buffer: Buffer): void {
+    if (this.free.length < this.keep && buffer.length === this.size) this.free.push(buffer);
+  }
+}
+
+interface Part {
+  data: Buffer;
+  /** Nothing follows this part. */
+  done: boolean;
+  /** Hands the part's buffer back (once its upload is over). */
+  release(): void;
+}
+
+/**
+ * Cuts a stream into parts of exactly `size` bytes (the last one shorter).
+ * The first part is collected as the stream's own chunks, so a small file
+ * costs only its own bytes; once a body is known to need several parts, each
+ * part is copied into a pooled buffer as its chunks arrive.
+ */
 class PartReader {
   private readonly iterator: AsyncIterator<unknown>;
   private carry: Buffer | undefined;
   private ended = false;
+  private first = true;
+  private readonly held = new Set<Buffer>();
 
   constructor(
     body: Readable,
     private readonly size: number,
+    private readonly pool: BufferPool,
   ) {
     this.iterator = body[Symbol.asyncIterator]();
   }
 
+  private async read(): Promise<Buffer | undefined> {
+    if (this.carry) {
+      const carry = this.carry;
+      this.carry = undefined;
+      return carry;
+    }
+    if (this.ended) return undefined;
+    const result = await this.iterator.next();
+    if (result.done) {
+      this.ended = true;
+      return undefined;
+    }
+    return Buffer.isBuffer(result.value) ? result.value : Buffer.from(result.value as Uint8Array);
+  }
+
   /** The next part; `done` when nothing follows it. */
-  async next(): Promise<{ data: Buffer; done: boolean }> {
+  async next(): Promise<Part> {
+    return this.first ? this.firstPart() : this.pooledPart();
+  }
+
+  private async firstPart(): Promise<Part> {
+    this.first = false;
     const chunks: Buffer[] = [];
     let length = 0;
-    if (this.carry) {
-      chunks.push(this.carry);
-      length = this.carry.length;
-      this.carry = undefined;
-    }
-    while (length < this.size && !this.ended) {
-      const result = await this.iterator.next();
-      if (result.done) {
-        this.ended = true;
-        break;
+    while (length < this.size) {
+      const chunk = await this.read();
+      if (!chunk) {
+        return { data: Buffer.concat(chunks, length), done: true, release: () => undefined };
       }
-      const chunk = Buffer.isBuffer(result.value)
-        ? result.value
-        : Buffer.from(result.value as Uint8Array);
       chunks.push(chunk);
       length += chunk.length;
     }
-    let data = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, length);
-    if (data.length > this.size) {
-      this.carry = data.subarray(this.size);
-      data = data.subarray(0, this.size);
+    // Several parts: from here on, parts live in pooled buffers.
+    const buffer = this.acquire();
+    let offset = 0;
+    for (const chunk of chunks) {
+      const n = Math.min(chunk.length, this.size - offset);
+      chunk.copy(buffer, offset, 0, n);
+      offset += n;
+      if (n < chunk.length) this.carry = chunk.subarray(n);
     }
-    return { data, done: this.ended && !this.carry };
+    return this.part(buffer, offset);
+  }
+
+  private async pooledPart(): Promise<Part> {
+    const buffer = this.acquire();
+    let offset = 0;
+    while (offset < this.size) {
+      const chunk = await this.read();
+      if (!chunk) break;
+      const n = Math.min(chunk.length, this.size - offset);
+      chunk.copy(buffer, offset, 0, n);
+      offset += n;
+      if (n < chunk.length) this.carry = chunk.subarray(n);
+    }
+    return this.part(buffer, offset);
+  }
+
+  private part(buffer: Buffer, length: number): Part {
+    let released = false;
+    return {
+      data: buffer.subarray(0, length),
+      done: this.ended && !this.carry,
+      release: () => {
+        if (released) return;
+        released = true;
+        this.held.delete(buffer);
+        this.pool.release(buffer);
+      },
+    };
+  }
+
+  private acquire(): Buffer {
+    const buffer = this.pool.acquire();
+    this.held.add(buffer);
+    return buffer;
+  }
+
+  /** After a failure: buffers still held go back to the pool. */
+  dispose(): void {
+    for (const buffer of this.held) this.pool.release(buffer);
+    this.held.clear();
   }
 }

@@ -2,23 +2,33 @@
  * api/openapi.yaml: a valid OpenAPI 3.1 document, describing exactly the
  * routes the app registers, whose schemas match what the code builds (records,
  * envelopes, every error), and whose examples match its schemas. Also checks
- * that test/support/openapi.ts accepts what it should and rejects drift.
+ * that test/support/openapi.ts accepts what it should and rejects drift, and
+ * that the job endpoints (metadata, convert, merge-pdfs, jobs/{id}) answer as
+ * described: their examples, the image adapter's metadata, and the real routes
+ * and JobsService run in-process against a stand-in queue.
  */
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { once } from 'node:events';
+import { readdirSync, readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { Request, Response } from 'express';
 import { createApp, type AppDeps } from '../../api/app';
 import { errorHandler } from '../../api/middleware/error-handler';
 import { success } from '../../api/respond';
 import type { DownloadService } from '../../api/services/download.service';
+import { JobsService } from '../../api/services/jobs.service';
 import { toMediaView } from '../../api/services/media-view';
 import type { TokensService } from '../../api/services/tokens.service';
 import type { UploadService } from '../../api/services/upload.service';
 import { loadConfig } from '../../shared/config';
 import { Errors, type AppError } from '../../shared/errors';
+import { decodeJobError, encodeJobError, newJobId, type JobName } from '../../shared/jobs';
 import { createLogger } from '../../shared/logger';
-import type { MediaRecord } from '../../shared/repositories/media.repository';
+import { CONVERT_FORMATS, ImageAdapter, METADATA_FIELDS } from '../../shared/media/image.adapter';
+import type { JobOutcome, JobQueue, JobSnapshot } from '../../shared/queue/job-queue';
+import type { MediaRecord, MediaRepository } from '../../shared/repositories/media.repository';
 import {
   deref,
   describeAjvErrors,
@@ -136,6 +146,8 @@ function appRoutes(): string[] {
     tokens: {} as TokensService,
     uploads: {} as UploadService,
     downloads: {} as DownloadService,
+    jobs: {} as JobsService,
+    media: {} as MediaRepository,
   };
   const app = createApp(deps);
   return routesOf(app.router.stack as unknown as StackLayer[]);
@@ -160,6 +172,14 @@ const validEnvelope = () => ({
   message: 'Success',
   data: toMediaView(sampleRecord(), 'http://localhost:3000'),
 });
+
+const IMAGE_JOB = 'image-0b6f7c1e-2d9a-4c35-8e41-5f3a9b7d2c10';
+const PDF_JOB = 'pdf-5c1d8e2f-7a3b-4f90-b6c4-1e2d3f4a5b6c';
+const statusUrl = (jobId: string) => `http://localhost:3000/media/jobs/${jobId}`;
+
+/** An error as a failed job reports it: through the queue's encoding, with its job id. */
+const fromJob = (error: AppError, jobId = error.status === 413 ? PDF_JOB : IMAGE_JOB) =>
+  decodeJobError(encodeJobError(error))!.withExtra({ jobId });
 
 const jsonHeaders = {
   'content-type': 'application/json; charset=utf-8',
@@ -389,6 +409,10 @@ describe('api/openapi.yaml', () => {
         'POST /media/upload/multiple',
         'POST /media/upload/base64',
         'GET /media/download',
+        'GET /media/metadata',
+        'POST /media/convert',
+        'POST /media/merge-pdfs',
+        'GET /media/jobs/{id}',
       ]),
     );
     expect(registered.filter((r) => !described.includes(r))).toEqual([]);
@@ -440,6 +464,51 @@ describe('api/openapi.yaml', () => {
       ['GET', '/media/download', Errors.mediaNotFound('acme/x-ILm6DTZ4Wc-R.jpg')],
       ['GET', '/media/download', Errors.unauthorized()],
       ['GET', '/media/download', Errors.internal(new Error('boom'))],
+      ['GET', '/media/metadata', Errors.validation([{ field: 'mediaKey', message: 'required' }])],
+      ['GET', '/media/metadata', Errors.mediaNotFound('acme/x-ILm6DTZ4Wc-R.jpg')],
+      ['GET', '/media/metadata', Errors.unsupportedType('"k" is application/pdf, not an image')],
+      ['GET', '/media/metadata', Errors.payloadTooLarge('The request body is too large')],
+      ['GET', '/media/metadata', Errors.unavailable('Redis')],
+      ['GET', '/media/metadata', fromJob(Errors.unreadable('damaged header'))],
+      ['GET', '/media/metadata', Errors.jobTimeout(IMAGE_JOB, statusUrl(IMAGE_JOB))],
+      ['POST', '/media/convert', Errors.tooManyParts('At most 20 fields are accepted per request')],
+      ['POST', '/media/convert', fromJob(Errors.folderNotFound(7))],
+      ['POST', '/media/convert', fromJob(Errors.notFound('No organization with id 3'))],
+      [
+        'POST',
+        '/media/convert',
+        fromJob(
+          Errors.unreadable('too many pixels', [
+            { message: 'too many pixels', width: 20000, height: 20000, limit: 100000000 },
+          ]),
+        ),
+      ],
+      ['POST', '/media/convert', fromJob(Errors.unavailable('storage'))],
+      ['POST', '/media/convert', fromJob(Errors.internal(new Error('boom')))],
+      ['POST', '/media/convert', Errors.jobTimeout(IMAGE_JOB, statusUrl(IMAGE_JOB))],
+      ['POST', '/media/merge-pdfs', Errors.badRequest('The request must be multipart/form-data')],
+      ['POST', '/media/merge-pdfs', Errors.tooManyFiles(50, 'merge inputs')],
+      ['POST', '/media/merge-pdfs', Errors.fileTooLarge(104857600, 'a.pdf').forInput(0, 'a.pdf')],
+      ['POST', '/media/merge-pdfs', Errors.mediaNotFound('acme/k.pdf').forInput(1, 'acme/k.pdf')],
+      ['POST', '/media/merge-pdfs', Errors.unsupportedType('not a PDF').forInput(0, 'a.jpg')],
+      ['POST', '/media/merge-pdfs', Errors.folderMismatch('Contracts', 8)],
+      ['POST', '/media/merge-pdfs', fromJob(Errors.payloadTooLarge('over 10,000 pages'))],
+      [
+        'POST',
+        '/media/merge-pdfs',
+        fromJob(Errors.encryptedPdf('encrypted', [{ index: 1, name: 's.pdf', message: 'x' }])),
+      ],
+      ['POST', '/media/merge-pdfs', Errors.jobTimeout(PDF_JOB, statusUrl(PDF_JOB))],
+      ['GET', '/media/jobs/{id}', Errors.jobNotFound('nonsense')],
+      ['GET', '/media/jobs/{id}', Errors.unavailable('Redis')],
+      ['GET', '/media/jobs/{id}', Errors.internal(new Error('record gone'))],
+      ['GET', '/media/jobs/{id}', fromJob(Errors.badRequest('unknown job "image.x"'))],
+      ['GET', '/media/jobs/{id}', fromJob(Errors.mediaNotFound('acme/k.jpg'))],
+      ['GET', '/media/jobs/{id}', fromJob(Errors.fileTooLarge(104857600, 'acme/k.jpg'))],
+      ['GET', '/media/jobs/{id}', fromJob(Errors.unsupportedType('not a PDF'))],
+      ['GET', '/media/jobs/{id}', fromJob(Errors.unreadable('damaged', [{ message: 'x' }]))],
+      ['GET', '/media/jobs/{id}', fromJob(Errors.unavailable('MongoDB'))],
+      ['GET', '/media/jobs/{id}', fromJob(Errors.internal(new Error('boom')))],
     ];
     for (const [method, path, error, routeHeaders] of raised) {
       const { status, headers, body } = errorResponse(error);
@@ -568,5 +637,330 @@ describe('expectMatchesSpec', () => {
     expect(() =>
       expectMatchesSpec('GET', '/media/download', 200, bytes, { ...headers, etag: 'W/"abc"' }),
     ).toThrow(/header ETag/);
+  });
+});
+
+const JOB_OPERATIONS = [
+  ['GET', '/media/metadata'],
+  ['POST', '/media/convert'],
+  ['POST', '/media/merge-pdfs'],
+  ['GET', '/media/jobs/{id}'],
+] as const;
+
+describe('the job endpoints in api/openapi.yaml', () => {
+  it.each(JOB_OPERATIONS)(
+    '%s %s: every response has examples, and each passes expectMatchesSpec',
+    (method, path) => {
+      const pointer = pointerOf(['paths', path, method.toLowerCase()]);
+      const op = nodeAt(pointer) as JsonObject;
+      const failures: string[] = [];
+      let checked = 0;
+      for (const [status, raw] of Object.entries(op.responses as JsonObject)) {
+        const { node: response } = deref(raw, `${pointer}${pointerOf(['responses', status])}`);
+        const media = (response.content as JsonObject)['application/json'] as JsonObject;
+        const examples = isObject(media.examples) ? media.examples : {};
+        if (Object.keys(examples).length === 0) failures.push(`${status}: no example`);
+        for (const [name, ref] of Object.entries(examples)) {
+          const { node: example } = deref(ref, `${pointer}/responses/${status}/examples/${name}`);
+          const value = example.value as JsonObject;
+          // The headers the code sends with it (Location on 202 and 504, Retry-After with `dependency`).
+          const headers: Record<string, string> = { ...jsonHeaders };
+          const data = value.data as JsonObject | undefined;
+          if (status === '202') headers.location = String(data?.statusUrl);
+          if (status === '504') headers.location = statusUrl(String(value.jobId));
+          if (status === '401') headers['www-authenticate'] = 'Bearer realm="media"';
+          if (value.dependency !== undefined) headers['retry-after'] = '5';
+          try {
+            expectMatchesSpec(
+              method,
+              path.replace('{id}', IMAGE_JOB),
+              Number(status),
+              value,
+              headers,
+            );
+            checked++;
+          } catch (err) {
+            failures.push(`${status} ${name}: ${(err as Error).message}`);
+          }
+        }
+      }
+      expect(failures).toEqual([]);
+      expect(checked).toBeGreaterThanOrEqual(Object.keys(op.responses as JsonObject).length);
+    },
+  );
+
+  it('accept Prefer: respond-async on the three job-making operations, answering 202 and 504', () => {
+    for (const [method, path] of JOB_OPERATIONS.slice(0, 3)) {
+      const op = nodeAt(pointerOf(['paths', path, method.toLowerCase()])) as JsonObject;
+      const params = (op.parameters as JsonObject[]).map((p) => p.$ref);
+      expect(params).toContain('#/components/parameters/Prefer');
+      expect(Object.keys(op.responses as JsonObject)).toEqual(
+        expect.arrayContaining(['202', '504']),
+      );
+    }
+  });
+
+  it('ImageMetadata lists exactly METADATA_FIELDS, and matches what the image adapter reads', async () => {
+    const schema = nodeAt('/components/schemas/ImageMetadata') as { properties: JsonObject };
+    expect(Object.keys(schema.properties).sort()).toEqual([...METADATA_FIELDS].sort());
+    const validate = validatorAt('/components/schemas/ImageMetadata');
+    const adapter = new ImageAdapter({ maxInputPixels: 100_000_000 });
+    const fixtures = join(root, 'test', 'fixtures');
+    const images = readdirSync(fixtures).filter((f) =>
+      /\.(jpe?g|png|webp|gif|tiff?|heic|heif)$/i.test(f),
+    );
+    expect(images.length).toBeGreaterThan(2);
+    const failures: string[] = [];
+    for (const file of images) {
+      // As the worker sends it: through JSON (Buffers become { type, data }).
+      const metadata = JSON.parse(
+        JSON.stringify(await adapter.readMetadata(readFileSync(join(fixtures, file)))),
+      ) as unknown;
+      if (!validate(metadata)) failures.push(`${file}:\n${describeAjvErrors(validate.errors)}`);
+    }
+    expect(failures).toEqual([]);
+  });
+
+  it('ConvertRequest.format accepts the formats in any case, and nothing else', () => {
+    const validate = validatorAt('/components/schemas/ConvertRequest');
+    const accepts = (format: string) => validate({ mediaKey: 'k', format });
+    for (const format of [...CONVERT_FORMATS, 'jpg']) {
+      expect([format, accepts(format), accepts(format.toUpperCase())]).toEqual([
+        format,
+        true,
+        true,
+      ]);
+    }
+    for (const format of ['svg', 'heic', ' png', 'jpegg', '']) {
+      expect([format, accepts(format)]).toEqual([format, false]);
+    }
+  });
+});
+
+/**
+ * The real routes and JobsService, with in-memory stand-ins for the queue, the
+ * records and the token check: what the code answers matches the document.
+ */
+describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-in queue)', () => {
+  const org = { id: 3, slug: 'acme', name: 'Acme' };
+  const publicBaseUrl = 'http://localhost:3000';
+  const at = new Date('2025-11-22T06:52:11.408Z');
+  const record = (id: number, key: string, mimetype: string, name: string): MediaRecord => ({
+    id,
+    organizationId: org.id,
+    folderId: null,
+    key,
+    name,
+    mimetype,
+    bytes: 2048,
+    checksum: `sha256:${'0'.repeat(64)}`,
+    jobId: null,
+    createdAt: at,
+    updatedAt: at,
+  });
+  const records = [
+    record(1, 'acme/photo-ILm6DTZ4Wc-R.jpg', 'image/jpeg', 'photo.jpg'),
+    record(2, 'acme/doc-FxV27-xy8auL.pdf', 'application/pdf', 'doc.pdf'),
+    record(3, 'acme/photo-Q2x9LwPz0aB7.webp', 'image/webp', 'photo.jpg'),
+    record(
+      4,
+      'acme/merged_1763795531408-Vb3kR9sTq1Xw.pdf',
+      'application/pdf',
+      'merged_1763795531408.pdf',
+    ),
+  ];
+  const metadata = {
+    format: 'jpeg',
+    size: 2048,
+    width: 100,
+    height: 68,
+    space: 'srgb',
+    channels: 3,
+    depth: 'uchar',
+    isProgressive: false,
+    hasProfile: false,
+    hasAlpha: false,
+    exif: { type: 'Buffer', data: [69, 120, 105, 102, 0, 0] },
+  };
+
+  /** What the stand-in queue does with the next job, and the jobs it knows. */
+  let outcome: JobOutcome<JobName>;
+  let addFails: AppError | undefined;
+  const jobs = new Map<string, JobSnapshot>();
+  const queue: JobQueue = {
+    add(name, payload, uuid) {
+      if (addFails) return Promise.reject(addFails);
+      const id = newJobId(name, uuid);
+      jobs.set(id, { id, name, data: payload, state: 'waiting', attemptsMade: 0 });
+      return Promise.resolve(id);
+    },
+    wait: () => Promise.resolve(outcome as never),
+    get: (jobId) => Promise.resolve(jobs.get(jobId) ?? null),
+    counts: () => Promise.reject(new Error('not used')),
+    ping: () => Promise.resolve(),
+    close: () => Promise.resolve(),
+  };
+  const media = {
+    findByKey: (orgId: number, key: string) =>
+      Promise.resolve(records.find((r) => r.organizationId === orgId && r.key === key) ?? null),
+    findById: (orgId: number, id: number) =>
+      Promise.resolve(records.find((r) => r.organizationId === orgId && r.id === id) ?? null),
+  } as unknown as MediaRepository;
+  const uploads = {
+    resolveFolder: () => Promise.resolve(null),
+    discard: () => Promise.resolve(),
+  } as unknown as UploadService;
+  const tokens = {
+    verify: (token: string) =>
+      Promise.resolve(
+        token === 'mine'
+          ? { organization: org, tokenId: 't1' }
+          : token === 'theirs'
+            ? { organization: { id: 4, slug: 'other', name: 'Other' }, tokenId: 't2' }
+            : null,
+      ),
+  } as unknown as TokensService;
+
+  let server: Server;
+  let base: string;
+  beforeAll(async () => {
+    const app = createApp({
+      config: loadConfig({}),
+      logger: createLogger({ level: 'silent' }),
+      tokens,
+      uploads,
+      downloads: {} as DownloadService,
+      jobs: new JobsService({ queue, media, publicBaseUrl, waitMs: 50 }),
+      media,
+    });
+    server = createServer(app);
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  beforeEach(() => {
+    outcome = { state: 'timeout' };
+    addFails = undefined;
+  });
+
+  /** Sends a request and checks the answer against the document; returns it. */
+  async function call(
+    method: string,
+    template: string,
+    path: string,
+    init: { headers?: Record<string, string>; body?: string | FormData; token?: string } = {},
+  ) {
+    const res = await fetch(`${base}${path}`, {
+      method,
+      headers: { Authorization: `Bearer ${init.token ?? 'mine'}`, ...init.headers },
+      body: init.body,
+    });
+    const body = (await res.json()) as JsonObject;
+    expectMatchesSpec(method, template, res.status, body, res.headers);
+    return { status: res.status, body, headers: res.headers };
+  }
+  const json = { 'Content-Type': 'application/json' };
+  const convert = (format: string, extra: Record<string, string> = {}) =>
+    call('POST', '/media/convert', '/media/convert', {
+      headers: { ...json, ...extra },
+      body: JSON.stringify({ mediaKey: records[0]!.key, format }),
+    });
+  const metadataOf = (key: string, headers: Record<string, string> = {}) =>
+    call('GET', '/media/metadata', `/media/metadata?mediaKey=${encodeURIComponent(key)}`, {
+      headers,
+    });
+  const status = (jobId: string, token?: string) =>
+    call('GET', '/media/jobs/{id}', `/media/jobs/${encodeURIComponent(jobId)}`, { token });
+
+  it('metadata: 200, 202 with Prefer: respond-async, 504, 404, 415, 400, 422 with jobId', async () => {
+    outcome = { state: 'completed', result: { metadata } };
+    expect((await metadataOf(records[0]!.key)).status).toBe(200);
+    const accepted = await metadataOf(records[0]!.key, { Prefer: 'respond-async' });
+    expect(accepted.status).toBe(202);
+    expect(accepted.headers.get('location')).toBe((accepted.body.data as JsonObject).statusUrl);
+    outcome = { state: 'timeout' };
+    expect((await metadataOf(records[0]!.key)).status).toBe(504);
+    expect((await metadataOf('acme/none-ILm6DTZ4Wc-R.jpg')).status).toBe(404);
+    expect((await metadataOf(records[1]!.key)).status).toBe(415);
+    expect((await call('GET', '/media/metadata', '/media/metadata')).status).toBe(400);
+    outcome = { state: 'failed', error: fromJob(Errors.unreadable('damaged header')) };
+    const failed = await metadataOf(records[0]!.key);
+    expect([failed.status, typeof failed.body.jobId]).toEqual([422, 'string']);
+  });
+
+  it('convert: 201 with the new record, 202, 400, 503 from Redis and from the job', async () => {
+    outcome = { state: 'completed', result: { mediaId: 3 } };
+    expect((await convert('WEBP')).status).toBe(201);
+    expect((await convert('png', { Prefer: 'wait=5, Respond-Async' })).status).toBe(202);
+    expect((await convert('bmp')).status).toBe(400);
+    addFails = Errors.unavailable('Redis');
+    expect((await convert('png')).status).toBe(503);
+    addFails = undefined;
+    outcome = { state: 'failed', error: fromJob(Errors.unavailable('storage')) };
+    expect((await convert('png')).status).toBe(503);
+  });
+
+  it('merge-pdfs: 201, 404 and 415 naming the input, 400', async () => {
+    const form = (...keys: string[]) => {
+      const fd = new FormData();
+      for (const key of keys) fd.append('mediaKeys', key);
+      return fd;
+    };
+    const merge = (body: FormData | string) =>
+      call('POST', '/media/merge-pdfs', '/media/merge-pdfs', { body });
+    outcome = { state: 'completed', result: { mediaId: 4 } };
+    expect((await merge(form(records[1]!.key, records[1]!.key))).status).toBe(201);
+    const unknown = await merge(form(records[1]!.key, 'acme/none.pdf'));
+    expect([unknown.status, unknown.body.details]).toEqual([
+      404,
+      [expect.objectContaining({ index: 1, name: 'acme/none.pdf' })],
+    ]);
+    const notPdf = await merge(form(records[0]!.key));
+    expect([notPdf.status, notPdf.body.details]).toEqual([
+      415,
+      [expect.objectContaining({ index: 0 })],
+    ]);
+    expect((await merge(form())).status).toBe(400);
+    expect((await merge('mediaKeys=x')).status).toBe(400);
+  });
+
+  it('the status URL: 202 while pending, 200 once done (even for a 201), the error with jobId, 404', async () => {
+    const accepted = await convert('png', { Prefer: 'respond-async' });
+    const jobId = String((accepted.body.data as JsonObject).jobId);
+    const job = jobs.get(jobId)!;
+    for (const state of [
+      'waiting',
+      'active',
+      'delayed',
+      'prioritized',
+      'waiting-children',
+    ] as const) {
+      job.state = state;
+      const pending = await status(jobId);
+      expect([pending.status, (pending.body.data as JsonObject).state]).toEqual([202, state]);
+    }
+    Object.assign(job, { state: 'completed', result: { mediaId: 3 } });
+    expect((await status(jobId)).status).toBe(200);
+    Object.assign(job, {
+      state: 'failed',
+      error: decodeJobError(
+        encodeJobError(
+          Errors.encryptedPdf('encrypted', [{ index: 1, name: 's.pdf', message: 'x' }]),
+        ),
+      ),
+    });
+    const failed = await status(jobId);
+    expect([failed.status, failed.body.jobId]).toEqual([422, jobId]);
+    const meta = await metadataOf(records[0]!.key, { Prefer: 'respond-async' });
+    const metaJob = jobs.get(String((meta.body.data as JsonObject).jobId))!;
+    Object.assign(metaJob, { state: 'completed', result: { metadata } });
+    expect((await status(metaJob.id)).status).toBe(200);
+    expect((await status(jobId, 'theirs')).body.error).toBe('JOB_NOT_FOUND');
+    expect((await status('nonsense')).status).toBe(404);
+    expect((await status(jobId, 'nobody')).status).toBe(401);
   });
 });

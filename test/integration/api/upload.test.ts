@@ -3,6 +3,7 @@
  * real MongoDB: what the client gets back, what it can download, and what is
  * left in the bucket and the database.
  */
+import { randomBytes } from 'node:crypto';
 import { parse as parseDisposition } from 'content-disposition';
 import sharp from 'sharp';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
@@ -183,6 +184,18 @@ describe('POST /media/upload', () => {
     expect(res.status).toBe(201);
     expect(body.data.mimetype).toBe(`image/${format}`);
     expect(body.data.key).toMatch(new RegExp(`^acme/tiny-[A-Za-z0-9_-]{12}\\.${format}$`));
+    await expectStored(body.data, bytes);
+  });
+  it('streams a file larger than one storage part and reads back the same bytes', async () => {
+    // 25 MB: four 8 MiB parts, the last one short, chunk boundaries everywhere.
+    const bytes = Buffer.concat([fixture('Canon_40D.jpg'), randomBytes(25 * 1024 * 1024)]);
+    const { res, body } = await post<Envelope<Media>>(
+      '/media/upload',
+      form([['file', bytes, 'big.jpg']]),
+    );
+    expect(res.status).toBe(201);
+    expect(body.data.bytes).toBe(bytes.length);
+    expect(body.data.checksum).toBe(sha256(bytes));
     await expectStored(body.data, bytes);
   });
 });

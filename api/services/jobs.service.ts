@@ -1,0 +1,88 @@
+/**
+ * Jobs from the API's side: enqueue, wait up to JOB_WAIT_MS for the outcome
+ * (so clients get the documented synchronous answer), or hand back the job id
+ * at once when the client prefers (`Prefer: respond-async`) or the wait runs
+ * out (504). The status URL answers with what the original request would have.
+ */
+import { randomUUID } from 'node:crypto';
+import { Errors } from '@shared/errors';
+import type { JobName, JobPayloads, JobResults } from '@shared/jobs';
+import type { JobQueue, JobSnapshot } from '@shared/queue/job-queue';
+import type { MediaRepository } from '@shared/repositories/media.repository';
+import type { Organization } from '@shared/repositories/organizations.repository';
+import { toMediaView, type MediaView } from './media-view';
+
+export type JobAnswer =
+  /** The job finished: what the endpoint answers (metadata, or the new record). */
+  | { kind: 'done'; data: unknown; creates: boolean }
+  /** Not finished (yet): the job id and where to ask. */
+  | { kind: 'pending'; jobId: string; state: string; statusUrl: string };
+
+export class JobsService {
+  constructor(
+    private readonly deps: {
+      queue: JobQueue;
+      media: MediaRepository;
+      publicBaseUrl: string;
+      waitMs: number;
+    },
+  ) {}
+
+  statusUrl(jobId: string): string {
+    return `${this.deps.publicBaseUrl}/media/jobs/${encodeURIComponent(jobId)}`;
+  }
+
+  /** Enqueues a job; unless `async`, waits for it and answers with its outcome. */
+  async run<N extends JobName>(
+    name: N,
+    payload: JobPayloads[N],
+    options: { async: boolean },
+  ): Promise<JobAnswer> {
+    const jobId = await this.deps.queue.add(name, payload, randomUUID());
+    if (options.async)
+      return { kind: 'pending', jobId, state: 'waiting', statusUrl: this.statusUrl(jobId) };
+    const outcome = await this.deps.queue.wait(name, jobId, this.deps.waitMs);
+    switch (outcome.state) {
+      case 'completed':
+        return this.answer(name, outcome.result, payload.organizationId);
+      case 'failed':
+        throw outcome.error.withExtra({ jobId });
+      case 'timeout':
+        throw Errors.jobTimeout(jobId, this.statusUrl(jobId));
+    }
+  }
+
+  /** The job's state; once finished, the same answer the original request would have had. */
+  async status(org: Organization, jobId: string): Promise<JobAnswer> {
+    const job = await this.deps.queue.get(jobId);
+    // Another organization's job does not exist, as far as this caller knows.
+    // ('unknown': the job vanished between the lookup and its state, e.g. trimmed.)
+    if (!job || job.data.organizationId !== org.id || job.state === 'unknown') {
+      throw Errors.jobNotFound(jobId);
+    }
+    return this.answerFor(job);
+  }
+
+  private async answerFor(job: JobSnapshot): Promise<JobAnswer> {
+    if (job.state === 'completed') {
+      return this.answer(job.name, job.result as JobResults[JobName], job.data.organizationId);
+    }
+    if (job.state === 'failed') {
+      throw (job.error ?? Errors.internal()).withExtra({ jobId: job.id });
+    }
+    return { kind: 'pending', jobId: job.id, state: job.state, statusUrl: this.statusUrl(job.id) };
+  }
+
+  private async answer<N extends JobName>(
+    name: N,
+    result: JobResults[N],
+    organizationId: number,
+  ): Promise<JobAnswer> {
+    if ('metadata' in result) return { kind: 'done', data: result.metadata, creates: false };
+    const record = await this.deps.media.findById(organizationId, result.mediaId);
+    if (!record)
+      throw Errors.internal(new Error(`job ${name} made media ${result.mediaId}, which is gone`));
+    const view: MediaView = toMediaView(record, this.deps.publicBaseUrl);
+    return { kind: 'done', data: view, creates: true };
+  }
+}

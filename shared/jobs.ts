@@ -1,0 +1,113 @@
+/**
+ * The one job registry: job names, the queue each runs on, payload and result
+ * types, and options. The API (producer) and the worker (consumer) both import
+ * it, so a payload can only be built and read one way.
+ *
+ * Payloads carry keys, ids, the organization and the request id, never file
+ * bytes or tokens.
+ */
+import type { QueueName } from './config';
+import { AppError, type ErrorCode, type ErrorDetail } from './errors';
+
+export type { QueueName };
+
+/** Which queue each job name runs on. */
+export const JOB_QUEUES = {
+  'image.metadata': 'image',
+  'image.convert': 'image',
+  'pdf.merge': 'pdf',
+} as const satisfies Record<string, QueueName>;
+
+export type JobName = keyof typeof JOB_QUEUES;
+export const JOB_NAMES = Object.keys(JOB_QUEUES) as JobName[];
+
+interface BasePayload {
+  organizationId: number;
+  /** The HTTP request that made the job, for logs across processes. */
+  requestId: string;
+}
+
+export interface JobPayloads {
+  'image.metadata': BasePayload & { key: string };
+  'image.convert': BasePayload & {
+    key: string;
+    format: 'jpeg' | 'png' | 'webp' | 'avif' | 'tiff' | 'gif';
+    quality?: number;
+  };
+  'pdf.merge': BasePayload & {
+    /** In merge order; an input may appear more than once. */
+    inputs: { key: string; name: string }[];
+    folderId: number | null;
+    /** Inputs uploaded with the request (under the org's temporary prefix): removed when the job ends. */
+    temporaryKeys: string[];
+  };
+}
+
+/** Metadata as the API returns it; Buffers travel as `{ type: 'Buffer', data: [...] }`. */
+export type MetadataResult = Record<string, unknown>;
+
+export interface JobResults {
+  'image.metadata': { metadata: MetadataResult };
+  'image.convert': { mediaId: number };
+  'pdf.merge': { mediaId: number };
+}
+
+export type AnyJobPayload = JobPayloads[JobName];
+
+/** Job options: retries with backoff for transient faults; finished jobs trimmed. */
+export const JOB_OPTIONS = {
+  attempts: 3,
+  backoff: { type: 'exponential', delay: 1_000 },
+  // Completed jobs are kept an hour (the status URL answers meanwhile), at most 5,000.
+  removeOnComplete: { age: 3_600, count: 5_000 },
+  // Failed jobs are kept a week for the dashboard, at most 10,000.
+  removeOnFail: { age: 7 * 24 * 3_600, count: 10_000 },
+} as const;
+
+/** Job ids carry their queue, so a status URL finds the job without searching. */
+export function newJobId(name: JobName, uuid: string): string {
+  return `${JOB_QUEUES[name]}-${uuid}`;
+}
+
+export function queueOfJobId(jobId: string): QueueName | undefined {
+  const queue = jobId.split('-', 1)[0];
+  return queue === 'image' || queue === 'pdf' ? queue : undefined;
+}
+
+/**
+ * Errors cross the queue as text (BullMQ keeps `failedReason`). A refusal the
+ * client should see (a 4xx AppError) is encoded with its code, status and
+ * details so the API answers exactly as if it had refused the request itself.
+ */
+const PREFIX = 'app-error:';
+
+export function encodeJobError(err: AppError): string {
+  return `${PREFIX}${JSON.stringify({
+    code: err.code,
+    status: err.status,
+    message: err.message,
+    details: err.details,
+    headers: err.headers,
+    extra: err.extra,
+  })}`;
+}
+
+export function decodeJobError(reason: string | undefined): AppError | undefined {
+  if (!reason?.startsWith(PREFIX)) return undefined;
+  try {
+    const e = JSON.parse(reason.slice(PREFIX.length)) as {
+      code: ErrorCode;
+      status: number;
+      message: string;
+      details?: ErrorDetail[];
+      headers?: Record<string, string>;
+      extra?: Record<string, unknown>;
+    };
+    return new AppError(e.code, e.status, e.message, e.details, {
+      headers: e.headers,
+      extra: e.extra,
+    });
+  } catch {
+    return undefined;
+  }
+}

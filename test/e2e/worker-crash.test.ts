@@ -1,0 +1,83 @@
+/**
+ * End to end with the real processes: an API and two workers. One worker is
+ * killed with SIGKILL while it converts the largest corpus image; the job is
+ * taken over by the other worker once its lock expires, the request still
+ * succeeds (or, past the wait limit, the status URL shows success later), and
+ * exactly one record and one object come out of it.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startApi, type TestApi, type TestOrg } from '../support/api';
+import { corpusFile, form } from '../support/files';
+import { startApiProcess, startWorkerProcess, type ServiceProcess } from '../support/processes';
+
+type Body<T> = { statusCode: number; data: T; error?: string; jobId?: string };
+
+let harness: TestApi; // in-process, only to set up the organization and look behind the API
+let org: TestOrg;
+let api: ServiceProcess;
+const workers: ServiceProcess[] = [];
+
+beforeAll(async () => {
+  harness = await startApi('e2ecrash');
+  org = await harness.createOrg('crash');
+  const env = {
+    ...harness.env.env,
+    JOB_WAIT_MS: '60000',
+    JOB_LOCK_MS: '4000',
+    WORKER_CONCURRENCY: '1',
+  };
+  api = await startApiProcess(env);
+  workers.push(await startWorkerProcess(env));
+});
+afterAll(async () => {
+  for (const p of [...workers, api]) await p.kill('SIGTERM');
+  await harness.close();
+}, 60_000);
+
+it('a worker killed mid-job: the job completes once, elsewhere', async () => {
+  const bytes = corpusFile('images/tests-42_IndexError.jpg');
+  const up = await fetch(`${api.url!}/media/upload`, {
+    method: 'POST',
+    headers: org.auth,
+    body: form([['file', bytes, 'largest.jpg']]),
+  });
+  expect(up.status).toBe(201);
+  const source = ((await up.json()) as Body<{ key: string }>).data;
+
+  const convert = fetch(`${api.url!}/media/convert`, {
+    method: 'POST',
+    headers: { ...org.auth, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ mediaKey: source.key, format: 'avif' }),
+  });
+  // The only worker takes the job; once it is at work, a second worker joins and the first dies.
+  const [first] = workers;
+  await first!.waitForLog(/"job":"image.convert"|"msg":"taking jobs"/);
+  let active = false;
+  for (let i = 0; i < 100 && !active; i++) {
+    const counts = await harness.ctx.queue.counts();
+    active = (counts.image.active ?? 0) > 0;
+    if (!active) await sleep(50);
+  }
+  expect(active).toBe(true);
+  workers.push(
+    await startWorkerProcess({ ...harness.env.env, JOB_LOCK_MS: '4000', WORKER_CONCURRENCY: '1' }),
+  );
+  await first!.kill('SIGKILL');
+
+  const res = await convert;
+  const body = (await res.json()) as Body<{ id: number; key: string; mimetype: string }>;
+  expect(res.status).toBe(201);
+  expect(body.data.mimetype).toBe('image/avif');
+
+  // Exactly one record and one object came of the job.
+  const results = await harness.ctx.models.Media.find({
+    organizationId: org.organization.id,
+    mimetype: 'image/avif',
+  }).lean();
+  expect(results).toHaveLength(1);
+  expect(results[0]!.jobId).toMatch(/^image-/);
+  const avifObjects = (await harness.objectKeys('crash/')).filter((k) => k.endsWith('.avif'));
+  expect(avifObjects).toEqual([results[0]!.key]);
+  // The second worker is the one that finished it.
+  expect(workers[1]!.logs.some((l) => l.includes('"msg":"job completed"'))).toBe(true);
+}, 120_000);

@@ -1,0 +1,103 @@
+/**
+ * The real API and worker processes for end-to-end tests, started from the
+ * TypeScript entry points (through tsx) with an environment of the test's own.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import { freePort, waitFor } from './services/process';
+
+const root = join(__dirname, '..', '..');
+
+export interface ServiceProcess {
+  child: ChildProcess;
+  /** Everything the process logged (JSON lines). */
+  logs: string[];
+  url?: string;
+  /** Resolves when the process has logged a line matching `pattern`. */
+  waitForLog(pattern: RegExp, timeoutMs?: number): Promise<string>;
+  kill(signal: NodeJS.Signals): Promise<number | null>;
+}
+
+function start(entry: string, env: NodeJS.ProcessEnv): ServiceProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', entry], {
+    cwd: root,
+    env: {
+      ...process.env,
+      ...env,
+      LOG_LEVEL: env.LOG_LEVEL === 'silent' ? 'info' : (env.LOG_LEVEL ?? 'info'),
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: string[] = [];
+  const waiters: { pattern: RegExp; resolve: (line: string) => void }[] = [];
+  const onLine = (line: string) => {
+    logs.push(line);
+    for (const w of [...waiters]) {
+      if (w.pattern.test(line)) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve(line);
+      }
+    }
+  };
+  let buffer = '';
+  const onData = (chunk: Buffer) => {
+    buffer += chunk.toString();
+    const lines = buffer.split('\n');
+    buffer = lines.pop() ?? '';
+    lines.forEach(onLine);
+  };
+  child.stdout.on('data', onData);
+  child.stderr.on('data', onData);
+  return {
+    child,
+    logs,
+    waitForLog(pattern, timeoutMs = 30_000) {
+      const seen = logs.find((l) => pattern.test(l));
+      if (seen) return Promise.resolve(seen);
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(
+          () =>
+            reject(
+              new Error(
+                `no log line matching ${String(pattern)} after ${timeoutMs} ms:\n${logs.slice(-20).join('\n')}`,
+              ),
+            ),
+          timeoutMs,
+        );
+        waiters.push({
+          pattern,
+          resolve: (line) => {
+            clearTimeout(timer);
+            resolve(line);
+          },
+        });
+      });
+    },
+    async kill(signal) {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      const exited = once(child, 'exit');
+      child.kill(signal);
+      const [code] = (await exited) as [number | null];
+      return code;
+    },
+  };
+}
+
+export async function startApiProcess(env: NodeJS.ProcessEnv): Promise<ServiceProcess> {
+  const port = await freePort();
+  const proc = start('api/main.ts', {
+    ...env,
+    PORT: String(port),
+    PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
+  });
+  proc.url = `http://127.0.0.1:${port}`;
+  await waitFor('API process', async () => (await fetch(`${proc.url}/healthz`)).ok, 60_000, 200);
+  return proc;
+}
+
+export async function startWorkerProcess(env: NodeJS.ProcessEnv): Promise<ServiceProcess> {
+  const proc = start('worker/main.ts', env);
+  await proc.waitForLog(/"msg":"worker started"/, 60_000);
+  return proc;
+}

@@ -1,0 +1,23 @@
+/** The worker's image and PDF adapters, tuned once from the configuration. */
+import type { Config } from '@shared/config';
+import type { Logger } from '@shared/logger';
+import { configureSharp, ImageAdapter } from '@shared/media/image.adapter';
+import { mergePdfs } from '@shared/media/pdf.adapter';
+import type { ImageOps, PdfOps } from './context';
+
+export function createAdapters(config: Config, logger: Logger): { images: ImageOps; pdfs: PdfOps } {
+  configureSharp();
+  const images = new ImageAdapter({ maxInputPixels: config.limits.maxInputPixels });
+  return {
+    images: {
+      readMetadata: async (input) => ({ ...(await images.readMetadata(input)) }),
+      convert: async (input, format, options) => {
+        const out = await images.convert(input, format, options);
+        return { data: out.data, mime: out.mime, ext: out.ext };
+      },
+    },
+    pdfs: {
+      merge: (inputs) => mergePdfs(inputs, {}, { logger: logger.child({ component: 'pdf' }) }),
+    },
+  };
+}

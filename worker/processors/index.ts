@@ -1,0 +1,11 @@
+/** Every processor of the worker; the registry checks this list at boot. */
+import type { AnyProcessor } from '../registry';
+import { convertProcessor } from './convert.processor';
+import { mergePdfsProcessor } from './merge-pdfs.processor';
+import { metadataProcessor } from './metadata.processor';
+
+export const PROCESSORS: readonly AnyProcessor[] = [
+  metadataProcessor,
+  convertProcessor,
+  mergePdfsProcessor,
+];

@@ -1,0 +1,42 @@
+/**
+ * pdf.merge: merges PDFs in the given order into one new record named
+ * `merged_<timestamp>.pdf`. Inputs uploaded with the request sit under the
+ * organization's temporary prefix; they are removed when the job ends (here on
+ * success, by the worker's failure handler after the last attempt).
+ */
+import type { Processor } from '../registry';
+import { requireOrganization } from './inputs';
+
+export const mergePdfsProcessor: Processor<'pdf.merge'> = {
+  name: 'pdf.merge',
+  async process(job, ctx) {
+    const done = await ctx.results.existing(job.id);
+    if (done) {
+      await ctx.store.removeMany(job.data.temporaryKeys);
+      return { mediaId: done.id };
+    }
+    const { organizationId, inputs, folderId } = job.data;
+    const organization = await requireOrganization(ctx, organizationId);
+    // Each distinct key is read once, even when it is merged several times.
+    const bytes = new Map<string, Buffer>();
+    for (const { key } of inputs) {
+      if (!bytes.has(key))
+        bytes.set(key, await ctx.results.read(key, ctx.config.limits.maxFileSize));
+    }
+    const merged = await ctx.pdfs.merge(
+      inputs.map(({ key, name }) => ({ name, data: bytes.get(key)! })),
+    );
+    const record = await ctx.results.write({
+      jobId: job.id,
+      organization,
+      folderId,
+      name: `merged_${job.timestamp}.pdf`,
+      mimetype: 'application/pdf',
+      ext: 'pdf',
+      data: merged.data,
+    });
+    await ctx.store.removeMany(job.data.temporaryKeys);
+    job.log.info({ key: record.key, inputs: inputs.length, pages: merged.pages }, 'merged');
+    return { mediaId: record.id };
+  },
+};

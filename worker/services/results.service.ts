@@ -1,0 +1,116 @@
+/**
+ * Writes a job's result (an object and its record) idempotently, keyed by the
+ * job id: the object key is derived from the job id (a retry overwrites the
+ * same object), and the record carries the job id under a unique index (a
+ * retry finds the record instead of writing a second one).
+ */
+import { createHash } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import { Errors } from '@shared/errors';
+import type { Logger } from '@shared/logger';
+import { buildKey, keyBaseName } from '@shared/media/naming';
+import type { FoldersRepository } from '@shared/repositories/folders.repository';
+import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
+import type { Organization } from '@shared/repositories/organizations.repository';
+import type { ObjectStore } from '@shared/storage/object-store';
+
+export interface JobOutput {
+  jobId: string;
+  organization: Organization;
+  folderId: number | null;
+  /** The record's name (kept with its extension). */
+  name: string;
+  mimetype: string;
+  ext: string;
+  data: Buffer;
+}
+
+/** The key's unguessable part, derived from the job id (stable across retries). */
+export function tokenOfJob(jobId: string): string {
+  return createHash('sha256').update(jobId).digest('base64url').slice(0, 12);
+}
+
+export class ResultsService {
+  constructor(
+    private readonly deps: {
+      store: ObjectStore;
+      media: MediaRepository;
+      folders: FoldersRepository;
+      logger: Logger;
+    },
+  ) {}
+
+  /** The record a previous attempt of this job already wrote, if any. */
+  existing(jobId: string): Promise<MediaRecord | null> {
+    return this.deps.media.findByJobId(jobId);
+  }
+
+  async write(output: JobOutput): Promise<MediaRecord> {
+    const done = await this.existing(output.jobId);
+    if (done) return done;
+    const folder =
+      output.folderId === null
+        ? null
+        : await this.deps.folders.findById(output.organization.id, output.folderId);
+    if (output.folderId !== null && !folder) throw Errors.folderNotFound(output.folderId);
+    const key = buildKey(
+      {
+        orgSlug: output.organization.slug,
+        folderSlug: folder?.slug ?? null,
+        baseName: keyBaseName(output.name),
+        ext: output.ext,
+      },
+      tokenOfJob(output.jobId),
+    );
+    await this.deps.store.put(key, output.data, { contentType: output.mimetype });
+    try {
+      return await this.deps.media.insert({
+        organizationId: output.organization.id,
+        folderId: folder?.id ?? null,
+        key,
+        name: output.name,
+        mimetype: output.mimetype,
+        bytes: output.data.length,
+        checksum: `sha256:${createHash('sha256').update(output.data).digest('hex')}`,
+        jobId: output.jobId,
+      });
+    } catch (err) {
+      // The insert may have landed before the failure was seen (a lost reply), or a
+      // concurrent attempt of the same job may have won: either way its record
+      // points at this key.
+      const written = await this.existing(output.jobId).catch(() => undefined);
+      if (written) return written;
+      if (written === null) {
+        // Certainly no record: remove the object (a retry writes it again).
+        await this.deps.store
+          .remove(key)
+          .catch((removeErr: unknown) =>
+            this.deps.logger.error(
+              { err: removeErr, key },
+              'could not remove a result object left without a record',
+            ),
+          );
+      }
+      // Otherwise MongoDB could not even be asked; a retry settles the object, and
+      // after the last attempt the reconciliation command finds it.
+      throw err;
+    }
+  }
+
+  /** Reads a whole object into memory (inputs of image and PDF jobs), refusing more than `maxBytes`. */
+  async read(key: string, maxBytes: number): Promise<Buffer> {
+    const stream: Readable = await this.deps.store.get(key);
+    const chunks: Buffer[] = [];
+    let length = 0;
+    for await (const chunk of stream) {
+      const buf = chunk as Buffer;
+      length += buf.length;
+      if (length > maxBytes) {
+        stream.destroy();
+        throw Errors.fileTooLarge(maxBytes, key);
+      }
+      chunks.push(buf);
+    }
+    return Buffer.concat(chunks, length);
+  }
+}

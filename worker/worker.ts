@@ -1,0 +1,113 @@
+/**
+ * The worker transport: one BullMQ Worker per queue this process takes
+ * (WORKER_QUEUES), each with its own concurrency (WORKER_CONCURRENCY), every
+ * job dispatched to its processor from the registry.
+ *
+ * Failures are told apart on purpose: a refusal (a 4xx AppError: bad input,
+ * a missing record) fails at once with UnrecoverableError; anything else is
+ * retried with backoff (JOB_OPTIONS). Either way the error travels encoded so
+ * the API answers with the right status. When a job has failed for good, the
+ * temporary inputs it owned are removed before the failure is reported.
+ */
+import { UnrecoverableError, Worker, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { Errors, isAppError } from '@shared/errors';
+import { encodeJobError, type JobName, type JobPayloads } from '@shared/jobs';
+import type { QueueName } from '@shared/config';
+import { createRedis } from '@shared/queue/redis';
+import type { WorkerContext } from './context';
+import type { ProcessorJob, Registry } from './registry';
+
+export interface RunningWorker {
+  workers: Worker[];
+  /** Stops taking jobs, lets active ones finish, then closes connections. */
+  close(): Promise<void>;
+}
+
+export function createWorker(ctx: WorkerContext, registry: Registry): RunningWorker {
+  const { config, logger } = ctx;
+  if (!config.redisUrl) throw new Error('REDIS_URL is not set');
+  const connections: Redis[] = [];
+
+  const processJob = async (job: Job) => {
+    const processor = registry.get(job.name as JobName);
+    const log = logger.child({
+      jobId: job.id,
+      job: job.name,
+      requestId: (job.data as { requestId?: string }).requestId,
+      attempt: job.attemptsMade + 1,
+    });
+    if (!processor || !job.id) {
+      throw new UnrecoverableError(encodeJobError(Errors.badRequest(`unknown job "${job.name}"`)));
+    }
+    const started = performance.now();
+    try {
+      const view: ProcessorJob<JobName> = {
+        id: job.id,
+        name: processor.name,
+        data: job.data as JobPayloads[JobName],
+        timestamp: job.timestamp,
+        attemptsMade: job.attemptsMade,
+        log,
+      };
+      // The registry guarantees the processor matches the job's name.
+      const result = await (
+        processor.process as (j: typeof view, c: WorkerContext) => Promise<unknown>
+      )(view, ctx);
+      log.info({ ms: Math.round(performance.now() - started) }, 'job completed');
+      return result;
+    } catch (err) {
+      const ms = Math.round(performance.now() - started);
+      const refused = isAppError(err) && err.status < 500;
+      const final = refused || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+      // A job that has failed for good removes the temporary inputs it owned,
+      // before its failure is reported (the client then finds nothing left).
+      if (final) await removeTemporaryInputs(job);
+      if (refused) {
+        log.info({ ms, code: err.code }, 'job refused its input');
+        throw new UnrecoverableError(encodeJobError(err));
+      }
+      const appError = isAppError(err) ? err : Errors.internal(err);
+      log.warn({ ms, err, final }, final ? 'job failed' : 'job failed; it will be retried');
+      throw new Error(encodeJobError(appError), { cause: err });
+    }
+  };
+
+  const removeTemporaryInputs = async (job: Job) => {
+    const temporaryKeys = (job.data as { temporaryKeys?: string[] }).temporaryKeys ?? [];
+    if (temporaryKeys.length === 0) return;
+    await ctx.store
+      .removeMany(temporaryKeys)
+      .catch((removeErr: unknown) =>
+        logger.error(
+          { err: removeErr, jobId: job.id, temporaryKeys },
+          'could not remove temporary inputs',
+        ),
+      );
+  };
+
+  const workers = config.worker.queues.map((queue: QueueName) => {
+    const connection = createRedis(config.redisUrl!, 'worker', logger);
+    connections.push(connection);
+    const worker = new Worker(queue, processJob, {
+      connection,
+      prefix: config.queuePrefix,
+      concurrency: config.worker.concurrency[queue],
+      // A job whose lock is lost twice (its worker died or froze) is failed, not retried forever.
+      maxStalledCount: 2,
+      lockDuration: config.worker.lockMs,
+      stalledInterval: config.worker.lockMs,
+    });
+    worker.on('error', (err) => logger.error({ err, queue }, 'worker error'));
+    logger.info({ queue, concurrency: config.worker.concurrency[queue] }, 'taking jobs');
+    return worker;
+  });
+
+  return {
+    workers,
+    async close() {
+      await Promise.all(workers.map((w) => w.close()));
+      for (const c of connections) c.disconnect();
+    },
+  };
+}
