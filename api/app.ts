@@ -8,6 +8,8 @@ import type { Logger } from '@shared/logger';
 import { bearerAuth } from './middleware/auth';
 import { errorHandler, notFoundHandler } from './middleware/error-handler';
 import { requestContext } from './middleware/request-context';
+import type { Queue } from 'bullmq';
+import { dashboardRoutes } from './routes/dashboard.routes';
 import { downloadRoutes } from './routes/download.routes';
 import { jobRoutes } from './routes/jobs.routes';
 import { uploadRoutes } from './routes/upload.routes';
@@ -25,6 +27,8 @@ export interface AppDeps {
   downloads: DownloadService;
   jobs: JobsService;
   media: MediaRepository;
+  /** The queues the dashboard shows (when DASHBOARD_USER/PASSWORD are set). */
+  queues?: Queue[];
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -37,6 +41,10 @@ export function createApp(deps: AppDeps): Express {
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });
+
+  if (deps.config.dashboard && deps.queues) {
+    app.use(dashboardRoutes(deps.queues, deps.config.dashboard));
+  }
 
   app.use('/media', bearerAuth(deps.tokens));
   app.use(uploadRoutes({ uploads: deps.uploads, config: deps.config }));

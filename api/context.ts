@@ -3,7 +3,8 @@
  * from the configuration. main.ts, the CLI and the tests build it the same way.
  */
 import type { Connection } from 'mongoose';
-import type { Config } from '@shared/config';
+import type { Queue } from 'bullmq';
+import { QUEUE_NAMES, type Config } from '@shared/config';
 import { connectMongo } from '@shared/db/connection';
 import { createModels, syncIndexes, type Models } from '@shared/db/models';
 import type { Logger } from '@shared/logger';
@@ -33,6 +34,8 @@ export interface DataContext {
 }
 
 export interface ApiContext extends DataContext {
+  /** Every queue (for the dashboard). */
+  queues: Queue[];
   store: ObjectStore;
   queue: BullJobQueue;
   media: MediaRepository;
@@ -100,6 +103,7 @@ export async function createApiContext(
       },
       store,
       queue,
+      queues: QUEUE_NAMES.map((name) => queue.queue(name)),
       media,
       jobs: new JobsService({
         queue,

@@ -6,6 +6,7 @@ import { createLogger } from '@shared/logger';
 import { installCrashHandlers, onShutdown } from '@shared/shutdown';
 import { createApp } from './app';
 import { createApiContext } from './context';
+import { DASHBOARD_PATH } from './routes/dashboard.routes';
 
 async function main(): Promise<void> {
   const config = getConfig();
@@ -13,6 +14,10 @@ async function main(): Promise<void> {
   installCrashHandlers(logger);
   const context = await createApiContext(config, logger);
   const app = createApp(context);
+  if (config.dashboard)
+    logger.info({ path: DASHBOARD_PATH }, 'Bull dashboard enabled (operator credentials required)');
+  else
+    logger.info('Bull dashboard disabled: set DASHBOARD_USER and DASHBOARD_PASSWORD to enable it');
   const server = createServer(app);
   // Uploads may be slow; a stalled client is cut after 5 minutes without data.
   server.requestTimeout = 0;

@@ -176,6 +176,8 @@ const variables = z.object({
   JOB_LOCK_MS: int(30_000, 1_000),
   WORKER_CONCURRENCY: concurrency,
   SHUTDOWN_TIMEOUT_MS: int(25_000, 100),
+  DASHBOARD_USER: optionalString,
+  DASHBOARD_PASSWORD: optionalString,
 });
 
 const schema = variables.superRefine((env, ctx) => {
@@ -190,6 +192,14 @@ const schema = variables.superRefine((env, ctx) => {
         });
       }
     }
+  }
+  if (Boolean(env.DASHBOARD_USER) !== Boolean(env.DASHBOARD_PASSWORD)) {
+    ctx.addIssue({
+      code: 'custom',
+      path: [env.DASHBOARD_USER ? 'DASHBOARD_PASSWORD' : 'DASHBOARD_USER'],
+      message:
+        'DASHBOARD_USER and DASHBOARD_PASSWORD are set together (or neither, to disable the dashboard)',
+    });
   }
   if (env.NODE_ENV === 'production') {
     // Production never falls back to an embedded default (DESIGN.md section 5).
@@ -248,6 +258,8 @@ export interface Config {
     lockMs: number;
   };
   shutdownTimeoutMs: number;
+  /** Operator credentials of the Bull dashboard; undefined disables it. */
+  dashboard: { user: string; password: string } | undefined;
 }
 
 export class ConfigError extends Error {
@@ -298,6 +310,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     jobWaitMs: e.JOB_WAIT_MS,
     worker: { queues: e.WORKER_QUEUES, concurrency: e.WORKER_CONCURRENCY, lockMs: e.JOB_LOCK_MS },
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+    dashboard:
+      e.DASHBOARD_USER && e.DASHBOARD_PASSWORD
+        ? { user: e.DASHBOARD_USER, password: e.DASHBOARD_PASSWORD }
+        : undefined,
   };
 }
 

@@ -82,6 +82,17 @@ describe('configuration', () => {
     ]);
   });
 
+  it('wants the dashboard user and password together', () => {
+    expect(problemsOf({ DASHBOARD_USER: 'ops' })).toEqual([
+      expect.stringMatching(/^DASHBOARD_PASSWORD: /),
+    ]);
+    expect(loadConfig({ DASHBOARD_USER: 'ops', DASHBOARD_PASSWORD: 'pw' }).dashboard).toEqual({
+      user: 'ops',
+      password: 'pw',
+    });
+    expect(loadConfig({}).dashboard).toBeUndefined();
+  });
+
   it('treats empty values as unset and trims a trailing slash off PUBLIC_BASE_URL', () => {
     const config = loadConfig({ PORT: '', PUBLIC_BASE_URL: 'https://media.example.com/' });
     expect(config.port).toBe(3000);

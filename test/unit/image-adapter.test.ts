@@ -10,6 +10,7 @@
  * webp (tiff in the orientation and colour tests), the small HEIF to every
  * format, and every other image to every format.
  */
+import { CORPUS } from '../support/files';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { crc32, deflateSync } from 'node:zlib';
@@ -28,7 +29,7 @@ import {
   type ConvertFormat,
 } from '../../shared/media/image.adapter';
 
-const corpus = join(__dirname, '..', '..', '..', 'shared', 'corpus');
+const corpus = CORPUS;
 const imagesDir = join(corpus, 'images');
 const read = (name: string) => readFileSync(join(imagesDir, name));
 const allImages = readdirSync(imagesDir).sort();

@@ -1,3 +1,4 @@
+import { CORPUS } from '../support/files';
 import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,9 +13,9 @@ import {
   type PdfInput,
 } from '../../shared/media/pdf.adapter';
 
-const CORPUS = join(__dirname, '..', '..', '..', 'shared', 'corpus', 'pdfs');
-const IMAGES = join(__dirname, '..', '..', '..', 'shared', 'corpus', 'images');
-const corpus = (name: string): PdfInput => ({ name, data: readFileSync(join(CORPUS, name)) });
+const PDFS = join(CORPUS, 'pdfs');
+const IMAGES = join(CORPUS, 'images');
+const corpus = (name: string): PdfInput => ({ name, data: readFileSync(join(PDFS, name)) });
 
 /** The readable corpus PDFs and their page counts (corpus README). */
 const READABLE: Record<string, number> = {
