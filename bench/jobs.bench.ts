@@ -114,9 +114,9 @@ async function main() {
     const auth = { Authorization: `Bearer ${token.token}` };
 
     // The source image, uploaded once through the API (so it has a record).
-    const bytes = readFileSync(join(root, '..', 'shared', 'corpus', 'images', values.image!));
+    const bytes = readFileSync(join(root, '..', 'shared', 'corpus', 'images', values.image));
     const fd = new FormData();
-    fd.append('file', new Blob([bytes]), values.image!);
+    fd.append('file', new Blob([bytes]), values.image);
     const up = await fetch(`${url}/media/upload`, { method: 'POST', headers: auth, body: fd });
     const source = ((await up.json()) as { data: { key: string } }).data;
 
@@ -169,7 +169,7 @@ async function main() {
     );
     await noopQueue.init();
     const workerConn = createRedis(services.redisUrl, 'worker', logger);
-    const noopWorker = new Worker('image', async () => ({ metadata: {} }), {
+    const noopWorker = new Worker('image', () => Promise.resolve({ metadata: {} }), {
       connection: workerConn,
       prefix: `noop-${suffix}`,
       concurrency: 1,

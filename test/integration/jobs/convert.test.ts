@@ -102,7 +102,7 @@ describe('POST /media/convert', () => {
       expect(status).toBe(201);
       const meta = await sharp(await download(body.data.key)).metadata();
       expect(meta.format).toBe(format);
-      expect(meta.width! * meta.height!).toBeGreaterThan(8_000_000);
+      expect(meta.width * meta.height).toBeGreaterThan(8_000_000);
     },
     60_000,
   );
