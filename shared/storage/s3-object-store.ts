@@ -313,6 +313,9 @@ interface Part {
   release(): void;
 }
 
+/** Bodies up to this size are kept as their own chunks (no pooled part buffer). */
+const SMALL_BODY = 1024 * 1024;
+
 /**
  * Cuts a stream into parts of exactly `size` bytes (the last one shorter).
  * The first part is collected as the stream's own chunks, so a small file
@@ -356,9 +359,12 @@ class PartReader {
 
   private async firstPart(): Promise<Part> {
     this.first = false;
+    // Small files are collected as their own chunks (they cost only their size);
+    // past SMALL_BODY bytes the body moves into a pooled part buffer.
     const chunks: Buffer[] = [];
     let length = 0;
-    while (length < this.size) {
+    const threshold = Math.min(SMALL_BODY, this.size);
+    while (length < threshold) {
       const chunk = await this.read();
       if (!chunk) {
         return { data: Buffer.concat(chunks, length), done: true, release: () => undefined };
@@ -366,30 +372,33 @@ class PartReader {
       chunks.push(chunk);
       length += chunk.length;
     }
-    // Several parts: from here on, parts live in pooled buffers.
     const buffer = this.acquire();
     let offset = 0;
-    for (const chunk of chunks) {
-      const n = Math.min(chunk.length, this.size - offset);
-      chunk.copy(buffer, offset, 0, n);
-      offset += n;
-      if (n < chunk.length) this.carry = chunk.subarray(n);
+    for (const chunk of chunks) offset = this.copyInto(buffer, offset, chunk);
+    return this.fill(buffer, offset);
+  }
+
+  private pooledPart(): Promise<Part> {
+    return this.fill(this.acquire(), 0);
+  }
+
+  /** Reads into `buffer` from `offset` until it is full or the body ends. */
+  private async fill(buffer: Buffer, start: number): Promise<Part> {
+    let offset = start;
+    while (offset < this.size) {
+      const chunk = await this.read();
+      if (!chunk) break;
+      offset = this.copyInto(buffer, offset, chunk);
     }
     return this.part(buffer, offset);
   }
 
-  private async pooledPart(): Promise<Part> {
-    const buffer = this.acquire();
-    let offset = 0;
-    while (offset < this.size) {
-      const chunk = await this.read();
-      if (!chunk) break;
-      const n = Math.min(chunk.length, this.size - offset);
-      chunk.copy(buffer, offset, 0, n);
-      offset += n;
-      if (n < chunk.length) this.carry = chunk.subarray(n);
-    }
-    return this.part(buffer, offset);
+  /** Copies what fits of `chunk`; the rest is carried to the next part. */
+  private copyInto(buffer: Buffer, offset: number, chunk: Buffer): number {
+    const n = Math.min(chunk.length, this.size - offset);
+    chunk.copy(buffer, offset, 0, n);
+    if (n < chunk.length) this.carry = chunk.subarray(n);
+    return offset + n;
   }
 
   private part(buffer: Buffer, length: number): Part {
