@@ -28,7 +28,7 @@ beforeAll(async () => {
   };
   api = await startApiProcess(env);
   workers.push(await startWorkerProcess(env));
-});
+}, 120_000);
 afterAll(async () => {
   for (const p of [...workers, api]) await p.kill('SIGTERM');
   await harness.close();
@@ -80,4 +80,33 @@ it('a worker killed mid-job: the job completes once, elsewhere', async () => {
   expect(avifObjects).toEqual([results[0]!.key]);
   // The second worker is the one that finished it.
   expect(workers[1]!.logs.some((l) => l.includes('"msg":"job completed"'))).toBe(true);
+}, 120_000);
+
+it('a worker sent SIGTERM mid-job finishes the job, then exits cleanly', async () => {
+  const worker = workers[workers.length - 1]!;
+  const up = await fetch(`${api.url!}/media/upload`, {
+    method: 'POST',
+    headers: org.auth,
+    body: form([['file', corpusFile('images/hdr-iphone_hdr_YES.jpg'), 'phone.jpg']]),
+  });
+  const source = ((await up.json()) as Body<{ key: string }>).data;
+  const convert = fetch(`${api.url!}/media/convert`, {
+    method: 'POST',
+    headers: { ...org.auth, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ mediaKey: source.key, format: 'avif' }),
+  });
+  let active = false;
+  for (let i = 0; i < 200 && !active; i++) {
+    active = ((await harness.ctx.queue.counts()).image.active ?? 0) > 0;
+    if (!active) await sleep(25);
+  }
+  expect(active).toBe(true);
+  const exitCode = worker.kill('SIGTERM');
+  const res = await convert;
+  expect(res.status).toBe(201);
+  expect(await exitCode).toBe(0);
+  expect(
+    worker.logs.some((l) => l.includes('"msg":"job completed"') && l.includes('image.convert')),
+  ).toBe(true);
+  expect(worker.logs.some((l) => l.includes('"msg":"shutdown complete"'))).toBe(true);
 }, 120_000);

@@ -25,7 +25,7 @@ function start(entry: string, env: NodeJS.ProcessEnv): ServiceProcess {
     env: {
       ...process.env,
       ...env,
-      LOG_LEVEL: env.LOG_LEVEL === 'silent' ? 'info' : (env.LOG_LEVEL ?? 'info'),
+      LOG_LEVEL: 'info', // the tests read the processes' logs
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
