@@ -25,7 +25,7 @@ import { createRedis } from '../shared/queue/redis';
 import { createS3Client } from '../shared/storage/s3-client';
 import { S3ObjectStore } from '../shared/storage/s3-object-store';
 import { freePort, waitFor } from '../test/support/services/process';
-import { startServices } from './services';
+import { runBenchmark, startServices } from './services';
 
 const root = join(__dirname, '..');
 const out = (line: string) => process.stdout.write(`${line}\n`);
@@ -213,10 +213,4 @@ async function main() {
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    process.exit(1);
-  },
-);
+runBenchmark(main);

@@ -34,3 +34,14 @@ export async function startServices(): Promise<BenchServices> {
     },
   };
 }
+
+/** Runs a benchmark's main, printing a failure's stack, then exits (children and services are its to stop). */
+export function runBenchmark(main: () => Promise<void>): void {
+  main().then(
+    () => process.exit(0),
+    (err: unknown) => {
+      process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      process.exit(1);
+    },
+  );
+}

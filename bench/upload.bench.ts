@@ -22,7 +22,7 @@ import { createLogger } from '../shared/logger';
 import { createS3Client, ensureBucket } from '../shared/storage/s3-client';
 import { createDataContext } from '../api/context';
 import { freePort, waitFor } from '../test/support/services/process';
-import { startServices } from './services';
+import { runBenchmark, startServices } from './services';
 
 const MB = 1024 * 1024;
 const root = join(__dirname, '..');
@@ -241,10 +241,4 @@ async function main() {
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    process.exit(1);
-  },
-);
+runBenchmark(main);

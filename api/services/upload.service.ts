@@ -5,14 +5,14 @@
  *
  * Write order is object first, record second. If a record cannot be written
  * the objects are deleted; if a stream fails (client gone, limit tripped) the
- * partial upload is aborted by the store. When an object's final key is not
- * known while its bytes flow (its folder fields come later in the form), it
- * goes to a staging key under the organization's prefix and is moved
- * (server-side copy, then delete) at commit.
+ * partial upload is aborted by the store. An object's key is built for the
+ * folder known while its bytes flow (none, when the folder fields come later
+ * in the form); if the request's folder turns out to be another, the object is
+ * moved (server-side copy, then delete) at commit.
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { Errors, isAppError, type AppError } from '@shared/errors';
+import { Errors } from '@shared/errors';
 import type { Logger } from '@shared/logger';
 import {
   DETECTION_BYTES,
@@ -40,7 +40,7 @@ export interface FolderSpec {
 /** An object written to storage whose record is not written yet. */
 export interface StoredObject {
   key: string;
-  /** The folder its key was built for; undefined while it sits at a staging key. */
+  /** The folder its key was built for; undefined for a job's temporary input. */
   keyFolder: Folder | null | undefined;
   type: MediaType;
   name: string;
@@ -89,14 +89,14 @@ export class UploadService {
   }
 
   /**
-   * Streams one file into storage. `folder` is the folder its key should use,
-   * or undefined when that is not known yet (the object is staged).
+   * Streams one file into storage, to a key built for `folder` (commit moves
+   * it if the request's folder turns out to be another).
    */
   async storeStream(
     org: Organization,
     source: Readable,
     filename: string | undefined,
-    folder: Folder | null | undefined,
+    folder: Folder | null,
   ): Promise<StoredObject> {
     const stored = await this.streamToStore(
       source,
@@ -266,13 +266,7 @@ export class UploadService {
     return type;
   }
 
-  private keyFor(
-    org: Organization,
-    name: string,
-    type: MediaType,
-    folder: Folder | null | undefined,
-  ): string {
-    if (folder === undefined) return `${org.slug}/.staging/${randomUUID()}`;
+  private keyFor(org: Organization, name: string, type: MediaType, folder: Folder | null): string {
     return buildKey({
       orgSlug: org.slug,
       folderSlug: folder?.slug ?? null,
@@ -297,6 +291,3 @@ async function readHead(
   }
   return { bytes: Buffer.concat(chunks, length), done: false };
 }
-
-/** True for errors that mean the request was refused (not a fault of ours). */
-export const isClientError = (err: unknown): err is AppError => isAppError(err) && err.status < 500;

@@ -6,22 +6,11 @@
 import { randomBytes } from 'node:crypto';
 import { parse as parseDisposition } from 'content-disposition';
 import sharp from 'sharp';
+import type { MediaView as Media } from '../../../api/services/media-view';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { fixture, form, sha256 } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 
-type Media = {
-  id: number;
-  organizationId: number;
-  folderId: number | null;
-  name: string;
-  key: string;
-  url: string;
-  mimetype: string;
-  size: number;
-  bytes: number;
-  checksum: string;
-};
 type Envelope<T> = { statusCode: number; message: string; data: T };
 
 let api: TestApi;
@@ -129,7 +118,7 @@ describe('POST /media/upload', () => {
     const folderId = first.body.data.folderId;
     expect(Number.isInteger(folderId)).toBe(true);
 
-    // The same folder by id, and by name again after the file part (staged, then moved).
+    // The same folder by id, and by name again after the file part (stored without a folder, then moved).
     const byId = await post<Envelope<Media>>(
       '/media/upload',
       form([
@@ -153,7 +142,8 @@ describe('POST /media/upload', () => {
     expect(
       await api.ctx.models.Folder.countDocuments({ organizationId: org.organization.id }),
     ).toBe(1);
-    expect(await api.objectKeys('acme/.staging/')).toEqual([]);
+    // Nothing is left at the folder-less key the last file first streamed to.
+    expect(await api.objectKeys('acme/blue-')).toEqual([]);
   });
 
   it.each([
