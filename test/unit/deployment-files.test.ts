@@ -1,0 +1,127 @@
+/**
+ * No Docker engine runs where the tests run, so the deployment files are
+ * checked here: the compose file parses, every service starts in order, every
+ * variable the configuration requires in production is set for the API and
+ * the worker, and the Dockerfiles use pinned base images, a non-root user, a
+ * health check and entry points that exist.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse } from 'yaml';
+import { loadConfig } from '../../shared/config';
+
+const root = join(__dirname, '..', '..');
+const read = (file: string) => readFileSync(join(root, file), 'utf8');
+
+type Service = {
+  image?: string;
+  build?: { dockerfile: string };
+  environment?: Record<string, string>;
+  depends_on?: Record<string, { condition: string }>;
+  healthcheck?: { test: string[] };
+  deploy?: { replicas?: number };
+  command?: string[];
+};
+const compose = parse(read('docker-compose.yml'), { merge: true }) as {
+  services: Record<string, Service>;
+  volumes: Record<string, unknown>;
+};
+
+/** Resolves `${VAR:-default}` the way compose does with an empty environment. */
+const resolve = (value: string) =>
+  String(value).replace(
+    /\$\{([A-Z0-9_]+)(?::-([^}]*))?\}/g,
+    (_m, _name: string, def?: string) => def ?? '',
+  );
+
+describe('docker-compose.yml', () => {
+  it('runs MongoDB, Redis, MinIO with its bucket, the API and two workers', () => {
+    expect(Object.keys(compose.services).sort()).toEqual([
+      'api',
+      'createbucket',
+      'minio',
+      'mongodb',
+      'redis',
+      'worker',
+    ]);
+    expect(compose.services.worker!.deploy?.replicas).toBe(2);
+    expect(compose.services.redis!.command).toEqual(
+      expect.arrayContaining(['--maxmemory-policy', 'noeviction']),
+    );
+    expect(Object.keys(compose.volumes).sort()).toEqual([
+      'minio-data',
+      'mongodb-data',
+      'redis-data',
+    ]);
+  });
+
+  it('starts in order: dependencies healthy, the bucket created', () => {
+    for (const name of ['mongodb', 'redis', 'minio'])
+      expect(compose.services[name]!.healthcheck).toBeDefined();
+    for (const name of ['api', 'worker']) {
+      expect(compose.services[name]!.depends_on).toEqual({
+        mongodb: { condition: 'service_healthy' },
+        redis: { condition: 'service_healthy' },
+        createbucket: { condition: 'service_completed_successfully' },
+      });
+    }
+    expect(compose.services.createbucket!.depends_on).toEqual({
+      minio: { condition: 'service_healthy' },
+    });
+  });
+
+  it.each(['api', 'worker'])('sets every variable the %s needs in production', (name) => {
+    const env = Object.fromEntries(
+      Object.entries(compose.services[name]!.environment ?? {}).map(([k, v]) => [k, resolve(v)]),
+    );
+    expect(env.NODE_ENV).toBe('production');
+    expect(() => loadConfig(env)).not.toThrow();
+  });
+
+  it('pins every image', () => {
+    for (const [name, service] of Object.entries(compose.services)) {
+      if (service.image)
+        expect({ name, image: service.image }).toEqual({
+          name,
+          image: expect.stringMatching(/:[^:]*\d[^:]*$/) as string,
+        });
+      else expect(service.build).toBeDefined();
+    }
+  });
+});
+
+describe.each(['Dockerfile.api', 'Dockerfile.worker'])('%s', (file) => {
+  const text = read(file);
+  const scripts = (JSON.parse(read('package.json')) as { scripts: Record<string, string> }).scripts;
+
+  it('uses pinned glibc base images', () => {
+    const bases = [...text.matchAll(/^FROM\s+(\S+)/gm)].map((m) => m[1]!);
+    expect(bases.length).toBeGreaterThanOrEqual(2); // multi-stage
+    for (const base of bases) {
+      expect(base).toMatch(/^node:\d+\.\d+(\.\d+)?-bookworm(-slim)?(@sha256:[0-9a-f]{64})?$/);
+    }
+  });
+
+  it('runs as a non-root user with a health check', () => {
+    expect(text).toMatch(/^USER\s+(?!root\b)\S+/m);
+    expect(text).toMatch(/^HEALTHCHECK\s/m);
+    expect(text).toMatch(/npm prune --omit=dev|npm ci --omit=dev/);
+  });
+
+  it('starts an entry point that the build produces, as the package.json script does', () => {
+    const cmd = /^CMD\s+(\[.*\])$/m.exec(text)?.[1];
+    expect(cmd).toBeDefined();
+    const args = JSON.parse(cmd!) as string[];
+    const entry = args.find((a) => a.startsWith('dist/'))!;
+    expect(existsSync(join(root, entry.replace(/^dist\//, '').replace(/\.js$/, '.ts')))).toBe(true);
+    const script = file === 'Dockerfile.api' ? scripts['start:api'] : scripts['start:worker'];
+    expect(script).toContain(entry);
+    for (const flag of args.filter((a) => a.startsWith('--'))) expect(script).toContain(flag);
+  });
+
+  if (file === 'Dockerfile.worker') {
+    it('carries qpdf', () => {
+      expect(text).toMatch(/apt-get install[^\n]*qpdf/);
+    });
+  }
+});
