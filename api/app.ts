@@ -7,11 +7,15 @@ import type { Config } from '@shared/config';
 import type { Logger } from '@shared/logger';
 import { bearerAuth } from './middleware/auth';
 import { errorHandler, notFoundHandler } from './middleware/error-handler';
+import { httpMetrics } from './middleware/http-metrics';
 import { requestContext } from './middleware/request-context';
+import type { ApiMetrics } from '@shared/metrics';
+import type { ReadinessChecks } from '@shared/readiness';
 import type { Queue } from 'bullmq';
 import { dashboardRoutes } from './routes/dashboard.routes';
 import { downloadRoutes } from './routes/download.routes';
 import { jobRoutes } from './routes/jobs.routes';
+import { opsRoutes } from './routes/ops.routes';
 import { uploadRoutes } from './routes/upload.routes';
 import type { MediaRepository } from '@shared/repositories/media.repository';
 import type { DownloadService } from './services/download.service';
@@ -27,6 +31,10 @@ export interface AppDeps {
   downloads: DownloadService;
   jobs: JobsService;
   media: MediaRepository;
+  /** HTTP latency and bytes stored, served on GET /metrics. */
+  metrics: ApiMetrics;
+  /** The dependencies GET /readyz checks (MongoDB, Redis, storage). */
+  readiness: ReadinessChecks;
   /** The queues the dashboard shows (when DASHBOARD_USER/PASSWORD are set). */
   queues?: Queue[];
 }
@@ -37,17 +45,22 @@ export function createApp(deps: AppDeps): Express {
   app.set('trust proxy', false);
   app.set('query parser', 'simple');
   app.use(requestContext(deps.logger));
+  app.use(httpMetrics(deps.metrics));
 
-  app.get('/healthz', (_req, res) => {
-    res.json({ status: 'ok' });
-  });
+  app.use(
+    opsRoutes({
+      checks: deps.readiness,
+      metrics: deps.metrics,
+      metricsToken: deps.config.metricsToken,
+    }),
+  );
 
   if (deps.config.dashboard && deps.queues) {
     app.use(dashboardRoutes(deps.queues, deps.config.dashboard));
   }
 
   app.use('/media', bearerAuth(deps.tokens));
-  app.use(uploadRoutes({ uploads: deps.uploads, config: deps.config }));
+  app.use(uploadRoutes({ uploads: deps.uploads, config: deps.config, metrics: deps.metrics }));
   app.use(downloadRoutes({ downloads: deps.downloads }));
   app.use(
     jobRoutes({ jobs: deps.jobs, uploads: deps.uploads, media: deps.media, config: deps.config }),

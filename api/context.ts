@@ -5,9 +5,11 @@
 import type { Connection } from 'mongoose';
 import type { Queue } from 'bullmq';
 import { QUEUE_NAMES, type Config } from '@shared/config';
-import { connectMongo } from '@shared/db/connection';
+import { connectMongo, pingMongo } from '@shared/db/connection';
 import { createModels, syncIndexes, type Models } from '@shared/db/models';
 import type { Logger } from '@shared/logger';
+import { createApiMetrics, type ApiMetrics } from '@shared/metrics';
+import type { ReadinessChecks } from '@shared/readiness';
 import { CountersRepository } from '@shared/repositories/counters.repository';
 import { FoldersRepository } from '@shared/repositories/folders.repository';
 import { MediaRepository } from '@shared/repositories/media.repository';
@@ -42,6 +44,9 @@ export interface ApiContext extends DataContext {
   uploads: UploadService;
   downloads: DownloadService;
   jobs: JobsService;
+  metrics: ApiMetrics;
+  /** What GET /readyz checks. */
+  readiness: ReadinessChecks;
 }
 
 function requireSetting<T>(value: T | undefined, name: string): T {
@@ -122,6 +127,12 @@ export async function createApiContext(
         logger,
       }),
       downloads: new DownloadService({ media, store }),
+      metrics: createApiMetrics({ queueCounts: () => queue.counts() }),
+      readiness: {
+        mongodb: () => pingMongo(data.connection),
+        redis: () => queue.ping(),
+        storage: () => store.ping(),
+      },
     };
   } catch (err) {
     await data.close();

@@ -117,6 +117,8 @@ const variables = z.object({
     z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   ),
   PORT: int(3000, 0, 65535),
+  WORKER_PORT: int(3001, 0, 65535),
+  METRICS_TOKEN: optionalString,
   PUBLIC_BASE_URL: optionalUrl(['http', 'https']),
   MONGODB_URI: optionalUrl(['mongodb', 'mongodb+srv']),
   REDIS_URL: optionalUrl(['redis', 'rediss']),
@@ -222,6 +224,8 @@ export interface Config {
   nodeEnv: Parsed['NODE_ENV'];
   logLevel: Parsed['LOG_LEVEL'];
   port: number;
+  /** Bearer token GET /metrics requires (API and worker); undefined leaves it open (internal networks only). */
+  metricsToken: string | undefined;
   /** Base of the `url` field of records; defaults to http://localhost:<port>. */
   publicBaseUrl: string;
   mongodbUri: string | undefined;
@@ -256,6 +260,8 @@ export interface Config {
     concurrency: Record<QueueName, number>;
     /** How long a worker's lock on a job lasts without renewal; a dead worker's job is retried after it. */
     lockMs: number;
+    /** Port of the worker's health and metrics server (0: any free port). */
+    port: number;
   };
   shutdownTimeoutMs: number;
   /** Operator credentials of the Bull dashboard; undefined disables it. */
@@ -282,6 +288,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     nodeEnv: e.NODE_ENV,
     logLevel: e.LOG_LEVEL,
     port: e.PORT,
+    metricsToken: e.METRICS_TOKEN,
     publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
     mongodbUri: e.MONGODB_URI,
     redisUrl: e.REDIS_URL,
@@ -308,7 +315,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       acceptedTypes: e.ACCEPTED_TYPES,
     },
     jobWaitMs: e.JOB_WAIT_MS,
-    worker: { queues: e.WORKER_QUEUES, concurrency: e.WORKER_CONCURRENCY, lockMs: e.JOB_LOCK_MS },
+    worker: {
+      queues: e.WORKER_QUEUES,
+      concurrency: e.WORKER_CONCURRENCY,
+      lockMs: e.JOB_LOCK_MS,
+      port: e.WORKER_PORT,
+    },
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     dashboard:
       e.DASHBOARD_USER && e.DASHBOARD_PASSWORD

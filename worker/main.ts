@@ -4,12 +4,15 @@
  * lets active jobs finish (bounded by SHUTDOWN_TIMEOUT_MS; a job still running
  * then is handed back: its lock expires and another worker retries it).
  */
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
 import { ConfigError, getConfig } from '@shared/config';
 import { createLogger } from '@shared/logger';
 import { installCrashHandlers, onShutdown } from '@shared/shutdown';
 import { createAdapters } from './adapters';
 import { createWorkerContext } from './context';
 import { PROCESSORS } from './processors';
+import { createOpsServer } from './ops-server';
 import { buildRegistry } from './registry';
 import { createWorker } from './worker';
 
@@ -21,13 +24,37 @@ async function main(): Promise<void> {
   const registry = buildRegistry(PROCESSORS);
   const ctx = await createWorkerContext(config, logger, createAdapters(config, logger));
   const worker = createWorker(ctx, registry);
+  const ops = createOpsServer({
+    checks: worker.readiness,
+    metrics: worker.metrics,
+    metricsToken: config.metricsToken,
+    logger,
+  });
+  ops.listen(config.worker.port);
+  await Promise.race([
+    once(ops, 'listening'),
+    once(ops, 'error').then(([err]) => Promise.reject(err as Error)),
+  ]);
   logger.info(
-    { queues: config.worker.queues, concurrency: config.worker.concurrency },
+    {
+      queues: config.worker.queues,
+      concurrency: config.worker.concurrency,
+      port: (ops.address() as AddressInfo).port,
+    },
     'worker started',
   );
 
   onShutdown(logger, config.shutdownTimeoutMs, () => [
+    // While the workers close, /readyz answers 503 (they are closing).
     { name: 'workers', run: () => worker.close() },
+    {
+      name: 'ops-http',
+      run: () =>
+        new Promise<void>((resolve, reject) => {
+          ops.close((err) => (err ? reject(err) : resolve()));
+          ops.closeAllConnections();
+        }),
+    },
     { name: 'mongodb', run: () => ctx.close() },
   ]);
 }

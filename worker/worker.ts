@@ -14,17 +14,28 @@ import type { Redis } from 'ioredis';
 import { Errors, isAppError } from '@shared/errors';
 import { encodeJobError, type JobName, type JobPayloads } from '@shared/jobs';
 import type { QueueName } from '@shared/config';
+import { pingMongo } from '@shared/db/connection';
+import { createWorkerMetrics, type WorkerMetrics } from '@shared/metrics';
 import { createRedis } from '@shared/queue/redis';
+import type { ReadinessChecks } from '@shared/readiness';
 import type { WorkerContext } from './context';
 import type { ProcessorJob, Registry } from './registry';
 
 export interface RunningWorker {
   workers: Worker[];
+  /** Job durations by queue, name and outcome (served by the ops server). */
+  metrics: WorkerMetrics;
+  /** MongoDB, Redis (every BullMQ worker running, not closing, its connection answering) and storage. */
+  readiness: ReadinessChecks;
   /** Stops taking jobs, lets active ones finish, then closes connections. */
   close(): Promise<void>;
 }
 
-export function createWorker(ctx: WorkerContext, registry: Registry): RunningWorker {
+export function createWorker(
+  ctx: WorkerContext,
+  registry: Registry,
+  metrics: WorkerMetrics = createWorkerMetrics(),
+): RunningWorker {
   const { config, logger } = ctx;
   if (!config.redisUrl) throw new Error('REDIS_URL is not set');
   const connections: Redis[] = [];
@@ -41,6 +52,8 @@ export function createWorker(ctx: WorkerContext, registry: Registry): RunningWor
       throw new UnrecoverableError(encodeJobError(Errors.badRequest(`unknown job "${job.name}"`)));
     }
     const started = performance.now();
+    const observe = (outcome: 'completed' | 'failed' | 'retried') =>
+      metrics.observeJob(job.queueName, job.name, outcome, (performance.now() - started) / 1000);
     try {
       const view: ProcessorJob<JobName> = {
         id: job.id,
@@ -55,11 +68,13 @@ export function createWorker(ctx: WorkerContext, registry: Registry): RunningWor
         processor.process as (j: typeof view, c: WorkerContext) => Promise<unknown>
       )(view, ctx);
       log.info({ ms: Math.round(performance.now() - started) }, 'job completed');
+      observe('completed');
       return result;
     } catch (err) {
       const ms = Math.round(performance.now() - started);
       const refused = isAppError(err) && err.status < 500;
       const final = refused || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+      observe(final ? 'failed' : 'retried');
       // A job that has failed for good removes the temporary inputs it owned,
       // before its failure is reported (the client then finds nothing left).
       if (final) await removeTemporaryInputs(job);
@@ -105,6 +120,18 @@ export function createWorker(ctx: WorkerContext, registry: Registry): RunningWor
 
   return {
     workers,
+    metrics,
+    readiness: {
+      mongodb: () => pingMongo(ctx.connection),
+      redis: async () => {
+        const stopped = workers.filter((w) => !w.isRunning() || w.closing !== undefined);
+        if (stopped.length) {
+          throw new Error(`not taking jobs from ${stopped.map((w) => w.name).join(', ')}`);
+        }
+        await Promise.all(connections.map((c) => c.ping()));
+      },
+      storage: () => ctx.store.ping(),
+    },
     async close() {
       await Promise.all(workers.map((w) => w.close()));
       for (const c of connections) c.disconnect();

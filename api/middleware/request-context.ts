@@ -27,7 +27,8 @@ export function requestContext(logger: Logger) {
       req: (req: { method: string; url: string }) => ({ method: req.method, url: req.url }),
       res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
     },
-    autoLogging: { ignore: (req) => req.url === '/healthz' },
+    // Probes and scrapes come every few seconds; they are not logged.
+    autoLogging: { ignore: (req) => ['/healthz', '/readyz', '/metrics'].includes(req.url ?? '') },
   });
 }
 

@@ -9,6 +9,7 @@ import { z } from 'zod';
 import type { Config } from '@shared/config';
 import { Errors } from '@shared/errors';
 import { DataUrlError, parseDataUrl } from '@shared/media/data-url';
+import type { ApiMetrics } from '@shared/metrics';
 import type { Folder } from '@shared/repositories/folders.repository';
 import { principalOf } from '../middleware/auth';
 import {
@@ -44,9 +45,15 @@ function refuseUnknownField(allowed: string[], fileField: string) {
   };
 }
 
-export function uploadRoutes(deps: { uploads: UploadService; config: Config }): Router {
+const sumBytes = (records: { bytes: number }[]) => records.reduce((n, r) => n + r.bytes, 0);
+
+export function uploadRoutes(deps: {
+  uploads: UploadService;
+  config: Config;
+  metrics: Pick<ApiMetrics, 'bytesStored'>;
+}): Router {
   const router = Router();
-  const { uploads, config } = deps;
+  const { uploads, config, metrics } = deps;
   const base = config.publicBaseUrl;
 
   /**
@@ -57,6 +64,7 @@ export function uploadRoutes(deps: { uploads: UploadService; config: Config }): 
    */
   async function multipartUpload(
     req: Request,
+    endpoint: string,
     fileFields: string[],
     maxFiles: number,
   ): Promise<ReturnType<typeof toMediaView>[]> {
@@ -107,6 +115,7 @@ export function uploadRoutes(deps: { uploads: UploadService; config: Config }): 
       }
       const folder = await uploads.resolveFolder(org, folderSpecOf(fields));
       const records = await uploads.commit(org, files, folder);
+      metrics.bytesStored(endpoint, sumBytes(records));
       return records.map((r) => toMediaView(r, base));
     } catch (err) {
       await uploads.discard(stored);
@@ -120,12 +129,17 @@ export function uploadRoutes(deps: { uploads: UploadService; config: Config }): 
   }
 
   router.post('/media/upload', async (req, res) => {
-    const [view] = await multipartUpload(req, ['file'], 1);
+    const [view] = await multipartUpload(req, '/media/upload', ['file'], 1);
     success(res, view, 201);
   });
 
   router.post('/media/upload/multiple', async (req, res) => {
-    const views = await multipartUpload(req, ['files', 'files[]'], config.limits.maxFiles);
+    const views = await multipartUpload(
+      req,
+      '/media/upload/multiple',
+      ['files', 'files[]'],
+      config.limits.maxFiles,
+    );
     success(res, views, 201);
   });
 
@@ -182,6 +196,7 @@ export function uploadRoutes(deps: { uploads: UploadService; config: Config }): 
         body.mimetype ?? dataUrl.declaredType,
       );
       const [record] = await uploads.commit(org, [object], folder);
+      metrics.bytesStored('/media/upload/base64', record!.bytes);
       success(res, toMediaView(record!, base), 201);
     },
   );

@@ -41,3 +41,9 @@ export async function connectMongo(
 export function redactUri(uri: string): string {
   return uri.replace(/\/\/([^@/]+)@/, '//[redacted]@');
 }
+
+/** Sends `ping` on the connection (readiness probes); rejects when MongoDB does not answer. */
+export async function pingMongo(connection: Connection): Promise<void> {
+  if (!connection.db) throw new Error('not connected');
+  await connection.db.command({ ping: 1 });
+}

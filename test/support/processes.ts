@@ -97,7 +97,8 @@ export async function startApiProcess(env: NodeJS.ProcessEnv): Promise<ServicePr
 }
 
 export async function startWorkerProcess(env: NodeJS.ProcessEnv): Promise<ServiceProcess> {
-  const proc = start('worker/main.ts', env);
+  // The ops server takes any free port unless the test chose one.
+  const proc = start('worker/main.ts', { WORKER_PORT: '0', ...env });
   await proc.waitForLog(/"msg":"worker started"/, 60_000);
   return proc;
 }

@@ -2,10 +2,14 @@
  * Runs the real worker (context, registry, BullMQ workers) in the test process
  * against the same services and names as a test API.
  */
+import { once } from 'node:events';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createLogger } from '../../shared/logger';
 import { loadConfig } from '../../shared/config';
 import { createAdapters } from '../../worker/adapters';
 import { createWorkerContext, type WorkerContext } from '../../worker/context';
+import { createOpsServer } from '../../worker/ops-server';
 import { PROCESSORS } from '../../worker/processors';
 import { buildRegistry } from '../../worker/registry';
 import { createWorker, type RunningWorker } from '../../worker/worker';
@@ -13,6 +17,8 @@ import { createWorker, type RunningWorker } from '../../worker/worker';
 export interface TestWorker {
   ctx: WorkerContext;
   worker: RunningWorker;
+  /** The worker's ops server (/healthz, /readyz, /metrics), on a free port. */
+  opsUrl: string;
   close(): Promise<void>;
 }
 
@@ -25,10 +31,21 @@ export async function startWorker(
   const ctx = await createWorkerContext(config, logger, createAdapters(config, logger));
   const worker = createWorker(ctx, buildRegistry(PROCESSORS));
   await Promise.all(worker.workers.map((w) => w.waitUntilReady()));
+  const ops: Server = createOpsServer({
+    checks: worker.readiness,
+    metrics: worker.metrics,
+    metricsToken: config.metricsToken,
+    logger,
+  });
+  ops.listen(0, '127.0.0.1');
+  await once(ops, 'listening');
   return {
     ctx,
     worker,
+    opsUrl: `http://127.0.0.1:${(ops.address() as AddressInfo).port}`,
     async close() {
+      ops.closeAllConnections();
+      await new Promise<void>((resolve) => ops.close(() => resolve()));
       await worker.close();
       await ctx.close();
     },

@@ -26,6 +26,7 @@ import { loadConfig } from '../../shared/config';
 import { Errors, type AppError } from '../../shared/errors';
 import { decodeJobError, encodeJobError, newJobId, type JobName } from '../../shared/jobs';
 import { createLogger } from '../../shared/logger';
+import { createApiMetrics } from '../../shared/metrics';
 import { CONVERT_FORMATS, ImageAdapter, METADATA_FIELDS } from '../../shared/media/image.adapter';
 import type { JobOutcome, JobQueue, JobSnapshot } from '../../shared/queue/job-queue';
 import type { MediaRecord, MediaRepository } from '../../shared/repositories/media.repository';
@@ -148,6 +149,8 @@ function appRoutes(): string[] {
     downloads: {} as DownloadService,
     jobs: {} as JobsService,
     media: {} as MediaRepository,
+    metrics: createApiMetrics(),
+    readiness: {},
   };
   const app = createApp(deps);
   return routesOf(app.router.stack as unknown as StackLayer[]);
@@ -405,6 +408,8 @@ describe('api/openapi.yaml', () => {
     expect(registered).toEqual(
       expect.arrayContaining([
         'GET /healthz',
+        'GET /readyz',
+        'GET /metrics',
         'POST /media/upload',
         'POST /media/upload/multiple',
         'POST /media/upload/base64',
@@ -832,6 +837,8 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
       downloads: {} as DownloadService,
       jobs: new JobsService({ queue, media, publicBaseUrl, waitMs: 50 }),
       media,
+      metrics: createApiMetrics(),
+      readiness: {},
     });
     server = createServer(app);
     server.listen(0, '127.0.0.1');

@@ -1,0 +1,39 @@
+/**
+ * Readiness checks shared by the API and the worker: each dependency is
+ * checked concurrently, each with its own short timeout, and reported by name
+ * with how long it took (and why it failed).
+ */
+import { withTimeout } from './metrics';
+
+/** A named dependency check: resolves when the dependency answers. */
+export type ReadinessChecks = Record<string, () => Promise<void>>;
+
+export type CheckResult = { ok: true; ms: number } | { ok: false; ms: number; error: string };
+
+export interface Readiness {
+  status: 'ready' | 'not ready';
+  checks: Record<string, CheckResult>;
+}
+
+export const READINESS_TIMEOUT_MS = 2_000;
+
+export async function checkReadiness(
+  checks: ReadinessChecks,
+  timeoutMs = READINESS_TIMEOUT_MS,
+): Promise<Readiness> {
+  const results = await Promise.all(
+    Object.entries(checks).map(async ([name, check]): Promise<[string, CheckResult]> => {
+      const started = performance.now();
+      const ms = () => Math.round(performance.now() - started);
+      try {
+        await withTimeout(Promise.resolve().then(check), timeoutMs, name);
+        return [name, { ok: true, ms: ms() }];
+      } catch (err) {
+        const error = err instanceof Error ? err.message : String(err);
+        return [name, { ok: false, ms: ms(), error }];
+      }
+    }),
+  );
+  const ready = results.every(([, r]) => r.ok);
+  return { status: ready ? 'ready' : 'not ready', checks: Object.fromEntries(results) };
+}

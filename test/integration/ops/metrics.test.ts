@@ -1,0 +1,143 @@
+/**
+ * GET /metrics of the API and the worker, against the real services: the
+ * request histogram is labelled by route pattern (never the raw URL), uploads
+ * count their bytes, queue depths are read on scrape, a conversion records
+ * its job duration, and METRICS_TOKEN closes the endpoint.
+ */
+import { startApi, type TestApi, type TestOrg } from '../../support/api';
+import { fixture, form } from '../../support/files';
+import { startWorker, type TestWorker } from '../../support/worker';
+
+type Media = { key: string; bytes: number };
+
+/** The samples of a Prometheus text exposition: `name{labels}` → value. */
+function samples(text: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const at = line.lastIndexOf(' ');
+    out.set(line.slice(0, at), Number(line.slice(at + 1)));
+  }
+  return out;
+}
+
+/** Samples of `name` whose labels include every `label="value"` given. */
+function find(all: Map<string, number>, name: string, labels: Record<string, string> = {}) {
+  return [...all.entries()].filter(
+    ([key]) =>
+      (key === name || key.startsWith(`${name}{`)) &&
+      Object.entries(labels).every(([k, v]) => key.includes(`${k}="${v}"`)),
+  );
+}
+
+async function scrape(base: string, headers: Record<string, string> = {}) {
+  const res = await fetch(`${base}/metrics`, { headers });
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
+  return samples(await res.text());
+}
+
+let api: TestApi;
+let worker: TestWorker;
+let org: TestOrg;
+
+beforeAll(async () => {
+  api = await startApi('metrics');
+  worker = await startWorker(api.env.env);
+  org = await api.createOrg('metrics');
+});
+afterAll(async () => {
+  await worker.close();
+  await api.close();
+});
+
+async function upload(name: string): Promise<Media> {
+  const res = await fetch(`${api.url}/media/upload`, {
+    method: 'POST',
+    headers: org.auth,
+    body: form([['file', fixture(name), name]]),
+  });
+  expect(res.status).toBe(201);
+  return ((await res.json()) as { data: Media }).data;
+}
+
+it('API: route-labelled latency, bytes stored, queue depths and process metrics', async () => {
+  const record = await upload('Canon_40D.jpg');
+  // A job status lookup: labelled by its pattern, not its id.
+  await fetch(`${api.url}/media/jobs/image-00000000-0000-4000-8000-000000000000`, {
+    headers: org.auth,
+  });
+  await fetch(`${api.url}/no/such/route`);
+
+  const all = await scrape(api.url);
+  const uploads = find(all, 'http_request_duration_seconds_count', {
+    method: 'POST',
+    route: '/media/upload',
+    status: '201',
+  });
+  expect(uploads).toHaveLength(1);
+  expect(uploads[0]![1]).toBeGreaterThanOrEqual(1);
+  expect(
+    find(all, 'http_request_duration_seconds_count', { route: '/media/jobs/:id' }),
+  ).not.toHaveLength(0);
+  expect(find(all, 'http_request_duration_seconds_count', { route: 'unmatched' })).not.toHaveLength(
+    0,
+  );
+  expect(find(all, 'http_request_duration_seconds_count', { route: '/no/such/route' })).toEqual([]);
+
+  const stored = find(all, 'media_bytes_stored_total', { endpoint: '/media/upload' });
+  expect(stored).toHaveLength(1);
+  expect(stored[0]![1]).toBeGreaterThanOrEqual(record.bytes);
+
+  for (const queue of ['image', 'pdf']) {
+    expect(find(all, 'media_queue_jobs', { queue, state: 'waiting' })).toHaveLength(1);
+  }
+  expect(find(all, 'process_cpu_user_seconds_total')).toHaveLength(1);
+  expect(find(all, 'nodejs_eventloop_lag_seconds')).toHaveLength(1);
+});
+
+it('worker: a conversion records its duration as completed', async () => {
+  const { key } = await upload('Canon_40D.jpg');
+  const res = await fetch(`${api.url}/media/convert`, {
+    method: 'POST',
+    headers: { ...org.auth, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ mediaKey: key, format: 'png' }),
+  });
+  expect(res.status).toBe(201);
+  const all = await scrape(worker.opsUrl);
+  const completed = find(all, 'media_job_duration_seconds_count', {
+    queue: 'image',
+    name: 'image.convert',
+    outcome: 'completed',
+  });
+  expect(completed).toHaveLength(1);
+  expect(completed[0]![1]).toBeGreaterThanOrEqual(1);
+  expect(
+    find(all, 'media_job_duration_seconds_sum', {
+      name: 'image.convert',
+      outcome: 'completed',
+    })[0]![1],
+  ).toBeGreaterThan(0);
+  expect(find(all, 'process_resident_memory_bytes')).toHaveLength(1);
+});
+
+it('METRICS_TOKEN: /metrics needs the bearer token (API and worker); health stays open', async () => {
+  const token = 'scrape-secret-123';
+  const closed = await startApi('metricstoken', { env: { METRICS_TOKEN: token } });
+  const closedWorker = await startWorker(closed.env.env);
+  try {
+    for (const base of [closed.url, closedWorker.opsUrl]) {
+      const denied = await fetch(`${base}/metrics`);
+      expect(denied.status).toBe(401);
+      expect(denied.headers.get('www-authenticate')).toMatch(/^Bearer/);
+      expect(
+        (await fetch(`${base}/metrics`, { headers: { Authorization: 'Bearer nope' } })).status,
+      ).toBe(401);
+      await scrape(base, { Authorization: `Bearer ${token}` });
+      expect((await fetch(`${base}/healthz`)).status).toBe(200);
+    }
+  } finally {
+    await closedWorker.close();
+    await closed.close();
+  }
+});

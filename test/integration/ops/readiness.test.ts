@@ -1,0 +1,99 @@
+/**
+ * GET /healthz and /readyz of the API and the worker, against the real
+ * services; storage that stops answering (cut with a TCP proxy) makes the
+ * API's readiness answer 503 naming it.
+ */
+import { createLogger } from '../../../shared/logger';
+import { createS3Client } from '../../../shared/storage/s3-client';
+import { S3ObjectStore } from '../../../shared/storage/s3-object-store';
+import { startApi, type TestApi } from '../../support/api';
+import { isolatedEnv, s3Endpoint } from '../../support/context';
+import { expectMatchesSpec } from '../../support/openapi';
+import { hostPortOf, startTcpProxy } from '../../support/tcp-proxy';
+import { startWorker, type TestWorker } from '../../support/worker';
+
+type Readiness = {
+  status: string;
+  checks: Record<string, { ok: boolean; ms: number; error?: string }>;
+};
+
+async function readyz(base: string) {
+  const res = await fetch(`${base}/readyz`);
+  return { res, body: (await res.json()) as Readiness };
+}
+
+describe('readiness of the API and the worker (services up)', () => {
+  let api: TestApi;
+  let worker: TestWorker;
+  beforeAll(async () => {
+    api = await startApi('readyz');
+    worker = await startWorker(api.env.env);
+  });
+  afterAll(async () => {
+    await worker.close();
+    await api.close();
+  });
+
+  it('API: /healthz 200, /readyz 200 with mongodb, redis and storage ok, as the document says', async () => {
+    expect((await fetch(`${api.url}/healthz`)).status).toBe(200);
+    const { res, body } = await readyz(api.url);
+    expect(res.status).toBe(200);
+    expectMatchesSpec('GET', '/readyz', 200, body, res.headers);
+    expect(body).toEqual({
+      status: 'ready',
+      checks: {
+        mongodb: { ok: true, ms: expect.any(Number) as number },
+        redis: { ok: true, ms: expect.any(Number) as number },
+        storage: { ok: true, ms: expect.any(Number) as number },
+      },
+    });
+  });
+
+  it('worker: /healthz 200, /readyz 200 with the same three checks', async () => {
+    expect((await fetch(`${worker.opsUrl}/healthz`)).status).toBe(200);
+    const { res, body } = await readyz(worker.opsUrl);
+    expect([res.status, body.status]).toEqual([200, 'ready']);
+    expect(Object.keys(body.checks).sort()).toEqual(['mongodb', 'redis', 'storage']);
+    expect(Object.values(body.checks).every((c) => c.ok)).toBe(true);
+    expect((await fetch(`${worker.opsUrl}/nothing`)).status).toBe(404);
+  });
+});
+
+describe('readiness when storage is unreachable', () => {
+  it('API: /readyz 503 naming storage, the others still ok; 200 again once it is back', async () => {
+    const { host, port } = hostPortOf(s3Endpoint().endpoint);
+    const proxy = await startTcpProxy(host, port);
+    const env = isolatedEnv('readyzs3');
+    const store = new S3ObjectStore({
+      client: createS3Client({ ...env.config.s3!, endpoint: proxy.via(env.config.s3!.endpoint) }),
+      bucket: env.bucket,
+      region: env.config.s3!.region,
+      logger: createLogger({ level: 'silent' }),
+    });
+    await store.init();
+    const api = await startApi('readyzs3', { store, env: { S3_BUCKET: env.bucket } });
+    try {
+      await proxy.cut();
+      const started = Date.now();
+      const { res, body } = await readyz(api.url);
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect(res.status).toBe(503);
+      expectMatchesSpec('GET', '/readyz', 503, body, res.headers);
+      expect(body.status).toBe('not ready');
+      expect(body.checks.storage).toMatchObject({ ok: false, error: expect.any(String) as string });
+      expect(body.checks.mongodb!.ok).toBe(true);
+      expect(body.checks.redis!.ok).toBe(true);
+      // Liveness does not look at dependencies.
+      expect((await fetch(`${api.url}/healthz`)).status).toBe(200);
+      await proxy.restore();
+      expect((await readyz(api.url)).res.status).toBe(200);
+    } finally {
+      await proxy.restore();
+      await createS3Client(env.config.s3!)
+        .removeBucket(env.bucket)
+        .catch(() => undefined);
+      await api.close();
+      await proxy.close();
+    }
+  });
+});
