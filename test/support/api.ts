@@ -12,7 +12,10 @@ import { createApiContext, type ApiContext } from '../../api/context';
 import { createLogger } from '../../shared/logger';
 import type { Organization } from '../../shared/repositories/organizations.repository';
 import type { ObjectStore } from '../../shared/storage/object-store';
-import { isolatedEnv, uniqueSuffix, type IsolatedEnv } from './context';
+import { S3ObjectStore } from '../../shared/storage/s3-object-store';
+import { createS3Client } from '../../shared/storage/s3-client';
+import { isolatedEnv, s3Endpoint, uniqueSuffix, type IsolatedEnv } from './context';
+import { hostPortOf, startTcpProxy, type TcpProxy } from './tcp-proxy';
 
 export interface TestOrg {
   organization: Organization;
@@ -82,6 +85,42 @@ export async function startApi(
       }
       await ctx.connection.dropDatabase().catch(() => undefined);
       await ctx.close();
+    },
+  };
+}
+
+/**
+ * An API whose object storage is reached through a TCP proxy the test can cut
+ * (`proxy.cut()`) and restore: storage "goes away" for the API only.
+ */
+export async function startApiWithProxiedStorage(
+  name: string,
+): Promise<{ api: TestApi; proxy: TcpProxy; close(): Promise<void> }> {
+  const { host, port } = hostPortOf(s3Endpoint().endpoint);
+  const proxy = await startTcpProxy(host, port);
+  const env = isolatedEnv(name);
+  const s3 = env.config.s3!;
+  const store = new S3ObjectStore({
+    client: createS3Client({ ...s3, endpoint: proxy.via(s3.endpoint) }),
+    bucket: env.bucket,
+    region: s3.region,
+    logger: createLogger({ level: 'silent' }),
+  });
+  await store.init();
+  const api = await startApi(name, { store, env: { S3_BUCKET: env.bucket } });
+  return {
+    api,
+    proxy,
+    async close() {
+      await proxy.restore();
+      const keys: string[] = [];
+      for await (const o of store.list('')) keys.push(o.key);
+      await store.removeMany(keys);
+      await createS3Client(s3)
+        .removeBucket(env.bucket)
+        .catch(() => undefined);
+      await api.close();
+      await proxy.close();
     },
   };
 }

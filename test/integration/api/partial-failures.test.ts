@@ -7,11 +7,13 @@
 import { randomBytes } from 'node:crypto';
 import { request } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createLogger } from '../../../shared/logger';
-import { createS3Client } from '../../../shared/storage/s3-client';
-import { S3ObjectStore } from '../../../shared/storage/s3-object-store';
-import { startApi, type TestApi, type TestOrg } from '../../support/api';
-import { isolatedEnv, mongoUriFor, s3Endpoint } from '../../support/context';
+import {
+  startApi,
+  startApiWithProxiedStorage,
+  type TestApi,
+  type TestOrg,
+} from '../../support/api';
+import { mongoUriFor } from '../../support/context';
 import { fixture, form } from '../../support/files';
 import { hostPortOf, startTcpProxy } from '../../support/tcp-proxy';
 
@@ -131,17 +133,7 @@ describe('an upload that fails half-way', () => {
 
 describe('a dependency that stops answering', () => {
   it('storage refusing a write: 503, and no record', async () => {
-    const { host, port } = hostPortOf(s3Endpoint().endpoint);
-    const proxy = await startTcpProxy(host, port);
-    const env = isolatedEnv('s3down');
-    const store = new S3ObjectStore({
-      client: createS3Client({ ...env.config.s3!, endpoint: proxy.via(env.config.s3!.endpoint) }),
-      bucket: env.bucket,
-      region: env.config.s3!.region,
-      logger: createLogger({ level: 'silent' }),
-    });
-    await store.init();
-    const api = await startApi('s3down', { store, env: { S3_BUCKET: env.bucket } });
+    const { api, proxy, close } = await startApiWithProxiedStorage('s3down');
     try {
       const org = await api.createOrg('nos3');
       await proxy.cut();
@@ -158,15 +150,7 @@ describe('a dependency that stops answering', () => {
       expect(res.headers.get('retry-after')).toBeTruthy();
       expect(await api.ctx.models.Media.countDocuments()).toBe(0);
     } finally {
-      await proxy.restore();
-      const keys: string[] = [];
-      for await (const o of store.list('')) keys.push(o.key);
-      await store.removeMany(keys);
-      await createS3Client(env.config.s3!)
-        .removeBucket(env.bucket)
-        .catch(() => undefined);
-      await api.close();
-      await proxy.close();
+      await close();
     }
   });
 

@@ -3,13 +3,8 @@
  * services; storage that stops answering (cut with a TCP proxy) makes the
  * API's readiness answer 503 naming it.
  */
-import { createLogger } from '../../../shared/logger';
-import { createS3Client } from '../../../shared/storage/s3-client';
-import { S3ObjectStore } from '../../../shared/storage/s3-object-store';
-import { startApi, type TestApi } from '../../support/api';
-import { isolatedEnv, s3Endpoint } from '../../support/context';
+import { startApi, startApiWithProxiedStorage, type TestApi } from '../../support/api';
 import { expectMatchesSpec } from '../../support/openapi';
-import { hostPortOf, startTcpProxy } from '../../support/tcp-proxy';
 import { startWorker, type TestWorker } from '../../support/worker';
 
 type Readiness = {
@@ -61,17 +56,7 @@ describe('readiness of the API and the worker (services up)', () => {
 
 describe('readiness when storage is unreachable', () => {
   it('API: /readyz 503 naming storage, the others still ok; 200 again once it is back', async () => {
-    const { host, port } = hostPortOf(s3Endpoint().endpoint);
-    const proxy = await startTcpProxy(host, port);
-    const env = isolatedEnv('readyzs3');
-    const store = new S3ObjectStore({
-      client: createS3Client({ ...env.config.s3!, endpoint: proxy.via(env.config.s3!.endpoint) }),
-      bucket: env.bucket,
-      region: env.config.s3!.region,
-      logger: createLogger({ level: 'silent' }),
-    });
-    await store.init();
-    const api = await startApi('readyzs3', { store, env: { S3_BUCKET: env.bucket } });
+    const { api, proxy, close } = await startApiWithProxiedStorage('readyzs3');
     try {
       await proxy.cut();
       const started = Date.now();
@@ -88,12 +73,7 @@ describe('readiness when storage is unreachable', () => {
       await proxy.restore();
       expect((await readyz(api.url)).res.status).toBe(200);
     } finally {
-      await proxy.restore();
-      await createS3Client(env.config.s3!)
-        .removeBucket(env.bucket)
-        .catch(() => undefined);
-      await api.close();
-      await proxy.close();
+      await close();
     }
   });
 });
