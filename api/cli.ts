@@ -11,6 +11,7 @@ import { parseArgs } from 'node:util';
 import ms from 'ms';
 import { ConfigError, getConfig } from '@shared/config';
 import { isAppError } from '@shared/errors';
+import { adoptRunningState } from '@shared/embedded/state';
 import { createLogger } from '@shared/logger';
 import { createDataContext, type DataContext } from './context';
 
@@ -110,7 +111,15 @@ export async function runCli(argv: string[]): Promise<number> {
   }
   let ctx: DataContext | undefined;
   try {
+    // From another shell beside a running `npm start`: use its embedded services.
+    adoptRunningState(process.env);
     const config = getConfig();
+    if (!config.mongodbUri)
+      return fail(
+        1,
+        'CONFIG',
+        'MONGODB_URI is not set and no running `npm start` was found under DATA_DIR (default ./.data)',
+      );
     // Logs go to stderr so stdout stays pure JSON.
     const logger = createLogger(
       { level: config.logLevel === 'info' ? 'warn' : config.logLevel, name: 'cli' },

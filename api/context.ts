@@ -15,9 +15,8 @@ import { FoldersRepository } from '@shared/repositories/folders.repository';
 import { MediaRepository } from '@shared/repositories/media.repository';
 import { OrganizationsRepository } from '@shared/repositories/organizations.repository';
 import { TokensRepository } from '@shared/repositories/tokens.repository';
-import { createS3Client } from '@shared/storage/s3-client';
+import { createObjectStore } from '@shared/storage/create-object-store';
 import type { ObjectStore } from '@shared/storage/object-store';
-import { S3ObjectStore } from '@shared/storage/s3-object-store';
 import { BullJobQueue } from '@shared/queue/job-queue';
 import { DownloadService } from './services/download.service';
 import { JobsService } from './services/jobs.service';
@@ -73,18 +72,7 @@ export async function createDataContext(config: Config, logger: Logger): Promise
   };
 }
 
-export function createObjectStore(config: Config, logger: Logger): ObjectStore {
-  const s3 = requireSetting(config.s3, 'S3_ENDPOINT');
-  return new S3ObjectStore({
-    client: createS3Client(s3),
-    bucket: s3.bucket,
-    region: s3.region,
-    logger,
-    partSize: s3.partSize,
-    queueSize: s3.uploadConcurrency,
-    description: `S3 ${s3.endpoint} bucket ${s3.bucket}`,
-  });
-}
+export { createObjectStore };
 
 export async function createApiContext(
   config: Config,

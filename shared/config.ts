@@ -142,7 +142,8 @@ const variables = z.object({
   ),
   S3_PART_SIZE: int(5 * MB, 5 * MB, 5 * 1024 * MB),
   S3_UPLOAD_CONCURRENCY: int(2, 1, 16),
-  STORAGE_DIR: z.preprocess(emptyToUndefined, z.string().default('./.data/storage')),
+  DATA_DIR: z.preprocess(emptyToUndefined, z.string().default('./.data')),
+  STORAGE_DIR: optionalString,
   MAX_FILE_SIZE: int(100 * MB),
   MAX_FILES: int(20),
   MAX_BASE64_SIZE: int(20 * MB),
@@ -245,6 +246,9 @@ export interface Config {
       }
     | undefined;
   bucket: string;
+  /** Where `npm start` keeps its embedded services' data and state file (development). */
+  dataDir: string;
+  /** Root of the file-system object store (used when S3_ENDPOINT is not set); default DATA_DIR/storage. */
   storageDir: string;
   limits: {
     maxFileSize: number;
@@ -305,7 +309,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         }
       : undefined,
     bucket: e.S3_BUCKET,
-    storageDir: e.STORAGE_DIR,
+    dataDir: e.DATA_DIR,
+    storageDir: e.STORAGE_DIR ?? `${e.DATA_DIR.replace(/\/+$/, '')}/storage`,
     limits: {
       maxFileSize: e.MAX_FILE_SIZE,
       maxFiles: e.MAX_FILES,

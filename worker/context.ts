@@ -13,8 +13,7 @@ import { FoldersRepository } from '@shared/repositories/folders.repository';
 import { MediaRepository } from '@shared/repositories/media.repository';
 import { OrganizationsRepository } from '@shared/repositories/organizations.repository';
 import type { ObjectStore } from '@shared/storage/object-store';
-import { createS3Client } from '@shared/storage/s3-client';
-import { S3ObjectStore } from '@shared/storage/s3-object-store';
+import { createObjectStore } from '@shared/storage/create-object-store';
 import { ResultsService } from './services/results.service';
 
 /** Image work (over sharp): what the image processors need. */
@@ -60,15 +59,7 @@ export async function createWorkerContext(
     await syncIndexes(models);
     let store = overrides.store;
     if (!store) {
-      if (!config.s3) throw new Error('S3_ENDPOINT is not set');
-      store = new S3ObjectStore({
-        client: createS3Client(config.s3),
-        bucket: config.s3.bucket,
-        region: config.s3.region,
-        logger,
-        partSize: config.s3.partSize,
-        queueSize: config.s3.uploadConcurrency,
-      });
+      store = createObjectStore(config, logger);
       await store.init();
     }
     const counters = new CountersRepository(models);

@@ -26,7 +26,12 @@ export async function connectMongo(
     bufferCommands: false,
   });
   const log = logger.child({ component: 'mongodb' });
-  connection.on('disconnected', () => log.warn('MongoDB disconnected'));
+  // 'disconnecting' only precedes a close() of our own: that one is no news.
+  let closing = false;
+  connection.on('disconnecting', () => (closing = true));
+  connection.on('disconnected', () =>
+    closing ? log.debug('MongoDB connection closed') : log.warn('MongoDB disconnected'),
+  );
   connection.on('reconnected', () => log.info('MongoDB reconnected'));
   connection.on('error', (err: unknown) => log.error({ err }, 'MongoDB connection error'));
   await connection.asPromise();

@@ -6,7 +6,7 @@
  * (shared/mongo-standin), which speaks the same protocol over TCP.
  */
 import { dockerAvailable } from './docker';
-import { which } from './process';
+import { startMongod } from '../../../shared/embedded/mongo';
 import type { ResolvedService } from './types';
 import { startMongoStandin } from '../../../shared/mongo-standin/server';
 
@@ -42,48 +42,16 @@ export async function resolveMongo(): Promise<ResolvedService<{ uri: string }>> 
 
 /** mongodb-memory-server with a local binary, or its download when allowed and reachable. */
 async function tryMemoryServer(): Promise<ResolvedService<{ uri: string }> | undefined> {
-  const systemBinary = process.env.MONGOMS_SYSTEM_BINARY || which('mongod');
-  const downloadAllowed = !['0', 'false', 'off'].includes(
-    (process.env.MONGOMS_RUNTIME_DOWNLOAD ?? 'true').toLowerCase(),
-  );
-  if (!systemBinary && !downloadAllowed) return undefined;
-  if (!systemBinary && !(await reachable('fastdl.mongodb.org'))) {
-    process.stdout.write(
-      '[services] mongod via mongodb-memory-server skipped: no mongod binary and its download host does not resolve\n',
-    );
+  const mongod = await startMongod();
+  if ('reason' in mongod) {
+    process.stdout.write(`[services] mongod via mongodb-memory-server skipped: ${mongod.reason}\n`);
     return undefined;
   }
-  try {
-    const { MongoMemoryServer } = await import('mongodb-memory-server-core');
-    const create = MongoMemoryServer.create(
-      systemBinary ? { binary: { systemBinary } } : undefined,
-    );
-    const timeout = new Promise<never>((_, reject) =>
-      setTimeout(() => reject(new Error('timed out after 120 s')), 120_000).unref(),
-    );
-    const server = await Promise.race([create, timeout]);
-    const uri = server.getUri().replace(/\/$/, '');
-    return {
-      value: { uri },
-      backend: `mongod via mongodb-memory-server (${systemBinary ?? 'downloaded binary'}) at ${uri}`,
-      stop: async () => void (await server.stop()),
-    };
-  } catch (err) {
-    const reason = err instanceof Error ? err.message.split('\n')[0] : String(err);
-    process.stdout.write(`[services] mongod via mongodb-memory-server unavailable: ${reason}\n`);
-    return undefined;
-  }
-}
-
-/** Whether a host name resolves (a cheap "is the internet there" check). */
-async function reachable(host: string): Promise<boolean> {
-  const { lookup } = await import('node:dns/promises');
-  try {
-    await lookup(host);
-    return true;
-  } catch {
-    return false;
-  }
+  return {
+    value: { uri: mongod.uri },
+    backend: `mongod via mongodb-memory-server (${mongod.binary}) at ${mongod.uri}`,
+    stop: mongod.stop,
+  };
 }
 
 const noop = async () => {};

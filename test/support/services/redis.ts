@@ -6,9 +6,8 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
+import { redisServerBinary, startRedisServer } from '../../../shared/embedded/redis';
 import { dockerAvailable } from './docker';
-import { freePort, spawn, stopProcess, versionOf, waitFor, which } from './process';
 import type { ResolvedService } from './types';
 
 export async function resolveRedis(): Promise<ResolvedService<{ url: string }>> {
@@ -29,60 +28,26 @@ export async function resolveRedis(): Promise<ResolvedService<{ url: string }>> 
       stop: async () => void (await container.stop()),
     };
   }
-  const binary = which('redis-server');
-  if (!binary) {
+  if (!redisServerBinary()) {
     throw new Error(
       'No Redis for the tests: set REDIS_URL, run a Docker engine, or install redis-server (apt-get install redis-server)',
     );
   }
-  const port = await freePort();
   const dir = await mkdtemp(join(tmpdir(), 'media-test-redis-'));
-  const child = spawn(
-    binary,
-    [
-      '--port',
-      String(port),
-      '--bind',
-      '127.0.0.1',
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-      '--dir',
-      dir,
-    ],
-    { stdio: 'ignore' },
-  );
-  const url = `redis://127.0.0.1:${port}`;
-  const stop = async () => {
-    await stopProcess(child);
-    await rm(dir, { recursive: true, force: true });
-  };
   try {
-    await waitFor('redis-server', async () => {
-      const client = new Redis(url, {
-        // (probe errors are expected until the server is up)
-        lazyConnect: true,
-        maxRetriesPerRequest: 0,
-        retryStrategy: () => null,
-      });
-      client.on('error', () => undefined);
-      try {
-        await client.connect();
-        return (await client.ping()) === 'PONG';
-      } finally {
-        client.disconnect();
-      }
-    });
+    const redis = await startRedisServer({ dir, persist: false });
+    return {
+      value: { url: redis.url },
+      backend: `${redis.version} started at ${redis.url}`,
+      stop: async () => {
+        await redis.stop();
+        await rm(dir, { recursive: true, force: true });
+      },
+    };
   } catch (err) {
-    await stop();
+    await rm(dir, { recursive: true, force: true });
     throw err;
   }
-  return {
-    value: { url },
-    backend: `${versionOf(binary).split(' ').slice(0, 3).join(' ')} started at ${url}`,
-    stop,
-  };
 }
 
 const noop = async () => {};

@@ -1,0 +1,25 @@
+/**
+ * The one place that picks the object store from the configuration: S3 when
+ * S3_ENDPOINT is set, else the local file system under STORAGE_DIR (a
+ * development default; production configuration requires S3_ENDPOINT).
+ */
+import type { Config } from '../config';
+import type { Logger } from '../logger';
+import { FsObjectStore } from './fs-object-store';
+import type { ObjectStore } from './object-store';
+import { createS3Client } from './s3-client';
+import { S3ObjectStore } from './s3-object-store';
+
+export function createObjectStore(config: Config, logger: Logger): ObjectStore {
+  const s3 = config.s3;
+  if (!s3) return new FsObjectStore({ root: config.storageDir, logger });
+  return new S3ObjectStore({
+    client: createS3Client(s3),
+    bucket: s3.bucket,
+    region: s3.region,
+    logger,
+    partSize: s3.partSize,
+    queueSize: s3.uploadConcurrency,
+    description: `S3 ${s3.endpoint} bucket ${s3.bucket}`,
+  });
+}

@@ -1,0 +1,195 @@
+/**
+ * `npm start` as a newcomer meets it: nothing configured, so it starts its
+ * embedded Redis, MongoDB (mongod or the stand-in) and file-system storage,
+ * runs the API and a worker, creates a development organization and prints a
+ * curl line that uploads a file as printed. The operator CLI, run from
+ * "another shell" (a separate process told nothing but DATA_DIR), finds the
+ * same services through the state file. SIGTERM stops everything it started.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createConnection } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { sha256 } from '../support/files';
+import { freePort } from '../support/services/process';
+
+const run = promisify(execFile);
+const root = join(__dirname, '..', '..');
+const LAUNCHER = join(root, 'api', 'launcher.ts');
+
+/** The environment of a machine where nothing is configured. */
+function bareEnv(overrides: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (
+      /^(MONGODB_URI|REDIS_URL|S3_|STORAGE_DIR|DATA_DIR|TEST_|QUEUE_PREFIX|PORT$|WORKER_PORT)/.test(
+        key,
+      )
+    )
+      continue;
+    env[key] = value;
+  }
+  return { ...env, NODE_ENV: 'development', LOG_LEVEL: 'info', ...overrides };
+}
+
+interface Launched {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+function launch(env: NodeJS.ProcessEnv): Launched {
+  const child = spawn(process.execPath, ['--import', 'tsx', LAUNCHER], {
+    cwd: root,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => resolve(code)),
+  );
+  return { child, output: () => output, exited };
+}
+
+async function waitForOutput(
+  l: Launched,
+  pattern: RegExp,
+  timeoutMs = 90_000,
+): Promise<RegExpMatchArray> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const match = l.output().match(pattern);
+    if (match) return match;
+    if (l.child.exitCode !== null) throw new Error(`launcher exited early:\n${l.output()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`no ${pattern} within ${timeoutMs} ms:\n${l.output()}`);
+}
+
+const portOpen = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const socket = createConnection({ host: '127.0.0.1', port });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+
+async function cli(dataDir: string, ...args: string[]) {
+  // Another shell: the same project, nothing configured but where the data lives.
+  const { stdout } = await run('npm', ['run', '--silent', 'cli', '--', ...args], {
+    cwd: root,
+    env: bareEnv({ DATA_DIR: dataDir, LOG_LEVEL: 'warn' }),
+  });
+  return JSON.parse(stdout) as { token: string; organization: { slug: string } };
+}
+
+describe('npm start with nothing configured', () => {
+  let dataDir: string;
+  let port: number;
+  let launched: Launched;
+
+  beforeAll(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), 'media-start-'));
+    port = await freePort();
+    launched = launch(bareEnv({ DATA_DIR: dataDir, PORT: String(port), WORKER_PORT: '0' }));
+    await waitForOutput(launched, /Stop with Ctrl-C/);
+  }, 120_000);
+
+  afterAll(async () => {
+    if (launched.child.exitCode === null) launched.child.kill('SIGKILL');
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it('says which embedded service it uses for each and serves with /readyz green', async () => {
+    const out = launched.output();
+    expect(out).toMatch(/redis\s+embedded Redis server/);
+    expect(out).toMatch(/mongodb\s+(embedded mongod|in-process STAND-IN)/);
+    if (/STAND-IN/.test(out)) expect(out).toMatch(/Records live in memory and are LOST/);
+    expect(out).toContain(`storage   local file system ${join(dataDir, 'storage')}`);
+
+    const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
+    expect(ready.status).toBe(200);
+    const body = (await ready.json()) as { checks: Record<string, { ok: boolean }> };
+    expect(
+      Object.fromEntries(Object.entries(body.checks).map(([name, c]) => [name, c.ok])),
+    ).toEqual({ mongodb: true, redis: true, storage: true });
+  });
+
+  it('prints a curl line that uploads a file as printed, and a second organization made with the CLI cannot read it', async () => {
+    const [, curlLine] = await waitForOutput(launched, /^ {2}(curl .*\/media\/upload)$/m);
+    const token = /Bearer (mst_[\w-]+)/.exec(curlLine!)![1]!;
+    const file = /file=@([^"]+)"/.exec(curlLine!)![1]!;
+    expect(existsSync(file)).toBe(true);
+
+    // The line exactly as printed, through a shell, as a user pastes it.
+    const { stdout } = await run('sh', [
+      '-c',
+      `${curlLine!} --silent --show-error --fail-with-body`,
+    ]);
+    const record = (JSON.parse(stdout) as { data: { key: string; bytes: number } }).data;
+    const original = await readFile(file);
+    expect(record.bytes).toBe(original.length);
+
+    const mine = await fetch(
+      `http://127.0.0.1:${port}/media/download?media=${encodeURIComponent(record.key)}`,
+      { headers: { Authorization: `Bearer ${token}` } },
+    );
+    expect(mine.status).toBe(200);
+    expect(sha256(Buffer.from(await mine.arrayBuffer()))).toBe(sha256(original));
+
+    // The object is on the local file system under DATA_DIR.
+    expect(existsSync(join(dataDir, 'storage', ...record.key.split('/')))).toBe(true);
+
+    const other = await cli(dataDir, 'org:create', '--slug', 'other', '--name', 'Other');
+    expect(other.organization.slug).toBe('other');
+    const theirs = await fetch(
+      `http://127.0.0.1:${port}/media/download?media=${encodeURIComponent(record.key)}`,
+      { headers: { Authorization: `Bearer ${other.token}` } },
+    );
+    expect(theirs.status).toBe(404);
+    expect(await theirs.json()).toMatchObject({ statusCode: 404, error: 'MEDIA_NOT_FOUND' });
+  }, 60_000);
+
+  it('refuses a second npm start on the same data directory', async () => {
+    const second = launch(bareEnv({ DATA_DIR: dataDir, PORT: String(await freePort()) }));
+    expect(await second.exited).toBe(1);
+    expect(second.output()).toMatch(/npm start is already running with .* \(pid \d+/);
+  }, 60_000);
+
+  it('stops the API, the worker and the embedded services on SIGTERM and removes its state file', async () => {
+    const state = JSON.parse(await readFile(join(dataDir, 'state.json'), 'utf8')) as {
+      env: { REDIS_URL: string };
+    };
+    const redisPort = Number(new URL(state.env.REDIS_URL).port);
+    expect(await portOpen(redisPort)).toBe(true);
+
+    launched.child.kill('SIGTERM');
+    expect(await launched.exited).toBe(0);
+    expect(await portOpen(port)).toBe(false);
+    expect(await portOpen(redisPort)).toBe(false);
+    expect(existsSync(join(dataDir, 'state.json'))).toBe(false);
+  }, 60_000);
+});
+
+it('refuses every embedded default with NODE_ENV=production, naming each variable', async () => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'media-start-prod-'));
+  try {
+    const launched = launch(bareEnv({ NODE_ENV: 'production', DATA_DIR: dataDir }));
+    expect(await launched.exited).toBe(1);
+    const out = launched.output();
+    for (const name of ['MONGODB_URI', 'REDIS_URL', 'S3_ENDPOINT'])
+      expect(out).toMatch(new RegExp(`${name}: is required when NODE_ENV=production`));
+    // Nothing was started: no state, no embedded data.
+    expect(existsSync(join(dataDir, 'state.json'))).toBe(false);
+    expect(existsSync(join(dataDir, 'redis'))).toBe(false);
+  } finally {
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}, 60_000);
