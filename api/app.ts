@@ -13,6 +13,7 @@ import type { ApiMetrics } from '@shared/metrics';
 import type { ReadinessChecks } from '@shared/readiness';
 import type { Queue } from 'bullmq';
 import { dashboardRoutes } from './routes/dashboard.routes';
+import { docsRoutes } from './routes/docs.routes';
 import { downloadRoutes } from './routes/download.routes';
 import { jobRoutes } from './routes/jobs.routes';
 import { opsRoutes } from './routes/ops.routes';
@@ -54,6 +55,8 @@ export function createApp(deps: AppDeps): Express {
       metricsToken: deps.config.metricsToken,
     }),
   );
+
+  app.use(docsRoutes());
 
   if (deps.config.dashboard && deps.queues) {
     app.use(dashboardRoutes(deps.queues, deps.config.dashboard));
