@@ -25,7 +25,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ConfigError, loadConfig, type Config } from '@shared/config';
 import { startMongod } from '@shared/embedded/mongo';
 import { redisServerBinary, startRedisServer } from '@shared/embedded/redis';
-import { readRunningState, removeState, writeState } from '@shared/embedded/state';
+import { readRunningState, removeState, stopLeftovers, writeState } from '@shared/embedded/state';
 import { createLogger, type Logger } from '@shared/logger';
 import { startMongoStandin } from '@shared/mongo-standin/server';
 import { createDataContext } from './context';
@@ -42,6 +42,8 @@ class StartError extends Error {}
 
 interface Started {
   env: Record<string, string>;
+  /** Processes started here (for the state file). */
+  pids: Record<string, number>;
   services: Record<'mongodb' | 'redis' | 'storage', string>;
   stops: (() => Promise<void>)[];
 }
@@ -51,6 +53,7 @@ const redact = (url: string) => url.replace(/\/\/[^@/]*@/, '//[redacted]@');
 async function startServices(config: Config, dataDir: string, logger: Logger): Promise<Started> {
   const started: Started = {
     env: {},
+    pids: {},
     services: { mongodb: '', redis: '', storage: '' },
     stops: [],
   };
@@ -67,6 +70,7 @@ async function startServices(config: Config, dataDir: string, logger: Logger): P
       const redis = await startRedisServer({ dir, persist: true });
       started.stops.push(redis.stop);
       started.env.REDIS_URL = redis.url;
+      if (redis.pid) started.pids.redis = redis.pid;
       started.services.redis = `embedded ${redis.version} at ${redis.url} (data in ${dir})`;
     }
     logger.info({ redis: started.services.redis }, 'Redis');
@@ -234,6 +238,10 @@ async function main(): Promise<number> {
     );
   }
 
+  const leftovers = await stopLeftovers(dataDir);
+  if (leftovers.length)
+    logger.warn({ stopped: leftovers }, 'stopped processes left behind by an earlier npm start');
+
   const started = await startServices(config, dataDir, logger);
   const env: NodeJS.ProcessEnv = { ...process.env, ...started.env };
   const childConfig = loadConfig(env);
@@ -262,16 +270,18 @@ async function main(): Promise<number> {
 
   try {
     const org = await bootstrapOrganization(childConfig, logger);
+    const api = spawnRole('api', env);
+    const worker = spawnRole('worker', env);
+    children.push(api, worker);
     await writeState(dataDir, {
       pid: process.pid,
       startedAt: new Date().toISOString(),
       apiUrl,
       env: started.env,
       services: started.services,
+      // In stopping order: the processes using the services, then the services.
+      children: { api: api.pid ?? 0, worker: worker.pid ?? 0, ...started.pids },
     });
-    const api = spawnRole('api', env);
-    children.push(api);
-    children.push(spawnRole('worker', env));
     await waitForApi(`http://127.0.0.1:${childConfig.port}`, api);
     process.stdout.write(banner(apiUrl, started.services, childConfig, org));
   } catch (err) {

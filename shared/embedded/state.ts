@@ -16,6 +16,8 @@ export interface RunningState {
   env: Record<string, string>;
   /** What each service is, for people. */
   services: Record<'mongodb' | 'redis' | 'storage', string>;
+  /** Processes it started (api, worker, redis-server), to clean up after a launcher that was killed. */
+  children: Record<string, number>;
 }
 
 export const DEFAULT_DATA_DIR = './.data';
@@ -43,17 +45,50 @@ function alive(pid: number): boolean {
   }
 }
 
-/** The state of a `npm start` that is still running, or undefined (no file, unreadable, or stale). */
-export function readRunningState(dataDir: string): RunningState | undefined {
-  let state: RunningState;
+function readState(dataDir: string): RunningState | undefined {
   try {
-    state = JSON.parse(readFileSync(statePath(dataDir), 'utf8')) as RunningState;
+    const state = JSON.parse(readFileSync(statePath(dataDir), 'utf8')) as RunningState;
+    return typeof state.pid === 'number' && typeof state.env === 'object' ? state : undefined;
   } catch {
     return undefined;
   }
-  if (typeof state.pid !== 'number' || typeof state.env !== 'object' || !alive(state.pid))
-    return undefined;
-  return state;
+}
+
+/** The state of a `npm start` that is still running, or undefined (no file, unreadable, or stale). */
+export function readRunningState(dataDir: string): RunningState | undefined {
+  const state = readState(dataDir);
+  return state && alive(state.pid) ? state : undefined;
+}
+
+/**
+ * After a launcher that was killed (SIGKILL, a crash) its children may live
+ * on: a redis-server on the data directory, an API holding the port. Stops
+ * those still running (checking each pid's command line, so a recycled pid is
+ * left alone) and returns their names.
+ */
+export async function stopLeftovers(dataDir: string): Promise<string[]> {
+  const state = readState(dataDir);
+  if (!state || alive(state.pid)) return [];
+  const stopped: string[] = [];
+  for (const [name, pid] of Object.entries(state.children ?? {})) {
+    let cmdline: string;
+    try {
+      cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    } catch {
+      continue; // gone (or no /proc: nothing we can check safely)
+    }
+    if (!/redis-server|main\.(js|ts)/.test(cmdline)) continue;
+    try {
+      process.kill(pid, 'SIGTERM');
+    } catch {
+      continue;
+    }
+    for (let i = 0; i < 100 && alive(pid); i++) await new Promise((r) => setTimeout(r, 100));
+    if (alive(pid)) process.kill(pid, 'SIGKILL');
+    stopped.push(name);
+  }
+  await removeState(dataDir);
+  return stopped;
 }
 
 /**

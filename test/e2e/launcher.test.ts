@@ -193,3 +193,33 @@ it('refuses every embedded default with NODE_ENV=production, naming each variabl
     await rm(dataDir, { recursive: true, force: true });
   }
 }, 60_000);
+
+it('cleans up after an npm start that was killed: its API, worker and redis-server are stopped and the next start serves', async () => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'media-start-killed-'));
+  const port = await freePort();
+  const env = bareEnv({ DATA_DIR: dataDir, PORT: String(port), WORKER_PORT: '0' });
+  let second: Launched | undefined;
+  try {
+    const first = launch(env);
+    await waitForOutput(first, /Stop with Ctrl-C/);
+    const state = JSON.parse(await readFile(join(dataDir, 'state.json'), 'utf8')) as {
+      children: Record<string, number>;
+    };
+    expect(Object.keys(state.children)).toEqual(['api', 'worker', 'redis']);
+    first.child.kill('SIGKILL');
+    await first.exited;
+    // Its children live on (the API still holds the port).
+    expect(await portOpen(port)).toBe(true);
+
+    second = launch(env);
+    await waitForOutput(second, /Stop with Ctrl-C/);
+    expect(second.output()).toMatch(/stopped processes left behind by an earlier npm start/);
+    for (const pid of Object.values(state.children)) expect(() => process.kill(pid, 0)).toThrow();
+    expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toBe(0);
+  } finally {
+    if (second && second.child.exitCode === null) second.child.kill('SIGKILL');
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}, 120_000);
