@@ -18,8 +18,11 @@ export interface MultipartLimits {
   /** Largest file, bytes (busboy truncates one byte past it; the handler's meter trips first). */
   maxFileSize: number;
   maxFiles: number;
+  /** What the files are, in the 413 message when there are too many ("merge inputs"); default "files". */
+  filesNoun?: string;
   maxFields?: number;
   maxFieldSize?: number;
+  /** Parts of any kind (files, fields, parts busboy skips); default maxFiles + maxFields. */
   maxParts?: number;
   maxHeaderPairs?: number;
 }
@@ -37,7 +40,13 @@ export type Fields = Map<string, string[]>;
 export interface MultipartHandlers<T> {
   /** Called for each file part, with the fields seen so far. Must consume or reject. */
   onFile(part: FilePart, fieldsSoFar: Fields): Promise<T>;
-  /** Called for each field; throw an AppError to refuse the request. */
+  /**
+   * Called with the name of each field before its value is looked at (so an
+   * unknown or misplaced field is refused as such even when its value is over
+   * the size limit); throw an AppError to refuse the request.
+   */
+  acceptField?(name: string): void;
+  /** Called for each field within the size limit; throw an AppError to refuse the request. */
   onField?(name: string, value: string): void;
 }
 
@@ -65,6 +74,8 @@ export function parseMultipart<T>(
   limits: MultipartLimits,
   handlers: MultipartHandlers<T>,
 ): Promise<MultipartResult<T>> {
+  const maxFields = limits.maxFields ?? 100;
+  const maxParts = limits.maxParts ?? limits.maxFiles + maxFields;
   return new Promise((resolve, reject) => {
     let bb: Busboy;
     try {
@@ -74,9 +85,12 @@ export function parseMultipart<T>(
         limits: {
           fileSize: limits.maxFileSize + 1,
           files: limits.maxFiles,
-          fields: limits.maxFields ?? 100,
+          fields: maxFields,
           fieldSize: limits.maxFieldSize ?? 64 * 1024,
-          parts: limits.maxParts ?? limits.maxFiles + (limits.maxFields ?? 100),
+          // busboy emits 'partsLimit' once `parts` parts have been read, not when
+          // one more arrives (unlike its files and fields limits): a form of
+          // exactly maxParts parts is within the limit.
+          parts: maxParts + 1,
           headerPairs: limits.maxHeaderPairs ?? 100,
         },
       });
@@ -167,6 +181,11 @@ export function parseMultipart<T>(
 
     bb.on('field', (name, value, info) => {
       if (failure) return;
+      try {
+        handlers.acceptField?.(name);
+      } catch (err) {
+        return fail(err);
+      }
       if (info.nameTruncated || info.valueTruncated) {
         return fail(
           Errors.payloadTooLarge(
@@ -184,16 +203,23 @@ export function parseMultipart<T>(
       fields.set(name, list);
     });
 
-    bb.on('filesLimit', () => fail(Errors.tooManyFiles(limits.maxFiles)));
+    bb.on('filesLimit', () => fail(Errors.tooManyFiles(limits.maxFiles, limits.filesNoun)));
     bb.on('fieldsLimit', () =>
-      fail(
-        Errors.tooManyParts(`At most ${limits.maxFields ?? 100} fields are accepted per request`),
-      ),
+      fail(Errors.tooManyParts(`At most ${maxFields} fields are accepted per request`)),
     );
-    bb.on('partsLimit', () => fail(Errors.tooManyParts('The form has too many parts')));
+    bb.on('partsLimit', () =>
+      fail(Errors.tooManyParts(`At most ${maxParts} parts are accepted per request`)),
+    );
     bb.on('error', (err: unknown) => {
       const message = err instanceof Error ? err.message : String(err);
-      fail(Errors.badRequest(`The multipart body is malformed: ${message}`));
+      fail(
+        Errors.badRequest(
+          message === 'Malformed part header'
+            ? // busboy's word for a part header that does not parse or is over 16 KB
+              'The multipart body is malformed: a part header is malformed or larger than 16 KB'
+            : `The multipart body is malformed: ${message}`,
+        ),
+      );
     });
     bb.on('close', () => {
       if (finished) return;
@@ -250,7 +276,7 @@ export async function readFields(
                 },
               ]),
             ),
-          onField: (name) => {
+          acceptField: (name) => {
             if (!allowed.includes(name)) take(name, undefined);
           },
         },

@@ -79,7 +79,7 @@ export function uploadRoutes(deps: {
         req,
         { maxFileSize: config.limits.maxFileSize, maxFiles, maxFields: 20 },
         {
-          onField: refuseUnknownField(FOLDER_FIELDS, fileFields[0]!),
+          acceptField: refuseUnknownField(FOLDER_FIELDS, fileFields[0]!),
           async onFile(part, fieldsSoFar) {
             if (!fileFields.includes(part.field)) {
               throw Errors.validation([

@@ -2,7 +2,11 @@
  * Names and keys (DESIGN.md section 3, "Keys"):
  * - the record's `name` is the uploaded file name made safe to store and show;
  * - the object key is `<org>/<folder>/<base>-<hash>.<ext>` or
- *   `<org>/<base>-<hash>.<ext>`, built only from `[A-Za-z0-9._-]` and `/`.
+ *   `<org>/<base>-<hash>.<ext>`, built only from `[A-Za-z0-9._-]` and `/`
+ *   (a `/` only between those parts, never `..`); `buildKey` refuses parts
+ *   that would break that shape.
+ *
+ * test/unit/naming.property.test.ts checks these properties on arbitrary input.
  */
 import { randomBytes } from 'node:crypto';
 
@@ -10,10 +14,15 @@ export const MAX_NAME_LENGTH = 255;
 export const MAX_KEY_BASE_LENGTH = 80;
 export const FALLBACK_NAME = 'file';
 
-// C0/C1 control characters, and the Unicode bidirectional embedding/override/
-// isolate controls, which can disguise an extension ("gpj.exe" shown as "exe.jpg").
-// eslint-disable-next-line no-control-regex
-const UNSAFE_CHARS = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069\ufeff]/g;
+// C0/C1 control characters; the Unicode line and paragraph separators (line
+// breaks in logs and headers); the bidirectional marks and embedding/override/
+// isolate controls, which can disguise an extension ("gpj.exe" shown as
+// "exe.jpg"); and the byte-order mark. Right-to-left letters themselves stay.
+const UNSAFE_CHARS =
+  // eslint-disable-next-line no-control-regex
+  /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]/g;
+/** A UTF-16 surrogate without its pair (JSON can carry one; UTF-8, MongoDB and headers cannot). */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 
 /** Cuts a string to at most `max` UTF-16 units without splitting a surrogate pair. */
 function truncate(s: string, max: number): string {
@@ -24,30 +33,37 @@ function truncate(s: string, max: number): string {
 }
 
 /**
- * The record's `name`: the uploaded name without any directory part, control
- * or bidi-override characters, trimmed, at most 255 characters (the extension
- * kept when it must be shortened), and `file` when nothing is left.
+ * The record's `name`: the uploaded name without any directory part, control,
+ * line-separator or bidi characters, lone surrogates replaced by U+FFFD,
+ * trimmed, at most 255 characters (the extension kept when it must be
+ * shortened), and `file` when nothing is left. Idempotent.
  */
 export function safeDisplayName(original: string | undefined | null): string {
-  let name = (original ?? '').normalize('NFC');
+  let name = (original ?? '').replace(LONE_SURROGATE, '\ufffd').normalize('NFC');
   name = name.split(/[/\\]/).pop() ?? '';
   name = name.replace(UNSAFE_CHARS, '').trim();
-  if (name === '' || name === '.' || name === '..') return FALLBACK_NAME;
   if (name.length > MAX_NAME_LENGTH) {
     const dot = name.lastIndexOf('.');
     const ext = dot > 0 && name.length - dot <= 16 ? name.slice(dot) : '';
-    name = truncate(name.slice(0, name.length - ext.length), MAX_NAME_LENGTH - ext.length) + ext;
+    const base = truncate(name.slice(0, name.length - ext.length), MAX_NAME_LENGTH - ext.length);
+    // (the cut may leave a space at the end of a name without extension)
+    name = (ext ? base + ext : base).trim();
   }
+  if (name === '' || name === '.' || name === '..') return FALLBACK_NAME;
   return name;
 }
 
-/** Reduces a string to `[A-Za-z0-9._-]`: anything else becomes `-`, runs of `-` collapse, no leading dots. */
+/**
+ * Reduces a string to `[A-Za-z0-9._-]`: anything else becomes `-`, runs of `-`
+ * and of `.` collapse (so no `..`), no leading or trailing dot or dash.
+ */
 function reduce(s: string, max: number): string {
   const reduced = s
     .normalize('NFKD')
     .replace(/[\u0300-\u036f]/g, '') // é → e after NFKD
     .replace(/[^A-Za-z0-9._-]+/g, '-')
     .replace(/-{2,}/g, '-')
+    .replace(/\.{2,}/g, '.')
     .replace(/^[.-]+/, '')
     .replace(/[.-]+$/, '');
   return truncate(reduced, max).replace(/[.-]+$/, '');
@@ -61,9 +77,12 @@ export function keyBaseName(original: string | undefined | null): string {
   return reduce(base, MAX_KEY_BASE_LENGTH) || FALLBACK_NAME;
 }
 
-/** A folder's slug in keys: its name lower-cased and reduced. */
+/**
+ * A folder's slug in keys: its name reduced and lower-cased (after the
+ * reduction too: compatibility decomposition can make capitals, "ℌ" → "H").
+ */
 export function folderSlug(name: string): string {
-  return reduce(name.toLowerCase(), MAX_KEY_BASE_LENGTH) || 'folder';
+  return reduce(name.toLowerCase(), MAX_KEY_BASE_LENGTH).toLowerCase() || 'folder';
 }
 
 /** A short unguessable token (72 random bits, URL- and key-safe). */
@@ -78,12 +97,37 @@ export interface KeyParts {
   ext: string;
 }
 
+/** Organization slugs: lower-case letters, digits and dashes, 2–63 characters. */
+export const ORG_SLUG_PATTERN = /^[a-z0-9][a-z0-9-]{0,61}[a-z0-9]$/;
+
+/** What `keyBaseName` and `folderSlug` produce: `[A-Za-z0-9._-]`, no dot or dash at either end. */
+const KEY_SEGMENT = /^[A-Za-z0-9_](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?$/;
+const KEY_TOKEN = /^[A-Za-z0-9_-]{1,64}$/;
+const KEY_EXT = /^[a-z0-9]{1,10}$/;
+
+/**
+ * `<org>/[<folder>/]<base>-<token>.<ext>`. The parts must already be safe (an
+ * organization slug, `folderSlug`, `keyBaseName`, a base64url token, a
+ * lower-case extension); anything else is a programming error and throws a
+ * TypeError rather than build a key outside that shape.
+ */
 export function buildKey(parts: KeyParts, token = randomToken()): string {
+  const segment = (what: string, value: string) => {
+    if (!KEY_SEGMENT.test(value) || value.includes('..') || value.length > MAX_KEY_BASE_LENGTH) {
+      throw new TypeError(`unsafe ${what} for a key: ${JSON.stringify(value)}`);
+    }
+  };
+  if (!ORG_SLUG_PATTERN.test(parts.orgSlug)) {
+    throw new TypeError(`unsafe organization slug for a key: ${JSON.stringify(parts.orgSlug)}`);
+  }
+  if (parts.folderSlug) segment('folder slug', parts.folderSlug);
+  segment('base name', parts.baseName);
+  if (!KEY_TOKEN.test(token)) throw new TypeError(`unsafe key token: ${JSON.stringify(token)}`);
+  if (!KEY_EXT.test(parts.ext)) {
+    throw new TypeError(`unsafe key extension: ${JSON.stringify(parts.ext)}`);
+  }
   const file = `${parts.baseName}-${token}.${parts.ext}`;
   return parts.folderSlug
     ? `${parts.orgSlug}/${parts.folderSlug}/${file}`
     : `${parts.orgSlug}/${file}`;
 }
-
-/** Organization slugs: lower-case letters, digits and dashes, 2–63 characters. */
-export const ORG_SLUG_PATTERN = /^[a-z0-9][a-z0-9-]{0,61}[a-z0-9]$/;

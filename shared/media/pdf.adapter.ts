@@ -11,10 +11,13 @@
  *     would build within `maxObjects` (413).
  *  2. Identical inputs (same bytes) are parsed once; each occurrence still gets
  *     its own copy of the pages, so [A, B, A] gives A's pages, B's, A's again.
- *  3. Each distinct input is loaded strictly (`throwOnInvalidObject`), checked
- *     for encryption (422 ENCRYPTED_PDF; passwords are never tried, and
- *     permission-only encryption is refused too: removing it would override
- *     the author's restrictions), and its page tree is walked iteratively with
+ *  3. Each distinct input is loaded strictly (`throwOnInvalidObject`), with the
+ *     streams pdf-lib inflates while loading (object streams, cross-reference
+ *     streams) bounded by `maxStructureBytes` (decompression bombs: 422; see
+ *     `boundPdfLibDecoding`), checked for encryption (422 ENCRYPTED_PDF;
+ *     passwords are never tried, and permission-only encryption is refused
+ *     too: removing it would override the author's restrictions), and its
+ *     page tree is walked iteratively with
  *     a page budget, a depth limit and cycle detection before pdf-lib's own
  *     recursive traversal ever runs (page bombs: 413; deep or cyclic trees:
  *     422).
@@ -51,21 +54,26 @@
  * what `maxObjects` bounds. One source document is parsed at a time; a repaired
  * input adds qpdf's output as one more buffer.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
+  decodePDFRawStream,
   PDFArray,
   PDFDict,
   PDFDocument,
   PDFName,
   PDFNumber,
+  PDFObjectStreamParser,
   PDFPageLeaf,
   PDFPageTree,
+  PDFXRefStreamParser,
   type PDFObject,
   type PDFPage,
+  type PDFRawStream,
   type PDFRef,
 } from 'pdf-lib';
 import { Errors, type AppError, type ErrorDetail } from '../errors';
@@ -86,6 +94,13 @@ export interface MergeLimits {
   maxInputBytes?: number;
   /** Estimated PDF objects across the distinct inputs; bounds pdf-lib's memory (413 over it). */
   maxObjects?: number;
+  /**
+   * Decoded bytes of the object streams and cross-reference streams of one
+   * input, which pdf-lib inflates in full while loading it (422 over it: a
+   * decompression bomb). Content streams and images are copied compressed and
+   * do not count.
+   */
+  maxStructureBytes?: number;
   /** Wall-clock limit of one qpdf repair, in milliseconds (the input is unreadable past it). */
   timeoutMs?: number;
 }
@@ -113,6 +128,10 @@ export const PDF_MERGE_DEFAULTS: Readonly<Required<MergeLimits>> = {
   maxPages: 10_000,
   maxInputBytes: 256 * 1024 * 1024,
   maxObjects: 500_000,
+  // About 400,000 objects of ~160 bytes; real files stay far below. A refused
+  // bomb costs about twice this while it is measured (pdf-lib's decoders grow
+  // their buffer by doubling).
+  maxStructureBytes: 64 * 1024 * 1024,
   timeoutMs: 15_000,
 };
 
@@ -238,7 +257,7 @@ export async function countPages(data: Buffer, limits: MergeLimits = {}): Promis
   const inputs = [{ name: 'PDF', data }];
   try {
     if (!looksLikePdf(data)) throw new Refusal('unreadable', 'no PDF header');
-    return (await parseChecked(data, lim.maxPages)).pages;
+    return (await parseChecked(data, lim.maxPages, lim.maxStructureBytes)).pages;
   } catch (e) {
     throw e instanceof Refusal ? toAppError(e, inputs, [0], lim) : e;
   }
@@ -271,7 +290,7 @@ async function openInput(
 
   let parseFailure: Refusal;
   try {
-    const parsed = await parseChecked(data, pageBudget, true);
+    const parsed = await parseChecked(data, pageBudget, lim.maxStructureBytes, true);
     logRecovery(parsed);
     return { doc: parsed.doc, pages: parsed.pages, repaired: parsed.recovered > 0 };
   } catch (e) {
@@ -296,7 +315,7 @@ async function openInput(
   }
 
   try {
-    const parsed = await parseChecked(repair.data, pageBudget, true);
+    const parsed = await parseChecked(repair.data, pageBudget, lim.maxStructureBytes, true);
     log?.info({ ...who(), qpdf: repair.warnings }, 'repaired a damaged PDF with qpdf');
     logRecovery(parsed, { qpdf: repair.warnings });
     return { doc: parsed.doc, pages: parsed.pages, repaired: true };
@@ -323,18 +342,33 @@ interface Parsed {
  * `recover`, a lost or empty page tree is rebuilt from the page objects that
  * survive (`rebuildPageTree`) and checked like any other.
  */
-async function parseChecked(data: Buffer, pageBudget: number, recover = false): Promise<Parsed> {
-  let doc: PDFDocument;
+async function parseChecked(
+  data: Buffer,
+  pageBudget: number,
+  structureBudget: number,
+  recover = false,
+): Promise<Parsed> {
+  boundPdfLibDecoding();
+  const decoding: DecodingBudget = { limit: structureBudget, left: structureBudget };
+  let doc: PDFDocument | undefined;
+  let loadError: unknown;
   try {
-    doc = await PDFDocument.load(data, {
-      ignoreEncryption: true, // detected below, reliably, instead of pdf-lib's exception
-      throwOnInvalidObject: true, // anything pdf-lib would patch over goes to qpdf instead
-      updateMetadata: false,
-      parseSpeed: OBJECTS_PER_TICK,
-    });
+    doc = await decodingBudget.run(decoding, () =>
+      PDFDocument.load(data, {
+        ignoreEncryption: true, // detected below, reliably, instead of pdf-lib's exception
+        throwOnInvalidObject: true, // anything pdf-lib would patch over goes to qpdf instead
+        updateMetadata: false,
+        parseSpeed: OBJECTS_PER_TICK,
+      }),
+    );
   } catch (e) {
-    throw new Refusal('unparseable', `pdf-lib: ${errorText(e)}`, e);
+    loadError = e;
   }
+  // pdf-lib catches errors thrown while it parses an object (and reports another),
+  // so a refused stream is known from the budget, whatever the load did next. It
+  // is final: qpdf would inflate the same streams.
+  if (decoding.refused) throw new Refusal('structure-too-large', decoding.refused);
+  if (!doc) throw new Refusal('unparseable', `pdf-lib: ${errorText(loadError)}`, loadError);
   if (doc.isEncrypted) throw new Refusal('encrypted');
 
   const pageTree = (work: () => number) => {
@@ -552,6 +586,118 @@ function hasOrphanEncryptionDictionary(doc: PDFDocument): boolean {
 }
 
 // ---------------------------------------------------------------------------
+// pdf-lib's decoding, bounded
+
+/** What one load may still inflate; set once a stream is refused. */
+interface DecodingBudget {
+  limit: number;
+  left: number;
+  refused?: string;
+}
+
+/** The budget of the load in progress (pdf-lib's parse awaits; loads may overlap). */
+const decodingBudget = new AsyncLocalStorage<DecodingBudget>();
+
+/** Decoded bytes are read this many at a time, so a check stops soon past its budget. */
+const DECODE_CHUNK_BYTES = 1024 * 1024;
+
+let decodingBounded = false;
+
+/**
+ * While it loads a file, pdf-lib decodes two kinds of streams in full, in
+ * memory: object streams (`/Type /ObjStm`, which hold other objects) and
+ * cross-reference streams (`/Type /XRef`). A few KB of Flate inflate to a
+ * gigabyte (a filter chain such as `[/FlateDecode /FlateDecode]` to far more),
+ * and pdf-lib reads as many cross-reference entries as `/Size` or `/Index`
+ * claim, whatever the stream holds: measured before this guard, a 2.3 KB file
+ * took 1 GB and 7.7 s, and a 308-byte file with `/Size 20000000` 3.3 GB and
+ * 77 s. pdf-lib has no option for this, so its two factories
+ * (`PDFObjectStreamParser.forStream`, `PDFXRefStreamParser.forStream`, which
+ * its parser looks up at each call) are wrapped, once, to check the stream
+ * first: its decoded length, read with pdf-lib's own decoders a megabyte at a
+ * time, must fit in what is left of the load's `maxStructureBytes`, and a
+ * cross-reference stream's data must hold the entries it claims. A refused
+ * stream is recorded in the load's budget (pdf-lib swallows the exception and
+ * reports a generic parse error) and `parseChecked` refuses the file.
+ * Outside `parseChecked` (no budget) the factories behave as pdf-lib's own.
+ */
+function boundPdfLibDecoding(): void {
+  if (decodingBounded) return;
+  decodingBounded = true;
+  const objectStream = PDFObjectStreamParser.forStream;
+  PDFObjectStreamParser.forStream = (raw, shouldWaitForTick) => {
+    checkStructureStream(raw, 'an object stream');
+    return objectStream(raw, shouldWaitForTick);
+  };
+  const xrefStream = PDFXRefStreamParser.forStream;
+  PDFXRefStreamParser.forStream = (raw) => {
+    const decoded = checkStructureStream(raw, 'a cross-reference stream');
+    if (decoded !== undefined) checkXrefEntries(raw, decoded);
+    return xrefStream(raw);
+  };
+}
+
+/** Decoded length of a stream pdf-lib is about to inflate, charged to the load's budget. */
+function checkStructureStream(raw: PDFRawStream, what: string): number | undefined {
+  const budget = decodingBudget.getStore();
+  if (!budget) return undefined;
+  const refuse = (reason: string): never => {
+    budget.refused ??= reason;
+    throw new Error(`refused: ${reason}`);
+  };
+  if (budget.refused) refuse(budget.refused);
+  const stream = decodePDFRawStream(raw);
+  let length = 0;
+  for (;;) {
+    const chunk = stream.getBytes(DECODE_CHUNK_BYTES);
+    if (chunk.length === 0) break;
+    length += chunk.length;
+    if (length > budget.left) {
+      refuse(
+        `${what} inflates past the limit of ${formatBytes(budget.limit)} of decoded structure`,
+      );
+    }
+  }
+  budget.left -= length;
+  return length;
+}
+
+/** A cross-reference stream's entries (its /Index or /Size) must fit in its data. */
+function checkXrefEntries(raw: PDFRawStream, decoded: number): void {
+  const budget = decodingBudget.getStore();
+  if (!budget) return;
+  const dict = raw.dict;
+  const numbers = (value: PDFObject | undefined): number[] | undefined => {
+    const array = dict.context.lookup(value);
+    if (!(array instanceof PDFArray)) return undefined;
+    const items = array.asArray().map((item) => dict.context.lookup(item));
+    return items.every((item): item is PDFNumber => item instanceof PDFNumber)
+      ? items.map((item) => item.asNumber())
+      : undefined;
+  };
+  const widths = numbers(dict.get(PDFName.of('W')));
+  const index = numbers(dict.get(PDFName.of('Index')));
+  const size = dict.context.lookup(dict.get(PDFName.of('Size')));
+  // Malformed dictionaries are left to pdf-lib, which refuses them.
+  if (!widths) return;
+  const entries = index
+    ? index.filter((_, i) => i % 2 === 1).reduce((a, b) => a + b, 0)
+    : size instanceof PDFNumber
+      ? size.asNumber()
+      : undefined;
+  if (entries === undefined) return;
+  const width = Math.max(
+    1,
+    widths.reduce((a, b) => a + b, 0),
+  );
+  if (!(entries * width <= decoded)) {
+    const reason = `a cross-reference stream claims ${entries.toLocaleString('en')} entries but holds data for ${Math.floor(decoded / width).toLocaleString('en')}`;
+    budget.refused ??= reason;
+    throw new Error(`refused: ${reason}`);
+  }
+}
+
+// ---------------------------------------------------------------------------
 // qpdf
 
 type RepairOutcome =
@@ -663,7 +809,8 @@ type RefusalKind =
   | 'too-many-pages'
   | 'tree-too-deep'
   | 'tree-cycle'
-  | 'tree-too-large';
+  | 'tree-too-large'
+  | 'structure-too-large';
 
 /** Internal signal; never leaves this module (`toAppError` maps it). */
 class Refusal extends Error {
@@ -701,6 +848,14 @@ function toAppError(
       return Errors.unreadable(
         `${who} is not a readable PDF: its page tree is malformed`,
         details(`malformed page tree (${refusal.kind})`),
+      );
+    case 'structure-too-large':
+      // 422, like an image over the pixel limit: the request and the file are
+      // small; the file is of an accepted type that this service declines to
+      // decode.
+      return Errors.unreadable(
+        `${who} is refused as a decompression bomb: ${refusal.reasonText}`,
+        details('compressed structure over the limit'),
       );
     case 'too-many-pages':
       // 413, like every other "over its limit"; the factory takes no details,
