@@ -6,6 +6,7 @@
  *   token:create --org <slug> [--name <label>] [--expires-in <30d|12h|…>]
  *   token:revoke --id <tokenId>
  *   token:list --org <slug>
+ *   reconcile [--org <slug>] [--older-than <1h>] [--fix]
  */
 import { parseArgs } from 'node:util';
 import ms from 'ms';
@@ -13,7 +14,10 @@ import { ConfigError, getConfig } from '@shared/config';
 import { isAppError } from '@shared/errors';
 import { adoptRunningState } from '@shared/embedded/state';
 import { createLogger } from '@shared/logger';
+import { BullJobQueue } from '@shared/queue/job-queue';
+import { createObjectStore } from '@shared/storage/create-object-store';
 import { createDataContext, type DataContext } from './context';
+import { ReconcileService } from './services/reconcile.service';
 
 class UsageError extends Error {}
 
@@ -50,6 +54,13 @@ function parseDuration(value: string): number {
   }
   return parsed;
 }
+
+/**
+ * reconcile's default grace period: an upload in flight has its object (or its
+ * open multipart upload) before its record, for as long as the client takes to
+ * send the bytes; an hour is far above that.
+ */
+const RECONCILE_GRACE = '1h';
 
 export const COMMANDS: Record<string, { usage: string; run: Command }> = {
   'org:create': {
@@ -89,6 +100,39 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
       const o = options(args, { org: { type: 'string', required: true } });
       const organization = await ctx.organizations.require(o.org!);
       return { organization, tokens: await ctx.tokens.list(organization.id) };
+    },
+  },
+  reconcile: {
+    usage: 'reconcile [--org <slug>] [--older-than <1h>] [--fix]',
+    run: async (ctx, args) => {
+      // --fix (alias --remove) is a flag; the other options take values.
+      const flags = ['--fix', '--remove'];
+      const fix = args.some((a) => flags.includes(a));
+      const o = options(
+        args.filter((a) => !flags.includes(a)),
+        { org: { type: 'string' }, 'older-than': { type: 'string' } },
+      );
+      const olderThan = o['older-than'] ?? RECONCILE_GRACE;
+      const olderThanMs = olderThan.trim() === '0' ? 0 : ms(olderThan as ms.StringValue);
+      if (typeof olderThanMs !== 'number' || !Number.isFinite(olderThanMs) || olderThanMs < 0) {
+        throw new UsageError(
+          `--older-than must be a duration such as 1h, 30m or 0 (got "${olderThan}")`,
+        );
+      }
+      const organization = o.org ? await ctx.organizations.require(o.org) : null;
+      const store = createObjectStore(ctx.config, ctx.logger);
+      await store.ping();
+      // Jobs not finished yet own their temporary inputs: the queue says which.
+      const queue = ctx.config.redisUrl ? new BullJobQueue(ctx.config, ctx.logger) : undefined;
+      try {
+        return await new ReconcileService({ store, models: ctx.models, jobs: queue }).run({
+          organization,
+          olderThanMs,
+          fix,
+        });
+      } finally {
+        await queue?.close();
+      }
     },
   },
 };

@@ -152,7 +152,12 @@ export function jobRoutes(deps: {
     try {
       const { fields } = await parseMultipart(
         req,
-        { maxFileSize: config.limits.maxFileSize, maxFiles: maxInputs, maxFields: maxInputs + 10 },
+        {
+          maxFileSize: config.limits.maxFileSize,
+          maxFiles: maxInputs,
+          filesNoun: 'merge inputs',
+          maxFields: maxInputs + 10,
+        },
         {
           onField(name, value) {
             if (name === 'mediaKeys' || name === 'mediaKeys[]') {
@@ -211,9 +216,15 @@ export function jobRoutes(deps: {
         folderId: folder?.id ?? null,
         temporaryKeys: temporary.map((t) => t.key),
       };
-      // From here on the job owns the temporary inputs (and removes them when it ends).
-      temporary.length = 0;
-      respond(res, await run(req, 'pdf.merge', payload));
+      respond(
+        res,
+        await jobs.run('pdf.merge', payload, {
+          async: prefersAsync(req),
+          // Once queued, the job owns the temporary inputs (and removes them when it ends);
+          // until then (Redis refusing the job) they are this request's to remove.
+          onQueued: () => void (temporary.length = 0),
+        }),
+      );
     } catch (err) {
       await Promise.allSettled(inputs);
       await uploads.discard(temporary);

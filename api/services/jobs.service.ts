@@ -32,13 +32,18 @@ export class JobsService {
     return `${this.deps.publicBaseUrl}/media/jobs/${encodeURIComponent(jobId)}`;
   }
 
-  /** Enqueues a job; unless `async`, waits for it and answers with its outcome. */
+  /**
+   * Enqueues a job; unless `async`, waits for it and answers with its outcome.
+   * `onQueued` runs once the job is in the queue (from then on the job owns
+   * what its payload names, such as temporary inputs).
+   */
   async run<N extends JobName>(
     name: N,
     payload: JobPayloads[N],
-    options: { async: boolean },
+    options: { async: boolean; onQueued?: (jobId: string) => void },
   ): Promise<JobAnswer> {
     const jobId = await this.deps.queue.add(name, payload, randomUUID());
+    options.onQueued?.(jobId);
     if (options.async)
       return { kind: 'pending', jobId, state: 'waiting', statusUrl: this.statusUrl(jobId) };
     const outcome = await this.deps.queue.wait(name, jobId, this.deps.waitMs);
@@ -49,6 +54,9 @@ export class JobsService {
         throw outcome.error.withExtra({ jobId });
       case 'timeout':
         throw Errors.jobTimeout(jobId, this.statusUrl(jobId));
+      case 'unavailable':
+        // The job is kept and may still run: its id lets the client ask later.
+        throw outcome.error.withExtra({ jobId });
     }
   }
 

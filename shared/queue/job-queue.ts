@@ -3,6 +3,7 @@
  * wait for its outcome, look a job up. Services see this interface only, never
  * BullMQ itself.
  */
+import type { EventEmitter } from 'node:events';
 import { Job, Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Config, QueueName } from '../config';
@@ -19,7 +20,19 @@ import {
   type JobResults,
 } from '../jobs';
 import type { Logger } from '../logger';
-import { createRedis, type RedisRole } from './redis';
+import { createRedis, waitForRedis, type RedisRole } from './redis';
+
+/** The states of a job that has not ended (it may still read its inputs). */
+const UNFINISHED_STATES = [
+  'waiting',
+  'delayed',
+  'prioritized',
+  'active',
+  'waiting-children',
+] as const;
+
+/** How long a wait gives the events connection to come back before answering `unavailable`. */
+export const EVENTS_READY_GRACE_MS = 2_000;
 
 export type JobState =
   | 'waiting'
@@ -46,7 +59,9 @@ export interface JobSnapshot {
 export type JobOutcome<N extends JobName> =
   | { state: 'completed'; result: JobResults[N] }
   | { state: 'failed'; error: AppError }
-  | { state: 'timeout' };
+  | { state: 'timeout' }
+  /** Redis went away while waiting: the job is kept (it may still run), its outcome unknown. */
+  | { state: 'unavailable'; error: AppError };
 
 export interface JobQueue {
   add<N extends JobName>(name: N, payload: JobPayloads[N], jobUuid: string): Promise<string>;
@@ -74,6 +89,14 @@ function redisCall<T>(fn: () => Promise<T>): Promise<T> {
 export class BullJobQueue implements JobQueue {
   private readonly queues = new Map<QueueName, Queue>();
   private readonly events = new Map<QueueName, QueueEvents>();
+  /** Each QueueEvents' own connection (watched by `wait`). */
+  private readonly eventsConnections = new Map<QueueName, Redis>();
+  /**
+   * The waits to end when a queue's events connection closes: one `close`
+   * listener per connection fans out to them (a listener per wait would pile
+   * up past EventEmitter's limit under load).
+   */
+  private readonly onEventsLost = new Map<QueueName, Set<() => void>>();
   private readonly connections: Redis[] = [];
 
   constructor(
@@ -112,8 +135,15 @@ export class BullJobQueue implements JobQueue {
   private queueEvents(name: QueueName): QueueEvents {
     let events = this.events.get(name);
     if (!events) {
+      const connection = this.connection('events');
+      this.eventsConnections.set(name, connection);
+      const waiters = new Set<() => void>();
+      this.onEventsLost.set(name, waiters);
+      connection.on('close', () => {
+        for (const lost of [...waiters]) lost();
+      });
       events = new QueueEvents(name, {
-        connection: this.connection('events'),
+        connection,
         prefix: this.config.queuePrefix,
       });
       events.on('error', (err) => this.logger.warn({ err, queue: name }, 'queue events error'));
@@ -140,28 +170,67 @@ export class BullJobQueue implements JobQueue {
     return jobId;
   }
 
+  /**
+   * Waits for the job's outcome through the queue's QueueEvents, at most
+   * `timeoutMs`. Ends early with `unavailable` when the connection to Redis
+   * drops while waiting (or is not back within EVENTS_READY_GRACE_MS), rather
+   * than hanging until the timeout: the job itself is kept and may still run.
+   */
   async wait<N extends JobName>(name: N, jobId: string, timeoutMs: number): Promise<JobOutcome<N>> {
-    const queue = this.queue(JOB_QUEUES[name]);
-    const job = new Job(queue, name, {}, {}, jobId);
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<JobOutcome<N>>((resolve) => {
-      timer = setTimeout(() => resolve({ state: 'timeout' }), timeoutMs);
+    const queueName = JOB_QUEUES[name];
+    // QueueEvents also emits `completed:<jobId>` / `failed:<jobId>` (as BullMQ's own
+    // waitUntilFinished uses), which its typings do not declare.
+    const events = this.queueEvents(queueName) as unknown as EventEmitter;
+    const connection = this.eventsConnections.get(queueName)!;
+    const lostWaiters = this.onEventsLost.get(queueName)!;
+    const queue = this.queue(queueName);
+    return new Promise<JobOutcome<N>>((resolve) => {
+      let settled = false;
+      const settle = (outcome: JobOutcome<N>) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        events.off(`completed:${jobId}`, onCompleted);
+        events.off(`failed:${jobId}`, onFailed);
+        lostWaiters.delete(onClose);
+        resolve(outcome);
+      };
+      const onCompleted = (args: { returnvalue: unknown }) =>
+        settle({ state: 'completed', result: args.returnvalue as JobResults[N] });
+      const onFailed = (args: { failedReason: string }) =>
+        settle({ state: 'failed', error: errorOfFailure(args.failedReason) });
+      const onLost = (cause?: unknown) =>
+        settle({
+          state: 'unavailable',
+          error: Errors.unavailable(
+            'Redis',
+            cause ?? new Error('the connection to Redis closed while waiting for the job'),
+          ),
+        });
+      const onClose = () => onLost();
+      const timer = setTimeout(() => settle({ state: 'timeout' }), timeoutMs);
+      events.on(`completed:${jobId}`, onCompleted);
+      events.on(`failed:${jobId}`, onFailed);
+      lostWaiters.add(onClose);
+      // The job may have finished before the listeners were in place: look once.
+      void (async () => {
+        try {
+          if (connection.status !== 'ready') {
+            await waitForRedis(connection, Math.min(EVENTS_READY_GRACE_MS, timeoutMs));
+          }
+          // The state first, then the job: a job read while still active has no return
+          // value yet, and may complete before its state is asked.
+          const state = await redisCall(() => queue.getJobState(jobId));
+          if (state !== 'completed' && state !== 'failed') return;
+          const job = await redisCall(() => Job.fromId(queue, jobId));
+          if (!job) return;
+          if (state === 'completed') onCompleted({ returnvalue: job.returnvalue });
+          else onFailed({ failedReason: job.failedReason });
+        } catch (err) {
+          onLost(err);
+        }
+      })();
     });
-    const finished = job
-      .waitUntilFinished(this.queueEvents(JOB_QUEUES[name]), timeoutMs + 1_000)
-      .then(
-        (result: JobResults[N]): JobOutcome<N> => ({ state: 'completed', result }),
-        (err: unknown): JobOutcome<N> => {
-          const reason = err instanceof Error ? err.message : String(err);
-          if (/timed out before finishing/.test(reason)) return { state: 'timeout' };
-          return { state: 'failed', error: errorOfFailure(reason) };
-        },
-      );
-    try {
-      return await Promise.race([finished, timeout]);
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   async get(jobId: string): Promise<JobSnapshot | null> {
@@ -179,6 +248,34 @@ export class BullJobQueue implements JobQueue {
       error: state === 'failed' ? errorOfFailure(job.failedReason) : undefined,
       attemptsMade: job.attemptsMade,
     };
+  }
+
+  /**
+   * The temporary inputs (`temporaryKeys` of their payloads) of every job not
+   * finished yet, in any queue: a job owns them until it ends (reconciliation
+   * must not take them for orphans).
+   */
+  async temporaryKeysInUse(): Promise<Set<string>> {
+    const keys = new Set<string>();
+    const PAGE = 200;
+    // A fresh connection (the CLI's) may not be up yet: wait for it, boundedly.
+    await redisCall(() => waitForRedis(this.producer(), 5_000));
+    for (const name of ['image', 'pdf'] as const) {
+      const queue = this.queue(name);
+      for (const state of UNFINISHED_STATES) {
+        for (let start = 0; ; start += PAGE) {
+          const jobs = await redisCall(() => queue.getJobs(state, start, start + PAGE - 1));
+          for (const job of jobs) {
+            const data = job?.data as { temporaryKeys?: unknown } | undefined;
+            if (Array.isArray(data?.temporaryKeys)) {
+              for (const key of data.temporaryKeys) if (typeof key === 'string') keys.add(key);
+            }
+          }
+          if (jobs.length < PAGE) break;
+        }
+      }
+    }
+    return keys;
   }
 
   async counts(): Promise<Record<QueueName, Record<string, number>>> {

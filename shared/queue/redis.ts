@@ -1,7 +1,8 @@
 /**
  * Redis connections for BullMQ, following BullMQ's production guide:
- * - producers (Queue, used by the API) fail fast: no offline queue and a small
- *   retry budget, so a request gets a 503 instead of hanging while Redis is down;
+ * - producers (Queue, used by the API) fail fast: no offline queue, a small
+ *   retry budget and a command timeout, so a request gets a 503 instead of
+ *   hanging while Redis is down or silent;
  * - workers and QueueEvents use blocking commands and must keep retrying
  *   forever: `maxRetriesPerRequest: null`.
  */
@@ -10,6 +11,9 @@ import type { Logger } from '../logger';
 
 export type RedisRole = 'producer' | 'worker' | 'events';
 
+/** Producers' bound on one command (they never block; the slowest is a job add). */
+export const PRODUCER_COMMAND_TIMEOUT_MS = 3_000;
+
 export function redisOptions(role: RedisRole): RedisOptions {
   const reconnect: RedisOptions = {
     // Back off to at most 2 s between reconnect attempts, forever.
@@ -17,7 +21,14 @@ export function redisOptions(role: RedisRole): RedisOptions {
     connectTimeout: 5_000,
   };
   if (role === 'producer') {
-    return { ...reconnect, maxRetriesPerRequest: 1, enableOfflineQueue: false };
+    return {
+      ...reconnect,
+      maxRetriesPerRequest: 1,
+      enableOfflineQueue: false,
+      // A Redis that stops answering without closing the connection (a network
+      // partition) fails a command after this long instead of hanging it.
+      commandTimeout: PRODUCER_COMMAND_TIMEOUT_MS,
+    };
   }
   return { ...reconnect, maxRetriesPerRequest: null, enableReadyCheck: true };
 }

@@ -21,6 +21,7 @@ import { Errors, isAppError } from '../errors';
 import type { Logger } from '../logger';
 import type {
   ByteRange,
+  IncompleteUpload,
   ListedObject,
   ObjectInfo,
   ObjectStore,
@@ -391,6 +392,35 @@ export class FsObjectStore implements ObjectStore {
     }
     for (const key of this.inProgress.values()) if (key.startsWith(prefix)) keys.add(key);
     return [...keys].sort();
+  }
+
+  /**
+   * The temporary files of puts in progress or left by a crash whose key is
+   * known (their name carries it) under `prefix`; `initiated` is the file's
+   * last write.
+   */
+  async *incompleteUploads(prefix: string): AsyncIterable<IncompleteUpload> {
+    let names: string[] = [];
+    try {
+      names = await fsp.readdir(this.tempDir);
+    } catch (err) {
+      if (codeOf(err) !== 'ENOENT') this.fail(err);
+    }
+    for (const name of names.sort()) {
+      const file = path.join(this.tempDir, name);
+      const tilde = name.indexOf('~');
+      const key = tilde < 0 ? this.inProgress.get(file) : decodeKey(name.slice(tilde + 1));
+      if (key === undefined || !key.startsWith(prefix)) continue;
+      const st = await fsp.stat(file).catch(() => undefined);
+      if (st) yield { key, uploadId: name, initiated: new Date(st.mtimeMs) };
+    }
+  }
+
+  async abortIncompleteUpload(upload: IncompleteUpload): Promise<void> {
+    if (path.basename(upload.uploadId) !== upload.uploadId || upload.uploadId.startsWith('.')) {
+      throw new Error(`Invalid upload id ${JSON.stringify(upload.uploadId)}`);
+    }
+    await this.removeQuietly(path.join(this.tempDir, upload.uploadId));
   }
 }
 

@@ -33,6 +33,14 @@ export interface ListedObject {
   lastModified: Date;
 }
 
+/** A multipart upload still open: a put in progress, or one a crash or an outage left behind. */
+export interface IncompleteUpload {
+  key: string;
+  /** The store's id for it (the S3 upload id; the temporary file's name on the file system). */
+  uploadId: string;
+  initiated: Date;
+}
+
 export interface ObjectStore {
   /** A short description for logs: which backend, where. */
   readonly description: string;
@@ -58,4 +66,8 @@ export interface ObjectStore {
   list(prefix: string): AsyncIterable<ListedObject>;
   /** Keys with a multipart upload still open under `prefix`. */
   listIncompleteUploads(prefix: string): Promise<string[]>;
+  /** The multipart uploads still open under `prefix`, page by page (for reconciliation). */
+  incompleteUploads(prefix: string): AsyncIterable<IncompleteUpload>;
+  /** Aborts an open multipart upload, deleting its parts; one already gone is not an error. */
+  abortIncompleteUpload(upload: IncompleteUpload): Promise<void>;
 }

@@ -12,11 +12,14 @@
  * a single PUT, and any failure aborts the multipart upload.
  */
 import type { Readable } from 'node:stream';
-import type { Client } from 'minio';
+// A static import on purpose: `await import('minio')` loads the package's ESM build under
+// tsx, whose CopySourceOptions is not the class the (CommonJS) client checks with instanceof.
+import { CopyDestinationOptions, CopySourceOptions, type Client } from 'minio';
 import { Errors, isAppError } from '../errors';
 import type { Logger } from '../logger';
 import type {
   ByteRange,
+  IncompleteUpload,
   ListedObject,
   ObjectInfo,
   ObjectStore,
@@ -236,7 +239,6 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   async copy(fromKey: string, toKey: string): Promise<void> {
-    const { CopySourceOptions, CopyDestinationOptions } = await import('minio');
     await this.call(() =>
       this.client.copyObject(
         new CopySourceOptions({ Bucket: this.bucket, Object: fromKey }),
@@ -264,22 +266,39 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   async listIncompleteUploads(prefix: string): Promise<string[]> {
+    const keys: string[] = [];
+    for await (const upload of this.incompleteUploads(prefix)) keys.push(upload.key);
+    return keys;
+  }
+
+  async *incompleteUploads(prefix: string): AsyncIterable<IncompleteUpload> {
     // Queried page by page rather than through the client's listIncompleteUploads
     // stream, whose "recursive" mode sends an empty delimiter that Swift's s3api
     // takes literally (it then lists nothing). Keys never contain "|", so it
     // serves as a delimiter that groups nothing.
-    const keys: string[] = [];
     let keyMarker = '';
     let uploadIdMarker = '';
     for (;;) {
       const page = await this.call(() =>
         this.client.listIncompleteUploadsQuery(this.bucket, prefix, keyMarker, uploadIdMarker, '|'),
       );
-      for (const upload of page.uploads) keys.push(upload.key);
-      if (!page.isTruncated) return keys;
+      for (const upload of page.uploads) {
+        yield { key: String(upload.key), uploadId: upload.uploadId, initiated: upload.initiated };
+      }
+      if (!page.isTruncated) return;
       keyMarker = page.nextKeyMarker;
       uploadIdMarker = page.nextUploadIdMarker;
     }
+  }
+
+  async abortIncompleteUpload(upload: IncompleteUpload): Promise<void> {
+    await this.call(async () => {
+      try {
+        await this.client.abortMultipartUpload(this.bucket, upload.key, upload.uploadId);
+      } catch (err) {
+        if ((err as { code?: unknown } | null)?.code !== 'NoSuchUpload') throw err;
+      }
+    });
   }
 }
 

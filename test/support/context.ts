@@ -5,8 +5,22 @@
  * parallel never see each other's data.
  */
 import { randomBytes } from 'node:crypto';
+import { appendFileSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { ConnectionString } from 'mongodb-connection-string-url';
+import { createConnection, type Connection } from 'mongoose';
+import {
+  ReconcileService,
+  type JobInputs,
+  type ReconcileReport,
+} from '../../api/services/reconcile.service';
 import { loadConfig, type Config } from '../../shared/config';
+import { createModels, type Models } from '../../shared/db/models';
+import { createLogger } from '../../shared/logger';
+import { BullJobQueue } from '../../shared/queue/job-queue';
+import type { ObjectStore } from '../../shared/storage/object-store';
+import { createS3Client } from '../../shared/storage/s3-client';
+import { S3ObjectStore } from '../../shared/storage/s3-object-store';
 import type { S3Endpoint } from './services/types';
 
 function required(name: string): string {
@@ -88,5 +102,190 @@ export function isolatedEnv(name = 'test', overrides: NodeJS.ProcessEnv = {}): I
     S3_BUCKET: bucket,
     ...overrides,
   };
-  return { env, config: loadConfig(env), bucket, queuePrefix, dbName };
+  const isolated = { env, config: loadConfig(env), bucket, queuePrefix, dbName };
+  // Registered under the names it really uses (an override may point at another environment's).
+  registerEnv({
+    name,
+    bucket: env.S3_BUCKET ?? bucket,
+    dbName: new ConnectionString(env.MONGODB_URI ?? mongoUriFor(dbName)).pathname.slice(1),
+    queuePrefix: env.QUEUE_PREFIX ?? queuePrefix,
+  });
+  return isolated;
+}
+
+/*
+ * Every isolated environment of a run is reconciled at its end (the global
+ * teardown), so a test that leaves an object without a record, a record
+ * without its object or an open multipart upload fails the run. The jest
+ * workers are separate processes: each appends the environments it makes to
+ * a file in TEST_ENV_REGISTRY (a directory the global setup made), and
+ * helpers that wipe an environment when a file is done (startApi's close)
+ * first record what they would have wiped in the same directory.
+ */
+
+/** One environment as the registry keeps it. */
+export interface RegisteredEnv {
+  name: string;
+  bucket: string;
+  dbName: string;
+  queuePrefix: string;
+  /** The test file that made it. */
+  testPath: string | null;
+}
+
+/** What a reconciliation found in one environment. */
+export interface EnvFinding {
+  env: RegisteredEnv;
+  /** When it was found: when its helper closed it, or at the end of the run. */
+  when: 'close' | 'teardown';
+  report?: ReconcileReport;
+  /** Records left in a database whose bucket is gone. */
+  recordsWithoutBucket?: number;
+}
+
+function registryDir(): string | undefined {
+  return process.env.TEST_ENV_REGISTRY || undefined;
+}
+
+function currentTestPath(): string | null {
+  const state = (globalThis as { expect?: { getState?: () => { testPath?: string } } }).expect;
+  return state?.getState?.().testPath ?? null;
+}
+
+function registerEnv(env: Omit<RegisteredEnv, 'testPath'>): void {
+  const dir = registryDir();
+  if (!dir) return;
+  const entry: RegisteredEnv = { ...env, testPath: currentTestPath() };
+  appendFileSync(join(dir, `envs-${process.pid}.jsonl`), `${JSON.stringify(entry)}\n`);
+}
+
+/**
+ * Reconciles a store and its records as they are, sparing nothing and fixing
+ * nothing. (The cutoff is a minute ahead: storage may round an object's time
+ * up to the next second.)
+ */
+export function reconcileNow(
+  store: ObjectStore,
+  models: Pick<Models, 'Media'>,
+  jobs: JobInputs | undefined,
+) {
+  return new ReconcileService({ store, models, jobs }).run({
+    olderThanMs: 0,
+    now: new Date(Date.now() + 60_000),
+    fix: false,
+  });
+}
+
+/**
+ * For helpers that wipe an environment when a test file is done: reconciles
+ * it first and records what it found for the global teardown, which fails the
+ * run. Never throws (the wipe must go on).
+ */
+export async function recordOrphansBeforeWipe(
+  env: Pick<IsolatedEnv, 'bucket' | 'dbName' | 'queuePrefix'>,
+  store: ObjectStore,
+  models: Pick<Models, 'Media'>,
+  jobs?: JobInputs,
+): Promise<void> {
+  const dir = registryDir();
+  if (!dir) return;
+  const entry: RegisteredEnv = {
+    name: env.bucket,
+    bucket: env.bucket,
+    dbName: env.dbName,
+    queuePrefix: env.queuePrefix,
+    testPath: currentTestPath(),
+  };
+  let finding: EnvFinding;
+  try {
+    const report = await reconcileNow(store, models, jobs);
+    if (report.clean) return;
+    finding = { env: entry, when: 'close', report };
+  } catch (err) {
+    // Storage or MongoDB cut by the test itself: the end of the run looks again.
+    process.stderr.write(
+      `[reconcile] could not reconcile ${env.bucket} on close: ${String(err)}\n`,
+    );
+    return;
+  }
+  writeFileSync(
+    join(dir, `finding-${env.bucket}-${uniqueSuffix(3)}.json`),
+    JSON.stringify(finding),
+  );
+}
+
+/**
+ * Reconciles every environment the run's test files made (global teardown):
+ * what their helpers recorded when wiping them, and whatever is still in their
+ * buckets and databases now.
+ */
+export async function reconcileRegisteredEnvs(dir: string): Promise<EnvFinding[]> {
+  const files = readdirSync(dir);
+  const findings: EnvFinding[] = files
+    .filter((f) => f.startsWith('finding-'))
+    .map((f) => JSON.parse(readFileSync(join(dir, f), 'utf8')) as EnvFinding);
+  const envs = new Map<string, RegisteredEnv>();
+  for (const f of files.filter((name) => name.startsWith('envs-'))) {
+    for (const line of readFileSync(join(dir, f), 'utf8').split('\n')) {
+      if (!line) continue;
+      const env = JSON.parse(line) as RegisteredEnv;
+      envs.set(`${env.bucket} ${env.dbName}`, env);
+    }
+  }
+  if (envs.size === 0) return findings;
+
+  const s3 = s3Endpoint();
+  const client = createS3Client(s3);
+  const base: Connection = await createConnection(mongoUriFor('admin')).asPromise();
+  try {
+    for (const env of envs.values()) {
+      const db = base.useDb(env.dbName, { useCache: false });
+      const models = createModels(db);
+      if (!(await client.bucketExists(env.bucket))) {
+        const records = await models.Media.countDocuments().exec();
+        if (records > 0) findings.push({ env, when: 'teardown', recordsWithoutBucket: records });
+        continue;
+      }
+      const store = new S3ObjectStore({
+        client,
+        bucket: env.bucket,
+        region: s3.region,
+        logger: createLogger({ level: 'silent' }),
+      });
+      const queue = new BullJobQueue(
+        { redisUrl: redisUrl(), queuePrefix: env.queuePrefix },
+        createLogger({ level: 'silent' }),
+      );
+      try {
+        const report = await reconcileNow(store, models, queue);
+        if (!report.clean) findings.push({ env, when: 'teardown', report });
+      } finally {
+        await queue.close();
+      }
+    }
+  } finally {
+    await base.close();
+  }
+  return findings;
+}
+
+/** A few lines per finding, for the end of the run. */
+export function describeFindings(findings: EnvFinding[]): string {
+  return findings
+    .map((f) => {
+      const where = `${f.env.testPath ?? '(unknown file)'}: bucket ${f.env.bucket}, database ${f.env.dbName} (found at ${f.when})`;
+      if (f.recordsWithoutBucket) {
+        return `${where}\n  ${f.recordsWithoutBucket} media record(s) left in a database whose bucket is gone`;
+      }
+      const r = f.report!;
+      const lines = [
+        ...r.objectsWithoutRecord.map(
+          (o) => `  object without record: ${o.key}${o.temporary ? ' (temporary input)' : ''}`,
+        ),
+        ...r.recordsWithoutObject.map((o) => `  record without object: #${o.id} ${o.key}`),
+        ...r.incompleteUploads.map((u) => `  open multipart upload: ${u.key} (${u.uploadId})`),
+      ];
+      return `${where}\n${lines.join('\n')}`;
+    })
+    .join('\n');
 }

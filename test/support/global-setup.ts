@@ -3,8 +3,12 @@
  * MongoDB once per run (see services/*.ts for the order of preference), prints
  * one line per service naming the backend it chose, and hands the endpoints to
  * the test workers through TEST_* environment variables. Each test file then
- * takes its own bucket, queue prefix and database (see context.ts).
+ * takes its own bucket, queue prefix and database (see context.ts), recorded
+ * in TEST_ENV_REGISTRY for the teardown to reconcile.
  */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { resolveMongo } from './services/mongo';
 import { resolveRedis } from './services/redis';
 import { resolveS3 } from './services/s3';
@@ -41,6 +45,8 @@ export default async function globalSetup(): Promise<void> {
     process.env.TEST_S3_REGION = s3.value.region;
     process.env.TEST_S3_ACCESS_KEY = s3.value.accessKey;
     process.env.TEST_S3_SECRET_KEY = s3.value.secretKey;
+    // Where test workers record the environments they make (reconciled by the teardown).
+    process.env.TEST_ENV_REGISTRY = mkdtempSync(join(tmpdir(), 'media-test-envs-'));
     process.env.TEST_BACKENDS = JSON.stringify({
       redis: redis.backend,
       s3: s3.backend,

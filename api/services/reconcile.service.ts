@@ -1,0 +1,258 @@
+/**
+ * Reconciliation of object storage with the records in MongoDB: finds
+ *
+ * - objects without a record (an upload whose record write failed and whose
+ *   clean-up failed too; a job's temporary input left by a job that vanished),
+ * - records whose object is missing,
+ * - multipart uploads still open (a put cut off by an outage or a crash),
+ *
+ * and, with `fix`, removes the objects, aborts the uploads and deletes the
+ * records (a record without its bytes can never be served; the report lists
+ * each deleted record in full).
+ *
+ * Only what is older than `olderThanMs` is considered: an upload in flight has
+ * its object (or its open multipart upload) before its record, and that
+ * moment must never look like an orphan. A job's temporary input is spared
+ * as long as a job that has not ended (read from the queue) names it. The bucket is listed as a stream and
+ * checked against MongoDB in batches; memory holds one batch and what was found.
+ */
+import { db } from '@shared/db/errors';
+import type { Models } from '@shared/db/models';
+import type { ObjectStore } from '@shared/storage/object-store';
+
+/** Objects checked against MongoDB per query; records checked against storage per batch. */
+const BATCH = 500;
+/** Storage lookups in flight at once while checking records. */
+const STAT_CONCURRENCY = 8;
+/** Objects removed per request. */
+const REMOVE_BATCH = 1_000;
+/** The prefix, under an organization's, of jobs' temporary inputs (see UploadService.storeTemporary). */
+const TEMPORARY_SEGMENT = '/.tmp/';
+
+export interface ReconcileOptions {
+  /** Only this organization's objects (its key prefix), records and uploads; all when absent. */
+  organization?: { id: number; slug: string } | null;
+  /** Grace period: anything more recent than this is left alone. */
+  olderThanMs: number;
+  /** Remove what was found (otherwise only report it). */
+  fix: boolean;
+  now?: Date;
+}
+
+export interface OrphanObject {
+  key: string;
+  bytes: number;
+  lastModified: string;
+  /** A job's temporary input (`<org>/.tmp/…`), whose job is gone. */
+  temporary: boolean;
+}
+
+export interface MissingObjectRecord {
+  id: number;
+  organizationId: number;
+  folderId: number | null;
+  key: string;
+  name: string;
+  mimetype: string;
+  bytes: number;
+  checksum: string;
+  jobId: string | null;
+  createdAt: string;
+}
+
+export interface OpenUpload {
+  key: string;
+  uploadId: string;
+  initiated: string;
+}
+
+export interface ReconcileReport {
+  scope: {
+    organization: string | null;
+    prefix: string;
+    olderThanMs: number;
+    /** Only things last changed before this instant were considered. */
+    cutoff: string;
+  };
+  /** True when what is listed was removed (objects, records) or aborted (uploads). */
+  fixed: boolean;
+  /** Nothing was found. */
+  clean: boolean;
+  objectsWithoutRecord: OrphanObject[];
+  recordsWithoutObject: MissingObjectRecord[];
+  incompleteUploads: OpenUpload[];
+  scanned: {
+    objects: number;
+    records: number;
+    incompleteUploads: number;
+    /** Objects, records and uploads skipped because they are inside the grace period. */
+    tooRecent: number;
+    /** Temporary inputs skipped because a job not finished yet (waiting, delayed, active) owns them. */
+    ownedByJobs: number;
+  };
+}
+
+/** The jobs side (the queue): which temporary inputs a job not finished yet still owns. */
+export interface JobInputs {
+  temporaryKeysInUse(): Promise<Set<string>>;
+}
+
+export class ReconcileService {
+  constructor(
+    private readonly deps: {
+      store: ObjectStore;
+      models: Pick<Models, 'Media'>;
+      /** Without it, a temporary input is spared by the grace period only. */
+      jobs?: JobInputs;
+    },
+  ) {}
+
+  async run(options: ReconcileOptions): Promise<ReconcileReport> {
+    const now = options.now ?? new Date();
+    const cutoff = new Date(now.getTime() - options.olderThanMs);
+    const org = options.organization ?? null;
+    const prefix = org ? `${org.slug}/` : '';
+    const scanned = {
+      objects: 0,
+      records: 0,
+      incompleteUploads: 0,
+      tooRecent: 0,
+      ownedByJobs: 0,
+    };
+    // Read before the listing: a job queued later has inputs younger than the listing.
+    const ownedByJobs = (await this.deps.jobs?.temporaryKeysInUse()) ?? new Set<string>();
+
+    // Uploads first: a put cut off half-way shows as an open upload, never as an object.
+    const incompleteUploads: OpenUpload[] = [];
+    const toAbort = [];
+    for await (const upload of this.deps.store.incompleteUploads(prefix)) {
+      scanned.incompleteUploads++;
+      if (upload.initiated >= cutoff) {
+        scanned.tooRecent++;
+        continue;
+      }
+      toAbort.push(upload);
+      incompleteUploads.push({
+        key: upload.key,
+        uploadId: upload.uploadId,
+        initiated: upload.initiated.toISOString(),
+      });
+    }
+
+    const objectsWithoutRecord: OrphanObject[] = [];
+    let batch: { key: string; size: number; lastModified: Date }[] = [];
+    const checkObjects = async () => {
+      if (batch.length === 0) return;
+      const keys = batch.map((o) => o.key);
+      const recorded = await db(() =>
+        this.deps.models.Media.find({ key: { $in: keys } }, { key: 1, _id: 0 })
+          .lean()
+          .exec(),
+      );
+      const known = new Set(recorded.map((r) => r.key));
+      for (const o of batch) {
+        if (known.has(o.key)) continue;
+        objectsWithoutRecord.push({
+          key: o.key,
+          bytes: o.size,
+          lastModified: o.lastModified.toISOString(),
+          temporary: o.key.includes(TEMPORARY_SEGMENT),
+        });
+      }
+      batch = [];
+    };
+    for await (const object of this.deps.store.list(prefix)) {
+      scanned.objects++;
+      if (object.lastModified >= cutoff) {
+        scanned.tooRecent++;
+        continue;
+      }
+      if (ownedByJobs.has(object.key)) {
+        scanned.ownedByJobs++;
+        continue;
+      }
+      batch.push(object);
+      if (batch.length >= BATCH) await checkObjects();
+    }
+    await checkObjects();
+
+    const recordsWithoutObject: MissingObjectRecord[] = [];
+    const filter = {
+      ...(org ? { organizationId: org.id } : {}),
+      createdAt: { $lt: cutoff },
+    };
+    const recentRecords = await db(() =>
+      this.deps.models.Media.countDocuments({
+        ...(org ? { organizationId: org.id } : {}),
+        createdAt: { $gte: cutoff },
+      }).exec(),
+    );
+    scanned.tooRecent += recentRecords;
+    let records: MissingObjectRecord[] = [];
+    const checkRecords = async () => {
+      for (let i = 0; i < records.length; i += STAT_CONCURRENCY) {
+        const slice = records.slice(i, i + STAT_CONCURRENCY);
+        const stats = await Promise.all(slice.map((r) => this.deps.store.stat(r.key)));
+        slice.forEach((r, j) => {
+          if (stats[j] === null) recordsWithoutObject.push(r);
+        });
+      }
+      records = [];
+    };
+    const cursor = this.deps.models.Media.find(filter).sort({ id: 1 }).lean().cursor({
+      batchSize: BATCH,
+    });
+    try {
+      for await (const doc of cursor) {
+        scanned.records++;
+        records.push({
+          id: doc.id,
+          organizationId: doc.organizationId,
+          folderId: doc.folderId ?? null,
+          key: doc.key,
+          name: doc.name,
+          mimetype: doc.mimetype,
+          bytes: doc.bytes,
+          checksum: doc.checksum,
+          jobId: doc.jobId ?? null,
+          createdAt: new Date(doc.createdAt).toISOString(),
+        });
+        if (records.length >= BATCH) await checkRecords();
+      }
+    } finally {
+      await cursor.close();
+    }
+    await checkRecords();
+
+    if (options.fix) {
+      for (const upload of toAbort) await this.deps.store.abortIncompleteUpload(upload);
+      for (let i = 0; i < objectsWithoutRecord.length; i += REMOVE_BATCH) {
+        await this.deps.store.removeMany(
+          objectsWithoutRecord.slice(i, i + REMOVE_BATCH).map((o) => o.key),
+        );
+      }
+      for (let i = 0; i < recordsWithoutObject.length; i += REMOVE_BATCH) {
+        const ids = recordsWithoutObject.slice(i, i + REMOVE_BATCH).map((r) => r.id);
+        await db(() => this.deps.models.Media.deleteMany({ id: { $in: ids } }).exec());
+      }
+    }
+
+    return {
+      scope: {
+        organization: org?.slug ?? null,
+        prefix,
+        olderThanMs: options.olderThanMs,
+        cutoff: cutoff.toISOString(),
+      },
+      fixed: options.fix,
+      clean:
+        objectsWithoutRecord.length === 0 &&
+        recordsWithoutObject.length === 0 &&
+        incompleteUploads.length === 0,
+      objectsWithoutRecord,
+      recordsWithoutObject,
+      incompleteUploads,
+      scanned,
+    };
+  }
+}
