@@ -8,10 +8,12 @@ import type { Logger } from '@shared/logger';
 import { bearerAuth } from './middleware/auth';
 import { errorHandler, notFoundHandler } from './middleware/error-handler';
 import { httpMetrics } from './middleware/http-metrics';
+import { rateLimitPerToken } from './middleware/rate-limit';
 import { requestContext } from './middleware/request-context';
 import type { ApiMetrics } from '@shared/metrics';
 import type { ReadinessChecks } from '@shared/readiness';
 import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
 import { dashboardRoutes } from './routes/dashboard.routes';
 import { docsRoutes } from './routes/docs.routes';
 import { downloadRoutes } from './routes/download.routes';
@@ -38,6 +40,8 @@ export interface AppDeps {
   readiness: ReadinessChecks;
   /** The queues the dashboard shows (when DASHBOARD_USER/PASSWORD are set). */
   queues?: Queue[];
+  /** Where the per-token rate limit counts (RATE_LIMIT_MAX); without it, in this process's memory. */
+  rateLimitRedis?: Redis;
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -63,6 +67,17 @@ export function createApp(deps: AppDeps): Express {
   }
 
   app.use('/media', bearerAuth(deps.tokens));
+  if (deps.config.rateLimit) {
+    app.use(
+      '/media',
+      rateLimitPerToken({
+        ...deps.config.rateLimit,
+        redis: deps.rateLimitRedis,
+        keyPrefix: `${deps.config.queuePrefix}:rate-limit:`,
+        logger: deps.logger,
+      }),
+    );
+  }
   app.use(uploadRoutes({ uploads: deps.uploads, config: deps.config, metrics: deps.metrics }));
   app.use(downloadRoutes({ downloads: deps.downloads }));
   app.use(

@@ -18,6 +18,8 @@ import { TokensRepository } from '@shared/repositories/tokens.repository';
 import { createObjectStore } from '@shared/storage/create-object-store';
 import type { ObjectStore } from '@shared/storage/object-store';
 import { BullJobQueue } from '@shared/queue/job-queue';
+import { createRedis, waitForRedis } from '@shared/queue/redis';
+import type { Redis } from 'ioredis';
 import { DownloadService } from './services/download.service';
 import { JobsService } from './services/jobs.service';
 import { OrganizationsService } from './services/organizations.service';
@@ -39,6 +41,8 @@ export interface ApiContext extends DataContext {
   queues: Queue[];
   store: ObjectStore;
   queue: BullJobQueue;
+  /** The rate limiter's own fail-fast Redis connection; undefined when rate limiting is off. */
+  rateLimitRedis: Redis | undefined;
   media: MediaRepository;
   uploads: UploadService;
   downloads: DownloadService;
@@ -88,14 +92,27 @@ export async function createApiContext(
     const media = new MediaRepository(data.models, counters);
     const queue = new BullJobQueue(config, logger);
     await queue.init();
+    const rateLimitRedis =
+      config.rateLimit && config.redisUrl
+        ? createRedis(config.redisUrl, 'producer', logger)
+        : undefined;
+    if (rateLimitRedis) {
+      await waitForRedis(rateLimitRedis).catch(async (err: unknown) => {
+        rateLimitRedis.disconnect();
+        await queue.close();
+        throw err;
+      });
+    }
     return {
       ...data,
       close: async () => {
+        rateLimitRedis?.disconnect();
         await queue.close();
         await data.close();
       },
       store,
       queue,
+      rateLimitRedis,
       queues: QUEUE_NAMES.map((name) => queue.queue(name)),
       media,
       jobs: new JobsService({

@@ -1,11 +1,16 @@
 /** The API process: wires configuration, connections and the app, then listens. */
 import { once } from 'node:events';
-import { createServer } from 'node:http';
 import { ConfigError, getConfig } from '@shared/config';
 import { createLogger } from '@shared/logger';
-import { installCrashHandlers, onShutdown } from '@shared/shutdown';
+import {
+  gracefulHttpServer,
+  httpShutdownBudget,
+  installCrashHandlers,
+  onShutdown,
+} from '@shared/shutdown';
 import { createApp } from './app';
 import { createApiContext } from './context';
+import { createHttpServer } from './http-server';
 import { DASHBOARD_PATH } from './routes/dashboard.routes';
 
 async function main(): Promise<void> {
@@ -18,10 +23,8 @@ async function main(): Promise<void> {
     logger.info({ path: DASHBOARD_PATH }, 'Bull dashboard enabled (operator credentials required)');
   else
     logger.info('Bull dashboard disabled: set DASHBOARD_USER and DASHBOARD_PASSWORD to enable it');
-  const server = createServer(app);
-  // Uploads may be slow; a stalled client is cut after 5 minutes without data.
-  server.requestTimeout = 0;
-  server.timeout = 5 * 60_000;
+  const server = createHttpServer(app, logger);
+  const http = gracefulHttpServer(server, logger);
   server.listen(config.port);
   await once(server, 'listening');
   const address = server.address();
@@ -33,16 +36,17 @@ async function main(): Promise<void> {
     'API listening',
   );
 
+  // SIGTERM: new connections are refused at once; requests in flight may finish
+  // within most of SHUTDOWN_TIMEOUT_MS, then the rest are aborted (and clean up).
   onShutdown(logger, config.shutdownTimeoutMs, () => [
     {
       name: 'http',
-      run: () =>
-        new Promise<void>((resolve, reject) => {
-          server.close((err) => (err ? reject(err) : resolve()));
-          server.closeIdleConnections();
-        }),
+      run: async () => {
+        const { aborted } = await http.close(httpShutdownBudget(config.shutdownTimeoutMs));
+        logger.info({ aborted }, 'HTTP server closed');
+      },
     },
-    { name: 'mongodb', run: () => context.close() },
+    { name: 'connections', run: () => context.close() },
   ]);
 }
 

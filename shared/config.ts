@@ -181,6 +181,8 @@ const variables = z.object({
   SHUTDOWN_TIMEOUT_MS: int(25_000, 100),
   DASHBOARD_USER: optionalString,
   DASHBOARD_PASSWORD: optionalString,
+  RATE_LIMIT_MAX: int(600, 0),
+  RATE_LIMIT_WINDOW_MS: int(60_000, 1_000, 24 * 60 * 60_000),
 });
 
 const schema = variables.superRefine((env, ctx) => {
@@ -270,6 +272,8 @@ export interface Config {
   shutdownTimeoutMs: number;
   /** Operator credentials of the Bull dashboard; undefined disables it. */
   dashboard: { user: string; password: string } | undefined;
+  /** Requests per window and API token (counters in Redis, shared by replicas); undefined when RATE_LIMIT_MAX=0. */
+  rateLimit: { max: number; windowMs: number } | undefined;
 }
 
 export class ConfigError extends Error {
@@ -330,6 +334,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dashboard:
       e.DASHBOARD_USER && e.DASHBOARD_PASSWORD
         ? { user: e.DASHBOARD_USER, password: e.DASHBOARD_PASSWORD }
+        : undefined,
+    rateLimit:
+      e.RATE_LIMIT_MAX > 0
+        ? { max: e.RATE_LIMIT_MAX, windowMs: e.RATE_LIMIT_WINDOW_MS }
         : undefined,
   };
 }

@@ -21,6 +21,7 @@ export type ErrorCode =
   | 'TOO_MANY_FILES'
   | 'TOO_MANY_PARTS'
   | 'PAYLOAD_TOO_LARGE'
+  | 'HEADERS_TOO_LARGE'
   | 'UNSUPPORTED_MEDIA_TYPE'
   | 'UNREADABLE_MEDIA'
   | 'ENCRYPTED_PDF'
@@ -160,16 +161,31 @@ export const Errors = {
     ),
   tooManyParts: (message: string) => new AppError('TOO_MANY_PARTS', 413, message),
   payloadTooLarge: (message: string) => new AppError('PAYLOAD_TOO_LARGE', 413, message),
+  /** Request headers over Node's limit (answered before Express sees the request). */
+  headersTooLarge: (limit: number) =>
+    new AppError(
+      'HEADERS_TOO_LARGE',
+      431,
+      `The request headers are larger than the ${humanBytes(limit)} this server accepts`,
+    ),
   unsupportedType: (message: string, details?: ErrorDetail[]) =>
     new AppError('UNSUPPORTED_MEDIA_TYPE', 415, message, details),
   unreadable: (message: string, details?: ErrorDetail[], cause?: unknown) =>
     new AppError('UNREADABLE_MEDIA', 422, message, details, { cause }),
   encryptedPdf: (message: string, details?: ErrorDetail[]) =>
     new AppError('ENCRYPTED_PDF', 422, message, details),
-  rateLimited: (retryAfterSeconds: number) =>
-    new AppError('RATE_LIMITED', 429, 'Too many requests; slow down', undefined, {
-      headers: { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterSeconds))) },
-    }),
+  rateLimited: (retryAfterSeconds: number, policy?: { limit: number; windowMs: number }) => {
+    const seconds = Math.max(1, Math.ceil(retryAfterSeconds));
+    return new AppError(
+      'RATE_LIMITED',
+      429,
+      policy
+        ? `Too many requests for this token (at most ${policy.limit} per ${+(policy.windowMs / 1000).toFixed(3)} s); try again in ${seconds} s`
+        : 'Too many requests; slow down',
+      undefined,
+      { headers: { 'Retry-After': String(seconds) } },
+    );
+  },
   unavailable: (dependency: 'MongoDB' | 'Redis' | 'storage', cause?: unknown) =>
     new AppError(
       'DEPENDENCY_UNAVAILABLE',

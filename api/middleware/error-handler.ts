@@ -3,7 +3,11 @@
  * `{ statusCode, message, error, details?, requestId }`. Unknown errors are a
  * 500 with the request id, logged with their stack.
  */
+import { randomUUID } from 'node:crypto';
+import { maxHeaderSize, STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { ErrorRequestHandler, RequestHandler } from 'express';
+import type { Logger } from '@shared/logger';
 import { Errors, isAppError, type AppError } from '@shared/errors';
 import { requestIdOf } from './request-context';
 
@@ -62,6 +66,45 @@ export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
   };
   res.status(appError.status).json(body);
 };
+
+/**
+ * Errors Node's HTTP parser meets before Express sees a request (headers over
+ * the limit, a malformed request line), answered in the same envelope rather
+ * than Node's bare status line; the connection is then closed.
+ */
+export function clientErrorHandler(
+  logger: Logger,
+): (err: Error & { code?: string }, socket: Duplex) => void {
+  return (err, socket) => {
+    if (err.code === 'ECONNRESET' || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const appError =
+      err.code === 'HPE_HEADER_OVERFLOW'
+        ? Errors.headersTooLarge(maxHeaderSize)
+        : Errors.badRequest('The HTTP request is malformed');
+    const requestId = randomUUID();
+    logger.info({ code: appError.code, parserError: err.code, requestId }, appError.message);
+    const body = JSON.stringify({
+      statusCode: appError.status,
+      message: appError.message,
+      error: appError.code,
+      requestId,
+    } satisfies ErrorBody);
+    socket.end(
+      [
+        `HTTP/1.1 ${appError.status} ${STATUS_CODES[appError.status] ?? ''}`,
+        'Content-Type: application/json; charset=utf-8',
+        `Content-Length: ${Buffer.byteLength(body)}`,
+        `X-Request-Id: ${requestId}`,
+        'Connection: close',
+        '',
+        body,
+      ].join('\r\n'),
+    );
+  };
+}
 
 export const notFoundHandler: RequestHandler = (req, _res, next) => {
   next(Errors.notFound(`No route for ${req.method} ${req.path}`));

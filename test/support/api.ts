@@ -5,16 +5,23 @@
  * to make organizations with tokens.
  */
 import { once } from 'node:events';
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from '../../api/app';
 import { createApiContext, type ApiContext } from '../../api/context';
+import { createHttpServer } from '../../api/http-server';
 import { createLogger } from '../../shared/logger';
 import type { Organization } from '../../shared/repositories/organizations.repository';
 import type { ObjectStore } from '../../shared/storage/object-store';
 import { S3ObjectStore } from '../../shared/storage/s3-object-store';
 import { createS3Client } from '../../shared/storage/s3-client';
-import { isolatedEnv, s3Endpoint, uniqueSuffix, type IsolatedEnv } from './context';
+import {
+  isolatedEnv,
+  recordOrphansBeforeWipe,
+  s3Endpoint,
+  uniqueSuffix,
+  type IsolatedEnv,
+} from './context';
 import { hostPortOf, startTcpProxy, type TcpProxy } from './tcp-proxy';
 
 export interface TestOrg {
@@ -46,7 +53,7 @@ export async function startApi(
     logger,
     options.store ? { store: options.store } : {},
   );
-  const server = createServer(createApp(ctx));
+  const server = createHttpServer(createApp(ctx), logger);
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
@@ -75,6 +82,9 @@ export async function startApi(
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       if (!options.store) {
+        // What the wipe below would hide fails the run (global teardown). (With
+        // a store of its own, the caller records and wipes it.)
+        await recordOrphansBeforeWipe(env, ctx.store, ctx.models, ctx.queue);
         const keys: string[] = [];
         for await (const o of ctx.store.list('')) keys.push(o.key);
         await ctx.store.removeMany(keys);
@@ -83,7 +93,8 @@ export async function startApi(
           .removeBucket(env.bucket)
           .catch(() => undefined);
       }
-      await ctx.connection.dropDatabase().catch(() => undefined);
+      // A database named by the caller (MONGODB_URI) is the caller's to drop.
+      if (!options.env?.MONGODB_URI) await ctx.connection.dropDatabase().catch(() => undefined);
       await ctx.close();
     },
   };
@@ -113,6 +124,7 @@ export async function startApiWithProxiedStorage(
     proxy,
     async close() {
       await proxy.restore();
+      await recordOrphansBeforeWipe(api.env, store, api.ctx.models, api.ctx.queue);
       const keys: string[] = [];
       for await (const o of store.list('')) keys.push(o.key);
       await store.removeMany(keys);

@@ -93,6 +93,19 @@ describe('configuration', () => {
     expect(loadConfig({}).dashboard).toBeUndefined();
   });
 
+  it('limits each token to 600 requests a minute by default; RATE_LIMIT_MAX=0 turns it off', () => {
+    expect(loadConfig({}).rateLimit).toEqual({ max: 600, windowMs: 60_000 });
+    expect(loadConfig({ RATE_LIMIT_MAX: '5', RATE_LIMIT_WINDOW_MS: '2000' }).rateLimit).toEqual({
+      max: 5,
+      windowMs: 2_000,
+    });
+    expect(loadConfig({ RATE_LIMIT_MAX: '0' }).rateLimit).toBeUndefined();
+    expect(problemsOf({ RATE_LIMIT_MAX: '-1', RATE_LIMIT_WINDOW_MS: '10' }).sort()).toEqual([
+      expect.stringMatching(/^RATE_LIMIT_MAX: /),
+      expect.stringMatching(/^RATE_LIMIT_WINDOW_MS: /),
+    ]);
+  });
+
   it('treats empty values as unset and trims a trailing slash off PUBLIC_BASE_URL', () => {
     const config = loadConfig({ PORT: '', PUBLIC_BASE_URL: 'https://media.example.com/' });
     expect(config.port).toBe(3000);

@@ -233,6 +233,7 @@ const sampleErrors: Record<keyof typeof Errors, () => AppError> = {
   tooManyFiles: () => Errors.tooManyFiles(20),
   tooManyParts: () => Errors.tooManyParts('The form has too many parts'),
   payloadTooLarge: () => Errors.payloadTooLarge('The request body is too large'),
+  headersTooLarge: () => Errors.headersTooLarge(16384),
   unsupportedType: () =>
     Errors.unsupportedType('not accepted', [{ name: 'logo.svg', message: 'unknown type' }]),
   unreadable: () => Errors.unreadable('corrupt image', [{ index: 0, message: 'truncated' }]),
@@ -675,6 +676,15 @@ describe('the job endpoints in api/openapi.yaml', () => {
           if (status === '504') headers.location = statusUrl(String(value.jobId));
           if (status === '401') headers['www-authenticate'] = 'Bearer realm="media"';
           if (value.dependency !== undefined) headers['retry-after'] = '5';
+          if (status === '429') {
+            Object.assign(headers, {
+              'retry-after': '42',
+              'ratelimit-policy': '600;w=60',
+              'ratelimit-limit': '600',
+              'ratelimit-remaining': '0',
+              'ratelimit-reset': '42',
+            });
+          }
           try {
             expectMatchesSpec(
               method,

@@ -408,8 +408,18 @@ describe('headers over the limit', () => {
       headers: {},
       body: { message: err.code },
     }));
-    // Node's HTTP parser answers before the application sees the request.
+    // Node's HTTP parser refuses them before Express sees the request; the
+    // server's clientError handler still answers in the documented envelope.
     expect(reply.status).toBe(431);
+    expect(reply.body).toMatchObject({
+      statusCode: 431,
+      error: 'HEADERS_TOO_LARGE',
+      message: expect.stringMatching(/headers are larger than the 16 KB/) as unknown,
+      requestId: expect.any(String) as unknown,
+    });
+    expect((reply.headers as Record<string, unknown>)['x-request-id']).toBe(
+      (reply.body as { requestId: string }).requestId,
+    );
   });
 });
 

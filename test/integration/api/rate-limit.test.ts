@@ -1,0 +1,288 @@
+/**
+ * Per-token rate limiting (RATE_LIMIT_MAX per RATE_LIMIT_WINDOW_MS), counted
+ * in Redis: a token over its budget gets 429 RATE_LIMITED with Retry-After
+ * while other tokens are served; two API instances on the same Redis and
+ * QUEUE_PREFIX share the count; the budget comes back after the window;
+ * requests that fail authentication spend nothing; and when Redis is down or
+ * stops answering, requests are served (fail open) without waiting long.
+ */
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { createConnection, createServer, type Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { startApi, type TestApi, type TestOrg } from '../../support/api';
+import { redisUrl } from '../../support/context';
+import { fixture, form } from '../../support/files';
+import { expectMatchesSpec } from '../../support/openapi';
+import { hostPortOf, startTcpProxy } from '../../support/tcp-proxy';
+
+const MAX = 3;
+const WINDOW_MS = 6_000; // long enough for a slow machine to send a few requests within one window
+const limits = { RATE_LIMIT_MAX: String(MAX), RATE_LIMIT_WINDOW_MS: String(WINDOW_MS) };
+
+let api: TestApi;
+let acme: TestOrg;
+let other: TestOrg;
+let key: string;
+
+/** A fresh token of an organization (each test starts with a full budget). */
+async function newToken(on: TestApi, org: TestOrg): Promise<{ id: string; auth: string }> {
+  const issued = await on.ctx.tokens.issue(org.organization.id);
+  return { id: issued.tokenId, auth: `Bearer ${issued.token}` };
+}
+
+async function upload(on: TestApi, auth: string, file = 'Canon_40D.jpg') {
+  const res = await fetch(`${on.url}/media/upload`, {
+    method: 'POST',
+    headers: { Authorization: auth },
+    body: form([['file', fixture(file), file]]),
+  });
+  const body = (await res.json()) as { data: { key: string }; error?: string };
+  return { res, body };
+}
+
+async function download(on: TestApi, auth: string, media = key, method = 'GET') {
+  const started = Date.now();
+  const res = await fetch(`${on.url}/media/download?media=${encodeURIComponent(media)}`, {
+    method,
+    headers: { Authorization: auth },
+  });
+  const bytes = Buffer.from(await res.arrayBuffer());
+  return { res, bytes, ms: Date.now() - started };
+}
+
+const remaining = (res: Response) => res.headers.get('ratelimit-remaining');
+
+beforeAll(async () => {
+  api = await startApi('ratelimit', { env: limits });
+  acme = await api.createOrg('acme');
+  other = await api.createOrg('other');
+  const setup = await newToken(api, acme);
+  const stored = await upload(api, setup.auth);
+  expect(stored.res.status).toBe(201);
+  key = stored.body.data.key;
+});
+afterAll(() => api.close());
+
+describe('a token over its budget', () => {
+  it('gets 429 RATE_LIMITED with Retry-After, while other tokens are served', async () => {
+    const token = await newToken(api, acme);
+    for (let i = 1; i <= MAX; i++) {
+      const { res } = await download(api, token.auth);
+      expect(res.status).toBe(200);
+      expect(res.headers.get('ratelimit-limit')).toBe(String(MAX));
+      expect(res.headers.get('ratelimit-policy')).toBe(`${MAX};w=${WINDOW_MS / 1000}`);
+      expect(remaining(res)).toBe(String(MAX - i));
+    }
+
+    const { res, bytes } = await download(api, token.auth);
+    expect(res.status).toBe(429);
+    const retryAfter = Number(res.headers.get('retry-after'));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(WINDOW_MS / 1000);
+    expect(remaining(res)).toBe('0');
+    const body = JSON.parse(bytes.toString('utf8')) as Record<string, unknown>;
+    expect(body).toMatchObject({ statusCode: 429, error: 'RATE_LIMITED' });
+    expect(body.message).toMatch(new RegExp(`at most ${MAX} per ${WINDOW_MS / 1000} s`));
+    expect(body.requestId).toBe(res.headers.get('x-request-id'));
+    expectMatchesSpec('GET', '/media/download', 429, body, res.headers);
+
+    // Every /media endpoint is limited, HEAD included, and a refused upload stores nothing.
+    const head = await download(api, token.auth, key, 'HEAD');
+    expect(head.res.status).toBe(429);
+    expectMatchesSpec('HEAD', '/media/download', 429, '', head.res.headers);
+    const before = await api.objectKeys();
+    const refused = await upload(api, token.auth, 'minimal-document.pdf');
+    expect([refused.res.status, refused.body.error]).toEqual([429, 'RATE_LIMITED']);
+    expectMatchesSpec('POST', '/media/upload', 429, refused.body, refused.res.headers);
+    expect(await api.objectKeys()).toEqual(before);
+
+    // Another token of the same organization, and another organization's token, are served.
+    const sibling = await newToken(api, acme);
+    const siblingAnswer = await download(api, sibling.auth);
+    expect(siblingAnswer.res.status).toBe(200);
+    expect(remaining(siblingAnswer.res)).toBe(String(MAX - 1));
+    const stranger = await newToken(api, other);
+    expect((await download(api, stranger.auth)).res.status).toBe(404); // not its key; not limited
+  });
+
+  it('is served again once the window has passed', async () => {
+    const token = await newToken(api, acme);
+    for (let i = 0; i < MAX; i++) expect((await download(api, token.auth)).res.status).toBe(200);
+    const limited = await download(api, token.auth);
+    expect(limited.res.status).toBe(429);
+    const retryAfter = Number(limited.res.headers.get('retry-after'));
+    await new Promise((resolve) => setTimeout(resolve, retryAfter * 1000 + 250));
+    const again = await download(api, token.auth);
+    expect(again.res.status).toBe(200);
+    expect(remaining(again.res)).toBe(String(MAX - 1));
+  });
+
+  it('is not charged for requests that fail authentication, even with its token id', async () => {
+    const token = await newToken(api, acme);
+    const forged = `Bearer mst_${token.id}_${randomBytes(32).toString('base64url')}`;
+    for (let i = 0; i < MAX * 3; i++) {
+      const { res } = await download(api, forged);
+      expect(res.status).toBe(401);
+      expect(remaining(res)).toBeNull();
+    }
+    const { res } = await download(api, token.auth);
+    expect(res.status).toBe(200);
+    expect(remaining(res)).toBe(String(MAX - 1));
+  });
+});
+
+describe('two API instances on the same Redis and QUEUE_PREFIX', () => {
+  let twin: TestApi;
+  beforeAll(async () => {
+    twin = await startApi('ratelimit-twin', {
+      store: api.ctx.store,
+      env: {
+        ...limits,
+        QUEUE_PREFIX: api.env.queuePrefix,
+        MONGODB_URI: api.env.env.MONGODB_URI,
+        S3_BUCKET: api.env.bucket,
+      },
+    });
+  });
+  afterAll(() => twin.close());
+
+  it('share one count per token', async () => {
+    const token = await newToken(api, acme);
+    const seen: (string | null)[] = [];
+    for (const on of [api, twin, api]) {
+      const { res } = await download(on, token.auth);
+      expect(res.status).toBe(200);
+      seen.push(remaining(res));
+    }
+    expect(seen).toEqual(['2', '1', '0']);
+    const { res } = await download(twin, token.auth);
+    expect(res.status).toBe(429);
+    expect(Number(res.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe('when Redis is unreachable, the limit fails open', () => {
+  it('serves downloads and uploads at once while Redis refuses connections, and limits again after', async () => {
+    const target = hostPortOf(redisUrl());
+    const proxy = await startTcpProxy(target.host, target.port);
+    const down = await startApi('ratelimit-down', {
+      env: { REDIS_URL: proxy.via(redisUrl()), RATE_LIMIT_MAX: '2', RATE_LIMIT_WINDOW_MS: '60000' },
+    });
+    try {
+      const org = await down.createOrg('down');
+      const stored = await upload(down, org.auth.Authorization);
+      expect(stored.res.status).toBe(201);
+      const token = await newToken(down, org);
+      const media = stored.body.data.key;
+      expect((await download(down, token.auth, media)).res.status).toBe(200);
+      expect((await download(down, token.auth, media)).res.status).toBe(200);
+      expect((await download(down, token.auth, media)).res.status).toBe(429);
+
+      await proxy.cut();
+      const served = await download(down, token.auth, media);
+      expect(served.res.status).toBe(200);
+      expect(served.bytes.equals(fixture('Canon_40D.jpg'))).toBe(true);
+      expect(served.ms).toBeLessThan(2_000);
+      expect(served.res.headers.get('ratelimit-limit')).toBeNull(); // not counted
+      const started = Date.now();
+      const uploaded = await upload(down, token.auth, 'minimal-document.pdf');
+      expect(uploaded.res.status).toBe(201);
+      expect(Date.now() - started).toBeLessThan(5_000);
+
+      // Redis back: the count it kept applies again (after the reconnect backoff, at most 2 s).
+      await proxy.restore();
+      const deadline = Date.now() + 15_000;
+      let status = 0;
+      while (Date.now() < deadline) {
+        status = (await download(down, token.auth, media)).res.status;
+        if (status === 429) break;
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      expect(status).toBe(429);
+    } finally {
+      await proxy.restore();
+      await down.close();
+      await proxy.close();
+    }
+  });
+
+  it('does not hang when Redis accepts the connection but stops answering', async () => {
+    const target = hostPortOf(redisUrl());
+    const proxy = await startFreezableProxy(target.host, target.port);
+    const hung = await startApi('ratelimit-hung', {
+      env: {
+        REDIS_URL: redisUrl().replace(`${target.host}:${target.port}`, `127.0.0.1:${proxy.port}`),
+        RATE_LIMIT_MAX: '5',
+      },
+    });
+    try {
+      const org = await hung.createOrg('hung');
+      const stored = await upload(hung, org.auth.Authorization);
+      expect(stored.res.status).toBe(201);
+      const before = await download(hung, org.auth.Authorization, stored.body.data.key);
+      expect(before.res.headers.get('ratelimit-limit')).toBe('5');
+
+      proxy.freeze();
+      const served = await download(hung, org.auth.Authorization, stored.body.data.key);
+      expect(served.res.status).toBe(200);
+      expect(served.res.headers.get('ratelimit-limit')).toBeNull();
+      // The limiter gives up on Redis after 1 s; allow for a loaded machine.
+      expect(served.ms).toBeLessThan(3_000);
+    } finally {
+      proxy.thaw(); // and start afresh, so the API's connections close promptly
+      proxy.dropConnections();
+      await hung.close();
+      await proxy.close();
+    }
+  });
+});
+
+/**
+ * A TCP proxy whose `freeze()` keeps every connection open but stops passing
+ * bytes either way: the service "hangs" (unlike tcp-proxy's cut(), which
+ * closes connections, so clients notice at once).
+ */
+async function startFreezableProxy(host: string, port: number) {
+  let frozen = false;
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = createConnection({ host, port });
+    sockets.add(client).add(upstream);
+    const drop = () => {
+      client.destroy();
+      upstream.destroy();
+      sockets.delete(client);
+      sockets.delete(upstream);
+    };
+    client.on('error', drop).on('close', drop);
+    upstream.on('error', drop).on('close', drop);
+    client.on('data', (chunk: Buffer) => {
+      if (!frozen) upstream.write(chunk);
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      if (!frozen) client.write(chunk);
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    port: (server.address() as AddressInfo).port,
+    freeze() {
+      frozen = true;
+    },
+    thaw() {
+      frozen = false;
+    },
+    dropConnections() {
+      for (const s of sockets) s.destroy();
+      sockets.clear();
+    },
+    async close() {
+      for (const s of sockets) s.destroy();
+      const closed = once(server, 'close');
+      server.close();
+      await closed;
+    },
+  };
+}

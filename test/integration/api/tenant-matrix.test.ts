@@ -1,0 +1,296 @@
+/**
+ * Tenant isolation on every endpoint that names a stored thing: with two
+ * organizations, every operation of api/openapi.yaml that takes a media key,
+ * a folder id or a job id answers 404 (never 403, never the data) when given
+ * the other organization's, in the documented envelope, and does nothing: no
+ * record, no object (merge inputs already uploaded are removed), no job. The
+ * same request with the owner's token succeeds, so the 404 is about tenancy.
+ *
+ * The table is built from the spec's parameters and request bodies, so a new
+ * operation or input that takes a key or id is in it as soon as it is
+ * described (and fails until a request for it is written below).
+ * (test/integration/api/tenants.test.ts covers same-name folders and
+ * concurrent uploads across organizations.)
+ */
+import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import { startApi, type TestApi, type TestOrg } from '../../support/api';
+import { fixture, form } from '../../support/files';
+import { deref, expectMatchesSpec, nodeAt, pointerOf, specOperations } from '../../support/openapi';
+
+/** Inputs that name a stored thing, and the 404 code another tenant's value gets. */
+const ID_INPUTS: Record<string, string> = {
+  media: 'MEDIA_NOT_FOUND',
+  mediaKey: 'MEDIA_NOT_FOUND',
+  mediaKeys: 'MEDIA_NOT_FOUND',
+  'mediaKeys[]': 'MEDIA_NOT_FOUND',
+  folderId: 'FOLDER_NOT_FOUND',
+  id: 'JOB_NOT_FOUND',
+};
+/** Names that look like a key or an id: each must be in ID_INPUTS (or this test needs a look). */
+const LOOKS_LIKE_ID = /(?:key|id)s?(?:\[\])?$/i;
+
+type Json = Record<string, unknown>;
+type Row = { method: string; path: string; input: string; where: 'query' | 'path' | 'body' };
+
+/** Every (operation, input naming a stored thing) pair the spec describes. */
+function specRows(): { rows: Row[]; unknown: string[] } {
+  const rows: Row[] = [];
+  const unknown: string[] = [];
+  const add = (row: Row) => {
+    if (row.input in ID_INPUTS) {
+      if (!rows.some((r) => JSON.stringify(r) === JSON.stringify(row))) rows.push(row);
+    } else if (LOOKS_LIKE_ID.test(row.input)) {
+      unknown.push(`${row.method} ${row.path} ${row.input}`);
+    }
+  };
+  for (const { method, path } of specOperations()) {
+    const pointer = pointerOf(['paths', path, method.toLowerCase()]);
+    const op = nodeAt(pointer) as Json;
+    const params = Array.isArray(op.parameters) ? op.parameters : [];
+    params.forEach((raw, i) => {
+      const p = deref(raw, `${pointer}/parameters/${i}`).node as { name: string; in: string };
+      if (p.in === 'query' || p.in === 'path') add({ method, path, input: p.name, where: p.in });
+    });
+    if (op.requestBody === undefined) continue;
+    const body = deref(op.requestBody, `${pointer}/requestBody`).node;
+    for (const [type, media] of Object.entries((body.content ?? {}) as Json)) {
+      const schema = (media as Json).schema;
+      if (schema === undefined) continue;
+      const at = `${pointer}/requestBody/content/${pointerOf([type]).slice(1)}/schema`;
+      const properties = (deref(schema, at).node.properties ?? {}) as Json;
+      for (const input of Object.keys(properties)) add({ method, path, input, where: 'body' });
+    }
+  }
+  return { rows, unknown };
+}
+
+let api: TestApi;
+let alpha: TestOrg;
+let beta: TestOrg;
+/** alpha's things, which beta must not reach. */
+const owned = { jpegKey: '', pdfKey: '', folderId: 0, jobId: '' };
+
+beforeAll(async () => {
+  api = await startApi('tenantmatrix');
+  alpha = await api.createOrg('alpha');
+  beta = await api.createOrg('beta');
+  const upload = async (fd: FormData) => {
+    const res = await fetch(`${api.url}/media/upload`, {
+      method: 'POST',
+      headers: alpha.auth,
+      body: fd,
+    });
+    expect(res.status).toBe(201);
+    return ((await res.json()) as { data: { key: string; folderId: number } }).data;
+  };
+  const jpeg = await upload(
+    form([
+      ['folder', 'private'],
+      ['file', fixture('Canon_40D.jpg'), 'secret.jpg'],
+    ]),
+  );
+  const pdf = await upload(form([['file', fixture('minimal-document.pdf'), 'contract.pdf']]));
+  const job = await fetch(`${api.url}/media/metadata?mediaKey=${encodeURIComponent(jpeg.key)}`, {
+    headers: { ...alpha.auth, Prefer: 'respond-async' },
+  });
+  expect(job.status).toBe(202);
+  Object.assign(owned, {
+    jpegKey: jpeg.key,
+    pdfKey: pdf.key,
+    folderId: jpeg.folderId,
+    jobId: ((await job.json()) as { data: { jobId: string } }).data.jobId,
+  });
+});
+afterAll(() => api.close());
+
+type Answer = { status: number; headers: Headers | IncomingHttpHeaders; text: string };
+
+async function viaFetch(path: string, init: RequestInit): Promise<Answer> {
+  const res = await fetch(`${api.url}${path}`, init);
+  return { status: res.status, headers: res.headers, text: await res.text() };
+}
+
+/** GET with a JSON body (fetch refuses one; the metadata endpoint reads it). */
+function getWithBody(path: string, headers: Record<string, string>, body: string): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${api.url}${path}`, {
+      method: 'GET',
+      headers: {
+        ...headers,
+        'Content-Type': 'application/json',
+        'Content-Length': Buffer.byteLength(body),
+      },
+    });
+    req.on('error', reject);
+    req.on('response', (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          headers: res.headers,
+          text: Buffer.concat(chunks).toString('utf8'),
+        }),
+      );
+    });
+    req.end(body);
+  });
+}
+
+const async = { Prefer: 'respond-async' }; // job endpoints: answer 202 at once (no worker here)
+const pdf = () => fixture('minimal-document.pdf');
+
+/** For each row: the request, made with the given organization's token. */
+const REQUESTS: Record<string, (org: TestOrg) => Promise<Answer>> = {
+  'GET /media/download media (query)': (org) =>
+    viaFetch(`/media/download?media=${encodeURIComponent(owned.jpegKey)}`, { headers: org.auth }),
+  'HEAD /media/download media (query)': (org) =>
+    viaFetch(`/media/download?media=${encodeURIComponent(owned.jpegKey)}`, {
+      method: 'HEAD',
+      headers: org.auth,
+    }),
+  'GET /media/metadata mediaKey (query)': (org) =>
+    viaFetch(`/media/metadata?mediaKey=${encodeURIComponent(owned.jpegKey)}`, {
+      headers: { ...org.auth, ...async },
+    }),
+  'GET /media/metadata mediaKey (body)': (org) =>
+    getWithBody(
+      '/media/metadata',
+      { ...org.auth, ...async },
+      JSON.stringify({ mediaKey: owned.jpegKey }),
+    ),
+  'POST /media/convert mediaKey (body)': (org) =>
+    viaFetch('/media/convert', {
+      method: 'POST',
+      headers: { ...org.auth, ...async, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ mediaKey: owned.jpegKey, format: 'webp' }),
+    }),
+  // An uploaded input first: it is streamed to storage before the key is refused, and must go.
+  'POST /media/merge-pdfs mediaKeys (body)': (org) =>
+    viaFetch('/media/merge-pdfs', {
+      method: 'POST',
+      headers: { ...org.auth, ...async },
+      body: form([
+        ['files', pdf(), 'mine.pdf'],
+        ['mediaKeys', owned.pdfKey],
+      ]),
+    }),
+  'POST /media/merge-pdfs mediaKeys[] (body)': (org) =>
+    viaFetch('/media/merge-pdfs', {
+      method: 'POST',
+      headers: { ...org.auth, ...async },
+      body: form([['mediaKeys[]', JSON.stringify([owned.pdfKey])]]),
+    }),
+  'POST /media/merge-pdfs folderId (body)': (org) =>
+    viaFetch('/media/merge-pdfs', {
+      method: 'POST',
+      headers: { ...org.auth, ...async },
+      body: form([
+        ['files', pdf(), 'mine.pdf'],
+        ['folderId', String(owned.folderId)],
+      ]),
+    }),
+  'POST /media/upload folderId (body)': (org) =>
+    viaFetch('/media/upload', {
+      method: 'POST',
+      headers: org.auth,
+      body: form([
+        ['folderId', String(owned.folderId)],
+        ['file', fixture('Canon_40D.jpg'), 'x.jpg'],
+      ]),
+    }),
+  'POST /media/upload/multiple folderId (body)': (org) =>
+    viaFetch('/media/upload/multiple', {
+      method: 'POST',
+      headers: org.auth,
+      // The folder comes after the files: they are already stored when it is refused.
+      body: form([
+        ['files', fixture('Canon_40D.jpg'), 'x.jpg'],
+        ['files', pdf(), 'y.pdf'],
+        ['folderId', String(owned.folderId)],
+      ]),
+    }),
+  'POST /media/upload/base64 folderId (body)': (org) =>
+    viaFetch('/media/upload/base64', {
+      method: 'POST',
+      headers: { ...org.auth, 'Content-Type': 'application/json' },
+      body: JSON.stringify({
+        file: `data:image/jpeg;base64,${fixture('Canon_40D.jpg').toString('base64')}`,
+        folderId: owned.folderId,
+      }),
+    }),
+  'GET /media/jobs/{id} id (path)': (org) =>
+    viaFetch(`/media/jobs/${encodeURIComponent(owned.jobId)}`, { headers: org.auth }),
+};
+
+const { rows, unknown } = specRows();
+const nameOf = (r: Row) => `${r.method} ${r.path} ${r.input} (${r.where})`;
+
+describe('the table', () => {
+  it('covers every input of the spec that names a key or an id, with a request for each', () => {
+    expect(unknown).toEqual([]);
+    expect(rows.map(nameOf).filter((name) => !(name in REQUESTS))).toEqual([]);
+    // The endpoints the issue names are all in it.
+    const ops = new Set(rows.map((r) => `${r.method} ${r.path}`));
+    for (const op of [
+      'GET /media/download',
+      'GET /media/metadata',
+      'POST /media/convert',
+      'POST /media/merge-pdfs',
+      'GET /media/jobs/{id}',
+      'POST /media/upload',
+      'POST /media/upload/multiple',
+      'POST /media/upload/base64',
+    ]) {
+      expect([...ops]).toContain(op);
+    }
+  });
+});
+
+describe("another organization's key, folder id or job id is a 404", () => {
+  const controls: Answer[] = [];
+
+  it.each(rows.map((r): [string, Row] => [nameOf(r), r]))('%s', async (name, row) => {
+    const make = REQUESTS[name];
+    if (!make) throw new Error(`no request for ${name}`);
+    const expectedCode = ID_INPUTS[row.input]!;
+
+    const refused = await make(beta);
+    expect(refused.status).toBe(404);
+    expectMatchesSpec(row.method, row.path, 404, refused.text, refused.headers);
+    if (row.method !== 'HEAD') {
+      const body = JSON.parse(refused.text) as Json;
+      expect(body).toMatchObject({ statusCode: 404, error: expectedCode });
+      // Nothing of alpha's leaks into the answer, beyond the value beta sent.
+      expect(refused.text).not.toContain('"organizationId"');
+      expect(refused.text).not.toContain('secret.jpg');
+    }
+
+    // Control: the owner gets the thing (so the 404 is about tenancy, not a typo).
+    const served = await make(alpha);
+    expect([200, 201, 202]).toContain(served.status);
+    controls.push(served);
+  });
+
+  it('stored, recorded and queued nothing for the refused requests', async () => {
+    expect(
+      await api.ctx.models.Media.countDocuments({ organizationId: beta.organization.id }),
+    ).toBe(0);
+    expect(await api.objectKeys(`${beta.organization.slug}/`)).toEqual([]);
+    expect(
+      await api.ctx.models.Folder.countDocuments({ organizationId: beta.organization.id }),
+    ).toBe(0);
+    // Jobs: exactly alpha's (the one made in beforeAll and those of the controls); none for beta.
+    const counts = await api.ctx.queue.counts();
+    const total = Object.values(counts)
+      .flatMap((byState) => Object.values(byState))
+      .reduce((a, b) => a + b, 0);
+    expect(controls.length).toBe(rows.length);
+    const alphaJobs = new Set([owned.jobId]);
+    for (const c of controls.filter((c) => c.status === 202)) {
+      alphaJobs.add((JSON.parse(c.text) as { data: { jobId: string } }).data.jobId);
+    }
+    expect(alphaJobs.size).toBeGreaterThan(1);
+    expect(total).toBe(alphaJobs.size);
+  });
+});
