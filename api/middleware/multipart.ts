@@ -295,3 +295,29 @@ export async function readFields(
   }
   return fields;
 }
+
+/** How long a connection closed after an early answer keeps reading what the client still sends. */
+export const LINGER_MS = 5_000;
+
+/**
+ * Closes the connection after the answer to a request whose body was refused
+ * part-way (413, a malformed part), the way RFC 9112 section 9.6 asks: send the
+ * answer, half-close, and keep reading (and discarding) what the client still
+ * sends until it closes its side or LINGER_MS pass. Closing at once, as Node
+ * does after `Connection: close`, makes the kernel answer the client's
+ * in-flight bytes with a reset, which can destroy the answer before the client
+ * reads it (the client then sees ECONNRESET instead of the 413).
+ */
+export function closeAfterAnswer(req: Request): void {
+  req.res?.setHeader('Connection', 'close');
+  const socket = req.socket;
+  // Node ends a `Connection: close` response with socket.destroySoon().
+  socket.destroySoon = function lingeringClose(this: typeof socket) {
+    this.end();
+    this.resume();
+    const timer = setTimeout(() => this.destroy(), LINGER_MS);
+    timer.unref();
+    this.once('close', () => clearTimeout(timer));
+    this.once('end', () => this.destroy());
+  };
+}

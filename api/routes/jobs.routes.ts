@@ -15,6 +15,7 @@ import type { Organization } from '@shared/repositories/organizations.repository
 import { principalOf } from '../middleware/auth';
 import { requestIdOf } from '../middleware/request-context';
 import {
+  closeAfterAnswer,
   isMultipart,
   lastField,
   MultipartFailure,
@@ -229,7 +230,7 @@ export function jobRoutes(deps: {
       await Promise.allSettled(inputs);
       await uploads.discard(temporary);
       if (err instanceof MultipartFailure) {
-        res.setHeader('Connection', 'close');
+        closeAfterAnswer(req);
         throw (err as MultipartFailure<unknown>).error;
       }
       throw err;

@@ -13,6 +13,7 @@ import type { ApiMetrics } from '@shared/metrics';
 import type { Folder } from '@shared/repositories/folders.repository';
 import { principalOf } from '../middleware/auth';
 import {
+  closeAfterAnswer,
   isMultipart,
   lastField,
   MultipartFailure,
@@ -121,7 +122,7 @@ export function uploadRoutes(deps: {
       await uploads.discard(stored);
       if (err instanceof MultipartFailure) {
         // The rest of the body is being discarded; close the connection after answering.
-        req.res?.setHeader('Connection', 'close');
+        closeAfterAnswer(req);
         throw (err as MultipartFailure<unknown>).error;
       }
       throw err;

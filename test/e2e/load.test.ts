@@ -80,7 +80,9 @@ it('64 clients, two workers: no 5xx, every upload and conversion stored once or 
     const stats = result.endpoints[endpoint];
     expect({ endpoint, busy: stats.requests >= 10 }).toEqual({ endpoint, busy: true });
     const failures = Object.keys(stats.statuses).filter((s) => s === 'error' || Number(s) >= 500);
-    expect({ endpoint, failures }).toEqual({ endpoint, failures: [] });
+    // (with what went wrong, when something did)
+    const details = result.unexpected.filter((u) => u.endpoint === endpoint);
+    expect({ endpoint, failures, details }).toEqual({ endpoint, failures: [], details: [] });
   }
   // Every answer is the expected one: 2xx, or 413/415 for the uploads meant to be refused.
   expect({ unexpected: result.unexpected, apiErrors: errorLogs() }).toEqual({
