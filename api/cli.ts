@@ -14,6 +14,8 @@ import { ConfigError, getConfig } from '@shared/config';
 import { isAppError } from '@shared/errors';
 import { adoptRunningState } from '@shared/embedded/state';
 import { createLogger } from '@shared/logger';
+import { CountersRepository } from '@shared/repositories/counters.repository';
+import { MediaRepository } from '@shared/repositories/media.repository';
 import { BullJobQueue } from '@shared/queue/job-queue';
 import { createObjectStore } from '@shared/storage/create-object-store';
 import { createDataContext, type DataContext } from './context';
@@ -125,7 +127,11 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
       // Jobs not finished yet own their temporary inputs: the queue says which.
       const queue = ctx.config.redisUrl ? new BullJobQueue(ctx.config, ctx.logger) : undefined;
       try {
-        return await new ReconcileService({ store, models: ctx.models, jobs: queue }).run({
+        return await new ReconcileService({
+          store,
+          media: new MediaRepository(ctx.models, new CountersRepository(ctx.models)),
+          jobs: queue,
+        }).run({
           organization,
           olderThanMs,
           fix,

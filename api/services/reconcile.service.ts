@@ -16,8 +16,7 @@
  * as long as a job that has not ended (read from the queue) names it. The bucket is listed as a stream and
  * checked against MongoDB in batches; memory holds one batch and what was found.
  */
-import { db } from '@shared/db/errors';
-import type { Models } from '@shared/db/models';
+import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
 import type { ObjectStore } from '@shared/storage/object-store';
 
 /** Objects checked against MongoDB per query; records checked against storage per batch. */
@@ -47,18 +46,11 @@ export interface OrphanObject {
   temporary: boolean;
 }
 
-export interface MissingObjectRecord {
-  id: number;
-  organizationId: number;
-  folderId: number | null;
-  key: string;
-  name: string;
-  mimetype: string;
-  bytes: number;
-  checksum: string;
-  jobId: string | null;
+/** A record whose object is missing, as the report lists it (in full: `fix` deletes it). */
+export type MissingObjectRecord = Omit<MediaRecord, 'createdAt' | 'updatedAt'> & {
   createdAt: string;
-}
+  updatedAt: string;
+};
 
 export interface OpenUpload {
   key: string;
@@ -101,7 +93,10 @@ export class ReconcileService {
   constructor(
     private readonly deps: {
       store: ObjectStore;
-      models: Pick<Models, 'Media'>;
+      media: Pick<
+        MediaRepository,
+        'recordedKeys' | 'countCreatedSince' | 'createdBefore' | 'removeByIds'
+      >;
       /** Without it, a temporary input is spared by the grace period only. */
       jobs?: JobInputs;
     },
@@ -143,13 +138,7 @@ export class ReconcileService {
     let batch: { key: string; size: number; lastModified: Date }[] = [];
     const checkObjects = async () => {
       if (batch.length === 0) return;
-      const keys = batch.map((o) => o.key);
-      const recorded = await db(() =>
-        this.deps.models.Media.find({ key: { $in: keys } }, { key: 1, _id: 0 })
-          .lean()
-          .exec(),
-      );
-      const known = new Set(recorded.map((r) => r.key));
+      const known = await this.deps.media.recordedKeys(batch.map((o) => o.key));
       for (const o of batch) {
         if (known.has(o.key)) continue;
         objectsWithoutRecord.push({
@@ -177,17 +166,7 @@ export class ReconcileService {
     await checkObjects();
 
     const recordsWithoutObject: MissingObjectRecord[] = [];
-    const filter = {
-      ...(org ? { organizationId: org.id } : {}),
-      createdAt: { $lt: cutoff },
-    };
-    const recentRecords = await db(() =>
-      this.deps.models.Media.countDocuments({
-        ...(org ? { organizationId: org.id } : {}),
-        createdAt: { $gte: cutoff },
-      }).exec(),
-    );
-    scanned.tooRecent += recentRecords;
+    scanned.tooRecent += await this.deps.media.countCreatedSince(cutoff, org?.id ?? null);
     let records: MissingObjectRecord[] = [];
     const checkRecords = async () => {
       for (let i = 0; i < records.length; i += STAT_CONCURRENCY) {
@@ -199,28 +178,14 @@ export class ReconcileService {
       }
       records = [];
     };
-    const cursor = this.deps.models.Media.find(filter).sort({ id: 1 }).lean().cursor({
-      batchSize: BATCH,
-    });
-    try {
-      for await (const doc of cursor) {
-        scanned.records++;
-        records.push({
-          id: doc.id,
-          organizationId: doc.organizationId,
-          folderId: doc.folderId ?? null,
-          key: doc.key,
-          name: doc.name,
-          mimetype: doc.mimetype,
-          bytes: doc.bytes,
-          checksum: doc.checksum,
-          jobId: doc.jobId ?? null,
-          createdAt: new Date(doc.createdAt).toISOString(),
-        });
-        if (records.length >= BATCH) await checkRecords();
-      }
-    } finally {
-      await cursor.close();
+    for await (const record of this.deps.media.createdBefore(cutoff, org?.id ?? null, BATCH)) {
+      scanned.records++;
+      records.push({
+        ...record,
+        createdAt: record.createdAt.toISOString(),
+        updatedAt: record.updatedAt.toISOString(),
+      });
+      if (records.length >= BATCH) await checkRecords();
     }
     await checkRecords();
 
@@ -233,7 +198,7 @@ export class ReconcileService {
       }
       for (let i = 0; i < recordsWithoutObject.length; i += REMOVE_BATCH) {
         const ids = recordsWithoutObject.slice(i, i + REMOVE_BATCH).map((r) => r.id);
-        await db(() => this.deps.models.Media.deleteMany({ id: { $in: ids } }).exec());
+        await this.deps.media.removeByIds(ids);
       }
     }
 

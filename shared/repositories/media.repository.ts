@@ -65,4 +65,48 @@ export class MediaRepository {
   async countByKey(key: string): Promise<number> {
     return db(() => this.models.Media.countDocuments({ key }).exec());
   }
+
+  /** Which of `keys` have a record (in any organization). */
+  async recordedKeys(keys: string[]): Promise<Set<string>> {
+    const docs = await db(() =>
+      this.models.Media.find({ key: { $in: keys } }, { key: 1, _id: 0 })
+        .lean()
+        .exec(),
+    );
+    return new Set(docs.map((d) => d.key));
+  }
+
+  /** Records of one organization (or all) created since `since`. */
+  async countCreatedSince(since: Date, organizationId: number | null): Promise<number> {
+    return db(() =>
+      this.models.Media.countDocuments({
+        ...(organizationId === null ? {} : { organizationId }),
+        createdAt: { $gte: since },
+      }).exec(),
+    );
+  }
+
+  /** Records of one organization (or all) created before `before`, in id order, read in batches. */
+  async *createdBefore(
+    before: Date,
+    organizationId: number | null,
+    batchSize = 500,
+  ): AsyncIterable<MediaRecord> {
+    const cursor = this.models.Media.find({
+      ...(organizationId === null ? {} : { organizationId }),
+      createdAt: { $lt: before },
+    })
+      .sort({ id: 1 })
+      .lean()
+      .cursor({ batchSize });
+    try {
+      for await (const doc of cursor) yield toRecord(doc);
+    } finally {
+      await cursor.close();
+    }
+  }
+
+  async removeByIds(ids: number[]): Promise<void> {
+    await db(() => this.models.Media.deleteMany({ id: { $in: ids } }).exec());
+  }
 }

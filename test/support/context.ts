@@ -16,6 +16,8 @@ import {
 } from '../../api/services/reconcile.service';
 import { loadConfig, type Config } from '../../shared/config';
 import { createModels, type Models } from '../../shared/db/models';
+import { CountersRepository } from '../../shared/repositories/counters.repository';
+import { MediaRepository } from '../../shared/repositories/media.repository';
 import { createLogger } from '../../shared/logger';
 import { BullJobQueue } from '../../shared/queue/job-queue';
 import type { ObjectStore } from '../../shared/storage/object-store';
@@ -164,12 +166,9 @@ function registerEnv(env: Omit<RegisteredEnv, 'testPath'>): void {
  * nothing. (The cutoff is a minute ahead: storage may round an object's time
  * up to the next second.)
  */
-export function reconcileNow(
-  store: ObjectStore,
-  models: Pick<Models, 'Media'>,
-  jobs: JobInputs | undefined,
-) {
-  return new ReconcileService({ store, models, jobs }).run({
+export function reconcileNow(store: ObjectStore, models: Models, jobs: JobInputs | undefined) {
+  const media = new MediaRepository(models, new CountersRepository(models));
+  return new ReconcileService({ store, media, jobs }).run({
     olderThanMs: 0,
     now: new Date(Date.now() + 60_000),
     fix: false,
@@ -184,7 +183,7 @@ export function reconcileNow(
 export async function recordOrphansBeforeWipe(
   env: Pick<IsolatedEnv, 'bucket' | 'dbName' | 'queuePrefix'>,
   store: ObjectStore,
-  models: Pick<Models, 'Media'>,
+  models: Models,
   jobs?: JobInputs,
 ): Promise<void> {
   const dir = registryDir();
