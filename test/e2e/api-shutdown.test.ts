@@ -14,22 +14,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { startApi, type TestApi, type TestOrg } from '../support/api';
 import { fixture, sha256 } from '../support/files';
 import { startApiProcess, type ServiceProcess } from '../support/processes';
+import { eventually as pollUntil } from '../support/eventually';
 
 const MB = 1024 * 1024;
 const jpegHead = fixture('Canon_40D.jpg');
 
-/** Polls `check` until it passes or `timeoutMs` has gone by. */
-async function eventually<T>(check: () => Promise<T>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await sleep(50);
-    }
-  }
-}
+const eventually = <T>(check: () => Promise<T>, timeoutMs = 15_000) =>
+  pollUntil(check, timeoutMs, 50);
 
 interface Upload {
   req: ClientRequest;

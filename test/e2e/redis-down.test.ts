@@ -5,13 +5,13 @@
  * long before JOB_WAIT_MS), uploads and downloads go on, /readyz names Redis;
  * once Redis is back, everything works again without restarting anything.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import { startApi, type TestApi, type TestOrg } from '../support/api';
 import { redisUrl } from '../support/context';
 import { fixture, form, sha256 } from '../support/files';
 import { expectMatchesSpec } from '../support/openapi';
 import { startApiProcess, startWorkerProcess, type ServiceProcess } from '../support/processes';
 import { hostPortOf, startTcpProxy, type TcpProxy } from '../support/tcp-proxy';
+import { eventually as pollUntil } from '../support/eventually';
 
 type ErrorBody = {
   statusCode: number;
@@ -69,18 +69,8 @@ async function readyz() {
   return { status: res.status, body: (await res.json()) as Readiness };
 }
 
-/** Polls `check` until it passes or `timeoutMs` has gone by. */
-async function eventually<T>(check: () => Promise<T>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await sleep(250);
-    }
-  }
-}
+const eventually = <T>(check: () => Promise<T>, timeoutMs = 30_000) =>
+  pollUntil(check, timeoutMs, 250);
 
 beforeAll(async () => {
   harness = await startApi('e2eredis');

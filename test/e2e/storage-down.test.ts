@@ -19,6 +19,7 @@ import { fixture, form } from '../support/files';
 import { expectMatchesSpec } from '../support/openapi';
 import { startApiProcess, type ServiceProcess } from '../support/processes';
 import { hostPortOf, startTcpProxy, type TcpProxy } from '../support/tcp-proxy';
+import { eventually as pollUntil } from '../support/eventually';
 
 const MB = 1024 * 1024;
 const run = promisify(execFile);
@@ -29,18 +30,7 @@ let org: TestOrg;
 let proxy: TcpProxy;
 let api: ServiceProcess;
 
-/** Polls `check` until it passes or `timeoutMs` has gone by. */
-async function eventually<T>(check: () => Promise<T>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await sleep(100);
-    }
-  }
-}
+const eventually = <T>(check: () => Promise<T>, timeoutMs = 20_000) => pollUntil(check, timeoutMs);
 
 async function upload(bytes: Buffer, name: string) {
   const started = performance.now();

@@ -6,11 +6,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import { request } from 'node:http';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { fixture } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startApiProcess, type ServiceProcess } from '../../support/processes';
+import { eventually } from '../../support/eventually';
 
 const MB = 1024 * 1024;
 const MAX_FILES = 3;
@@ -131,19 +131,6 @@ function expectError(reply: Reply, path: string, status: number, code: string, m
   expect(reply.body.requestId).toBe(reply.headers['x-request-id']);
   if (message) expect(reply.body.message).toMatch(message);
   expectMatchesSpec('POST', path, reply.status, reply.body, reply.headers);
-}
-
-/** Polls until `check` passes or 15 s have gone by. */
-async function eventually(check: () => Promise<void>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await sleep(100);
-    }
-  }
 }
 
 /** No record, no object and no open multipart upload of the organization. */

@@ -6,7 +6,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import { request } from 'node:http';
-import { setTimeout as sleep } from 'node:timers/promises';
 import {
   startApi,
   startApiWithProxiedStorage,
@@ -16,22 +15,10 @@ import {
 import { mongoUriFor } from '../../support/context';
 import { fixture, form } from '../../support/files';
 import { hostPortOf, startTcpProxy } from '../../support/tcp-proxy';
+import { eventually } from '../../support/eventually';
 
 const MB = 1024 * 1024;
 const jpegHead = fixture('Canon_40D.jpg');
-
-/** Polls until `check` passes or 15 s have gone by. */
-async function eventually(check: () => Promise<void>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await sleep(100);
-    }
-  }
-}
 
 /**
  * Starts a multipart upload of a JPEG-looking file of `total` bytes and writes
