@@ -2,6 +2,9 @@
  * A TCP proxy in front of a real service, for fault tests: `cut()` drops every
  * connection and refuses new ones (the service "goes away" for the client,
  * whatever backend it is), `restore()` lets connections through again.
+ * `freeze()` keeps every connection open but holds the bytes either way (the
+ * service "hangs": clients notice only by their own timeouts); `thaw()`
+ * delivers what was held, in order, and passes bytes again.
  */
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { once } from 'node:events';
@@ -13,6 +16,8 @@ export interface TcpProxy {
   via(url: string): string;
   cut(): Promise<void>;
   restore(): Promise<void>;
+  freeze(): void;
+  thaw(): void;
   close(): Promise<void>;
 }
 
@@ -20,6 +25,12 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
   const sockets = new Set<Socket>();
   let server: Server | undefined;
   let port = 0;
+  /** Bytes held while frozen, per destination, in arrival order. */
+  let held: [Socket, Buffer][] | null = null;
+  const forward = (to: Socket, chunk: Buffer) => {
+    if (held) held.push([to, chunk]);
+    else if (!to.destroyed) to.write(chunk);
+  };
 
   const listen = async () => {
     server = createServer((client) => {
@@ -34,7 +45,8 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
       };
       client.on('error', drop).on('close', drop);
       upstream.on('error', drop).on('close', drop);
-      client.pipe(upstream).pipe(client);
+      client.on('data', (chunk: Buffer) => forward(upstream, chunk));
+      upstream.on('data', (chunk: Buffer) => forward(client, chunk));
     });
     server.listen(port, '127.0.0.1');
     await once(server, 'listening');
@@ -65,6 +77,14 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
       if (!server) await listen();
     },
     close: stop,
+    freeze() {
+      held ??= [];
+    },
+    thaw() {
+      const pending = held ?? [];
+      held = null;
+      for (const [to, chunk] of pending) if (!to.destroyed) to.write(chunk);
+    },
   };
 }
 

@@ -7,9 +7,6 @@
  * stops answering, requests are served (fail open) without waiting long.
  */
 import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
-import { createConnection, createServer, type Socket } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { redisUrl } from '../../support/context';
 import { fixture, form } from '../../support/files';
@@ -209,10 +206,10 @@ describe('when Redis is unreachable, the limit fails open', () => {
 
   it('does not hang when Redis accepts the connection but stops answering', async () => {
     const target = hostPortOf(redisUrl());
-    const proxy = await startFreezableProxy(target.host, target.port);
+    const proxy = await startTcpProxy(target.host, target.port);
     const hung = await startApi('ratelimit-hung', {
       env: {
-        REDIS_URL: redisUrl().replace(`${target.host}:${target.port}`, `127.0.0.1:${proxy.port}`),
+        REDIS_URL: proxy.via(redisUrl()),
         RATE_LIMIT_MAX: '5',
       },
     });
@@ -230,59 +227,9 @@ describe('when Redis is unreachable, the limit fails open', () => {
       // The limiter gives up on Redis after 1 s; allow for a loaded machine.
       expect(served.ms).toBeLessThan(3_000);
     } finally {
-      proxy.thaw(); // and start afresh, so the API's connections close promptly
-      proxy.dropConnections();
+      proxy.thaw();
       await hung.close();
       await proxy.close();
     }
   });
 });
-
-/**
- * A TCP proxy whose `freeze()` keeps every connection open but stops passing
- * bytes either way: the service "hangs" (unlike tcp-proxy's cut(), which
- * closes connections, so clients notice at once).
- */
-async function startFreezableProxy(host: string, port: number) {
-  let frozen = false;
-  const sockets = new Set<Socket>();
-  const server = createServer((client) => {
-    const upstream = createConnection({ host, port });
-    sockets.add(client).add(upstream);
-    const drop = () => {
-      client.destroy();
-      upstream.destroy();
-      sockets.delete(client);
-      sockets.delete(upstream);
-    };
-    client.on('error', drop).on('close', drop);
-    upstream.on('error', drop).on('close', drop);
-    client.on('data', (chunk: Buffer) => {
-      if (!frozen) upstream.write(chunk);
-    });
-    upstream.on('data', (chunk: Buffer) => {
-      if (!frozen) client.write(chunk);
-    });
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  return {
-    port: (server.address() as AddressInfo).port,
-    freeze() {
-      frozen = true;
-    },
-    thaw() {
-      frozen = false;
-    },
-    dropConnections() {
-      for (const s of sockets) s.destroy();
-      sockets.clear();
-    },
-    async close() {
-      for (const s of sockets) s.destroy();
-      const closed = once(server, 'close');
-      server.close();
-      await closed;
-    },
-  };
-}
