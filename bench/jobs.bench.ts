@@ -11,7 +11,7 @@
  * Run: npm run bench:jobs [-- --rounds 3 --jobs 12 --concurrency 2 --noop 1000]
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -76,20 +76,8 @@ async function main() {
   const children: ChildProcess[] = [];
   try {
     const port = await freePort();
-    const suffix = randomBytes(4).toString('hex');
     const env: NodeJS.ProcessEnv = {
-      ...process.env,
-      NODE_ENV: 'development',
-      LOG_LEVEL: 'warn',
-      PORT: String(port),
-      MONGODB_URI: `${services.mongoUri}/bench_${suffix}`,
-      REDIS_URL: services.redisUrl,
-      QUEUE_PREFIX: `bench-${suffix}`,
-      S3_ENDPOINT: services.s3.endpoint,
-      S3_REGION: services.s3.region,
-      S3_ACCESS_KEY: services.s3.accessKey,
-      S3_SECRET_KEY: services.s3.secretKey,
-      S3_BUCKET: `bench-${suffix}`,
+      ...services.envFor('bench', port),
       WORKER_CONCURRENCY: String(CONCURRENCY),
       JOB_WAIT_MS: '120000',
     };
@@ -164,14 +152,14 @@ async function main() {
 
     // No-op round trip, through the same producer adapter the API uses.
     const noopQueue = new BullJobQueue(
-      { redisUrl: services.redisUrl, queuePrefix: `noop-${suffix}` },
+      { redisUrl: services.redisUrl, queuePrefix: `noop-${config.queuePrefix}` },
       logger,
     );
     await noopQueue.init();
     const workerConn = createRedis(services.redisUrl, 'worker', logger);
     const noopWorker = new Worker('image', () => Promise.resolve({ metadata: {} }), {
       connection: workerConn,
-      prefix: `noop-${suffix}`,
+      prefix: `noop-${config.queuePrefix}`,
       concurrency: 1,
     });
     await noopWorker.waitUntilReady();

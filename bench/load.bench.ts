@@ -12,7 +12,6 @@
  * The short mode of the same engine runs in `npm test` (test/e2e/load.test.ts).
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -106,21 +105,9 @@ async function main() {
   const children: { name: string; child: ChildProcess }[] = [];
   try {
     const port = await freePort();
-    const suffix = randomBytes(4).toString('hex');
     const env: NodeJS.ProcessEnv = {
-      ...process.env,
-      NODE_ENV: 'development',
-      LOG_LEVEL: 'warn',
-      PORT: String(port),
+      ...services.envFor('bench-load', port),
       PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
-      MONGODB_URI: `${services.mongoUri}/bench_load_${suffix}`,
-      REDIS_URL: services.redisUrl,
-      QUEUE_PREFIX: `bench-load-${suffix}`,
-      S3_ENDPOINT: services.s3.endpoint,
-      S3_REGION: services.s3.region,
-      S3_ACCESS_KEY: services.s3.accessKey,
-      S3_SECRET_KEY: services.s3.secretKey,
-      S3_BUCKET: `bench-load-${suffix}`,
       MAX_FILE_SIZE: String(MAX_FILE_SIZE),
       RATE_LIMIT_MAX: '0',
       MALLOC_ARENA_MAX: '2',

@@ -129,23 +129,12 @@ async function main() {
   let api: ChildProcess | undefined;
   try {
     const port = await freePort();
-    const dbName = `bench_${randomBytes(4).toString('hex')}`;
-    const bucket = `bench-${randomBytes(4).toString('hex')}`;
-    const env = {
-      ...process.env,
-      NODE_ENV: 'development',
-      LOG_LEVEL: 'warn',
-      PORT: String(port),
-      MONGODB_URI: `${services.mongoUri}/${dbName}`,
-      REDIS_URL: services.redisUrl,
-      S3_ENDPOINT: services.s3.endpoint,
-      S3_REGION: services.s3.region,
-      S3_ACCESS_KEY: services.s3.accessKey,
-      S3_SECRET_KEY: services.s3.secretKey,
-      S3_BUCKET: bucket,
+    const env: NodeJS.ProcessEnv = {
+      ...services.envFor('bench', port),
       MAX_FILE_SIZE: String(Math.max(LARGE, SIZE, 128 * MB) + MB),
     };
     const config = loadConfig(env);
+    const bucket = config.s3!.bucket;
     const logger = createLogger({ level: 'warn' });
     const data = await createDataContext(config, logger);
     const { token } = await data.organizations.create('bench', 'Bench');

@@ -3,13 +3,8 @@
  * JSON on stdout, errors on stderr with a non-zero exit, and tokens that the
  * API accepts until they are revoked.
  */
-import { execFile } from 'node:child_process';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
+import { runCli } from '../support/cli';
 import { startApi, type TestApi } from '../support/api';
-
-const run = promisify(execFile);
-const root = join(__dirname, '..', '..');
 
 let api: TestApi;
 beforeAll(async () => {
@@ -17,18 +12,7 @@ beforeAll(async () => {
 });
 afterAll(() => api.close());
 
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run('npm', ['run', '--silent', 'cli', '--', ...args], {
-      cwd: root,
-      env: { ...process.env, ...api.env.env, LOG_LEVEL: 'warn' },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const cli = (...args: string[]) => runCli(api.env.env, ...args);
 
 /** The CLI's JSON error line (npm itself may warn on stderr too). */
 const errorOf = (stderr: string): unknown => {

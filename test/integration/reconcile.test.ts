@@ -8,17 +8,13 @@
  * they were; the grace period keeps an upload in flight safe, and a queued
  * job keeps its temporary input.
  */
-import { execFile } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { runCli } from '../support/cli';
 import { startApi, type TestApi, type TestOrg } from '../support/api';
 import { fixture, form } from '../support/files';
 import { createS3Client } from '../../shared/storage/s3-client';
 
-const run = promisify(execFile);
-const root = join(__dirname, '..', '..');
 const MB = 1024 * 1024;
 
 interface Report {
@@ -36,18 +32,7 @@ let mine: TestOrg;
 let other: TestOrg;
 const good: { key: string; bytes: Buffer; org: TestOrg }[] = [];
 
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run('npm', ['run', '--silent', 'cli', '--', ...args], {
-      cwd: root,
-      env: { ...process.env, ...api.env.env, LOG_LEVEL: 'warn' },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const cli = (...args: string[]) => runCli(api.env.env, ...args);
 
 async function reconcile(...args: string[]): Promise<Report> {
   const out = await cli('reconcile', ...args);
