@@ -598,8 +598,24 @@ interface DecodingBudget {
 /** The budget of the load in progress (pdf-lib's parse awaits; loads may overlap). */
 const decodingBudget = new AsyncLocalStorage<DecodingBudget>();
 
-/** Decoded bytes are read this many at a time, so a check stops soon past its budget. */
-const DECODE_CHUNK_BYTES = 1024 * 1024;
+/**
+ * pdf-lib's decoders (`DecodeStream` and its filters) as the check drives
+ * them: one block at a time into the decoder's own buffer, which grows as
+ * pdf-lib grows it. (Its `getBytes(n)` first sizes the buffer for `pos + n`
+ * bytes, so reading in chunks of n allocated about 3n bytes per stream,
+ * however small the stream: with n = 1 MiB, a merge of 50 small PDFs
+ * allocated hundreds of MiB of zeroed buffers and spent most of its time on
+ * them.) These members are protected in pdf-lib's typings.
+ */
+interface BlockDecoder {
+  eof: boolean;
+  bufferLength: number;
+  readBlock(): void;
+}
+
+function isBlockDecoder(stream: object): stream is BlockDecoder {
+  return 'readBlock' in stream && 'bufferLength' in stream && 'eof' in stream;
+}
 
 let decodingBounded = false;
 
@@ -647,16 +663,16 @@ function checkStructureStream(raw: PDFRawStream, what: string): number | undefin
   };
   if (budget.refused) refuse(budget.refused);
   const stream = decodePDFRawStream(raw);
-  let length = 0;
-  for (;;) {
-    const chunk = stream.getBytes(DECODE_CHUNK_BYTES);
-    if (chunk.length === 0) break;
-    length += chunk.length;
-    if (length > budget.left) {
-      refuse(
-        `${what} inflates past the limit of ${formatBytes(budget.limit)} of decoded structure`,
-      );
-    }
+  let length: number;
+  if (isBlockDecoder(stream)) {
+    // A block at a time, so the check stops soon past its budget.
+    while (!stream.eof && stream.bufferLength <= budget.left) stream.readBlock();
+    length = stream.bufferLength;
+  } else {
+    length = stream.getBytes(0).length; // no filter: the bytes as stored
+  }
+  if (length > budget.left) {
+    refuse(`${what} inflates past the limit of ${formatBytes(budget.limit)} of decoded structure`);
   }
   budget.left -= length;
   return length;
