@@ -17,12 +17,11 @@ export const mergePdfsProcessor: Processor<'pdf.merge'> = {
     }
     const { organizationId, inputs, folderId } = job.data;
     const organization = await requireOrganization(ctx, organizationId);
-    // Each distinct key is read once, even when it is merged several times.
-    const bytes = new Map<string, Buffer>();
-    for (const { key } of inputs) {
-      if (!bytes.has(key))
-        bytes.set(key, await ctx.results.read(key, ctx.config.limits.maxFileSize));
-    }
+    // Each distinct key is read once, even when it is merged several times; several at once.
+    const bytes = await ctx.results.readMany(
+      inputs.map(({ key }) => key),
+      ctx.config.limits.maxFileSize,
+    );
     const merged = await ctx.pdfs.merge(
       inputs.map(({ key, name }) => ({ name, data: bytes.get(key)! })),
     );

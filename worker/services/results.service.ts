@@ -25,6 +25,9 @@ export interface JobOutput {
   data: Buffer;
 }
 
+/** Inputs a job reads from storage at once (a merge names up to MAX_MERGE_INPUTS of them). */
+export const INPUT_READ_CONCURRENCY = 8;
+
 /** The key's unguessable part, derived from the job id (stable across retries). */
 export function tokenOfJob(jobId: string): string {
   return createHash('sha256').update(jobId).digest('base64url').slice(0, 12);
@@ -95,6 +98,33 @@ export class ResultsService {
       // after the last attempt the reconciliation command finds it.
       throw err;
     }
+  }
+
+  /**
+   * Reads several objects, `INPUT_READ_CONCURRENCY` at a time (each store
+   * round trip is mostly waiting), each whole and within `maxBytes`. The
+   * first failure stops further reads and is thrown once those in flight end.
+   */
+  async readMany(keys: string[], maxBytes: number): Promise<Map<string, Buffer>> {
+    const distinct = [...new Set(keys)];
+    const bytes = new Map<string, Buffer>();
+    let next = 0;
+    let failure: { err: unknown } | undefined;
+    const reader = async () => {
+      while (!failure && next < distinct.length) {
+        const key = distinct[next++]!;
+        try {
+          bytes.set(key, await this.read(key, maxBytes));
+        } catch (err) {
+          failure ??= { err };
+        }
+      }
+    };
+    await Promise.all(
+      Array.from({ length: Math.min(INPUT_READ_CONCURRENCY, distinct.length) }, reader),
+    );
+    if (failure) throw failure.err;
+    return bytes;
   }
 
   /** Reads a whole object into memory (inputs of image and PDF jobs), refusing more than `maxBytes`. */
