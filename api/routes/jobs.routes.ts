@@ -131,25 +131,36 @@ export function jobRoutes(deps: {
     const org = principalOf(req).organization;
     if (!isMultipart(req)) throw Errors.badRequest('The request must be multipart/form-data');
     const maxInputs = config.limits.maxMergeInputs;
-    // Inputs in form order: stored keys resolve at once, uploaded parts once streamed.
-    const inputs: Promise<{ key: string; name: string }>[] = [];
+    // Inputs in form order: stored keys (looked up together once the form is read)
+    // and uploaded parts (streamed to temporary objects as they arrive).
+    const inputs: (Promise<{ key: string; name: string }> | { storedKey: string })[] = [];
     const temporary: StoredObject[] = [];
-    const addInput = (input: Promise<{ key: string; name: string }>) => {
+    const addInput = (input: Promise<{ key: string; name: string }> | { storedKey: string }) => {
       if (inputs.length >= maxInputs) throw Errors.tooManyFiles(maxInputs, 'merge inputs');
-      input.catch(() => undefined); // observed below; never an unhandled rejection
+      if (input instanceof Promise) input.catch(() => undefined); // observed below
       inputs.push(input);
     };
-    const storedInput = (key: string, index: number) =>
-      media.findByKey(org.id, key).then((record) => {
-        if (!record) throw Errors.mediaNotFound(key).forInput(index, key);
-        if (record.mimetype !== 'application/pdf') {
-          throw Errors.unsupportedType(`Input ${index + 1} ("${key}") is not a PDF`).forInput(
-            index,
-            key,
-          );
-        }
-        return { key: record.key, name: record.name };
-      });
+    const uploadsSettled = () => Promise.allSettled(inputs.filter((i) => i instanceof Promise));
+    /** Every input's key and name, in form order; one query for all the stored keys. */
+    const resolveInputs = async () => {
+      const storedKeys = inputs.flatMap((i) => (i instanceof Promise ? [] : [i.storedKey]));
+      const records = await media.findByKeys(org.id, storedKeys);
+      return Promise.all(
+        inputs.map(async (input, index) => {
+          if (input instanceof Promise) return input;
+          const key = input.storedKey;
+          const record = records.get(key);
+          if (!record) throw Errors.mediaNotFound(key).forInput(index, key);
+          if (record.mimetype !== 'application/pdf') {
+            throw Errors.unsupportedType(`Input ${index + 1} ("${key}") is not a PDF`).forInput(
+              index,
+              key,
+            );
+          }
+          return { key: record.key, name: record.name };
+        }),
+      );
+    };
     try {
       const { fields } = await parseMultipart(
         req,
@@ -162,7 +173,7 @@ export function jobRoutes(deps: {
         {
           onField(name, value) {
             if (name === 'mediaKeys' || name === 'mediaKeys[]') {
-              for (const key of parseKeys(value)) addInput(storedInput(key, inputs.length));
+              for (const key of parseKeys(value)) addInput({ storedKey: key });
             } else if (name !== 'folder' && name !== 'folderId') {
               throw Errors.validation([
                 {
@@ -205,7 +216,7 @@ export function jobRoutes(deps: {
           },
         ]);
       }
-      const resolved = await Promise.all(inputs);
+      const resolved = await resolveInputs();
       const folder = await uploads.resolveFolder(org, {
         folder: lastField(fields, 'folder'),
         folderId: lastField(fields, 'folderId'),
@@ -227,7 +238,7 @@ export function jobRoutes(deps: {
         }),
       );
     } catch (err) {
-      await Promise.allSettled(inputs);
+      await uploadsSettled();
       await uploads.discard(temporary);
       if (err instanceof MultipartFailure) {
         closeAfterAnswer(req);

@@ -52,6 +52,17 @@ export class MediaRepository {
     return doc ? toRecord(doc) : null;
   }
 
+  /** Records of one organization by key, in one query; keys without a record are absent. */
+  async findByKeys(organizationId: number, keys: string[]): Promise<Map<string, MediaRecord>> {
+    if (keys.length === 0) return new Map();
+    const docs = await db(() =>
+      this.models.Media.find({ organizationId, key: { $in: [...new Set(keys)] } })
+        .lean()
+        .exec(),
+    );
+    return new Map(docs.map((doc) => [doc.key, toRecord(doc)]));
+  }
+
   async findById(organizationId: number, id: number): Promise<MediaRecord | null> {
     const doc = await db(() => this.models.Media.findOne({ organizationId, id }).lean().exec());
     return doc ? toRecord(doc) : null;
