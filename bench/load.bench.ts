@@ -109,6 +109,7 @@ async function main() {
       ...services.envFor('bench-load', port),
       PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
       MAX_FILE_SIZE: String(MAX_FILE_SIZE),
+      S3_PART_SIZE: String(5 * MiB), // as the load test: the oversize upload is cut mid multipart upload
       RATE_LIMIT_MAX: '0',
       MALLOC_ARENA_MAX: '2',
     };

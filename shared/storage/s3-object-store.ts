@@ -86,7 +86,8 @@ export class S3ObjectStore implements ObjectStore {
     this.bucket = options.bucket;
     this.partSize = options.partSize ?? 8 * 1024 * 1024;
     this.queueSize = options.queueSize ?? 2;
-    this.pool = new BufferPool(this.partSize, 2 * (this.queueSize + 1));
+    // Keeps one upload's worth: after a burst of large uploads, memory goes back to that.
+    this.pool = new BufferPool(this.partSize, this.queueSize + 1);
     this.description = options.description ?? `s3 bucket ${options.bucket}`;
   }
 

@@ -41,7 +41,13 @@ let result: LoadResult | undefined;
 
 beforeAll(async () => {
   harness = await startApi('e2eload', {
-    env: { MAX_FILE_SIZE: String(MAX_FILE_SIZE), RATE_LIMIT_MAX: '0' },
+    // 5 MiB parts (S3's minimum): the 7 MiB oversize upload has begun a multipart upload
+    // when the limit cuts it, so its abort is what the invariants check.
+    env: {
+      MAX_FILE_SIZE: String(MAX_FILE_SIZE),
+      S3_PART_SIZE: String(5 * MiB),
+      RATE_LIMIT_MAX: '0',
+    },
   });
   org = await harness.createOrg('load');
   const env = harness.env.env; // JOB_WAIT_MS and WORKER_CONCURRENCY at their defaults
