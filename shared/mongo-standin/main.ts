@@ -3,7 +3,8 @@
 //   npm run --silent mongo-standin -- [--port <p>] [--host <h>]
 //
 // The first line on stdout is the URI (`mongodb://127.0.0.1:27017`), nothing
-// before it; logs go to stderr. Serves until SIGINT or SIGTERM.
+// before it; logs go to stderr. Serves until SIGINT or SIGTERM (or, when its
+// parent started it with an IPC channel, until that channel closes).
 
 import { pino } from 'pino';
 
@@ -80,6 +81,9 @@ async function main(): Promise<void> {
   };
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
+  // Started by another process with an IPC channel (the benchmarks): stop when it goes away,
+  // even if it died without stopping us.
+  if (process.connected) process.on('disconnect', () => stop('SIGTERM'));
 }
 
 main().catch((error: unknown) => {

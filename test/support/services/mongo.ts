@@ -5,12 +5,28 @@
  * internet is reachable); else the wire-compatible in-process stand-in
  * (shared/mongo-standin), which speaks the same protocol over TCP.
  */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { dockerAvailable } from './docker';
 import { startMongod } from '../../../shared/embedded/mongo';
 import type { ResolvedService } from './types';
 import { startMongoStandin } from '../../../shared/mongo-standin/server';
+import { stopProcess } from './process';
 
-export async function resolveMongo(): Promise<ResolvedService<{ uri: string }>> {
+export interface ResolveMongoOptions {
+  /**
+   * Where the stand-in runs when it is the fallback: inside this process (the
+   * tests), or as its own process like a mongod (the benchmarks, so that the
+   * database's CPU is not the benchmark client's).
+   */
+  standin?: 'in-process' | 'process';
+}
+
+export async function resolveMongo(
+  options: ResolveMongoOptions = {},
+): Promise<ResolvedService<{ uri: string }>> {
   const fromEnv = process.env.MONGODB_URI;
   if (fromEnv) {
     return { value: { uri: fromEnv }, backend: `MONGODB_URI (${redact(fromEnv)})`, stop: noop };
@@ -32,6 +48,7 @@ export async function resolveMongo(): Promise<ResolvedService<{ uri: string }>> 
   const memoryServer = await tryMemoryServer();
   if (memoryServer) return memoryServer;
 
+  if (options.standin === 'process') return startStandinProcess();
   const standin = await startMongoStandin();
   return {
     value: { uri: standin.uri },
@@ -51,6 +68,35 @@ async function tryMemoryServer(): Promise<ResolvedService<{ uri: string }> | und
     value: { uri: mongod.uri },
     backend: `mongod via mongodb-memory-server (${mongod.binary}) at ${mongod.uri}`,
     stop: mongod.stop,
+  };
+}
+
+/** `npm run mongo-standin` as a child process on a free port; its first line of output is its URI. */
+async function startStandinProcess(): Promise<ResolvedService<{ uri: string }>> {
+  const root = join(__dirname, '..', '..', '..');
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', 'shared/mongo-standin/main.ts', '--port', '0'],
+    // The IPC channel ties its life to this process's: it stops when the channel closes.
+    {
+      cwd: root,
+      env: { ...process.env, LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+    },
+  );
+  const lines = createInterface({ input: child.stdout! });
+  const [uri] = (await Promise.race([
+    once(lines, 'line'),
+    once(child, 'exit').then(([code]) => {
+      throw new Error(`the MongoDB stand-in exited (${String(code)}) before printing its URI`);
+    }),
+  ])) as [string];
+  child.unref();
+  child.channel?.unref();
+  return {
+    value: { uri },
+    backend: `MongoDB wire stand-in process (pid ${child.pid}) at ${uri} (no Docker engine, no mongod; see docs/mongo-standin.md)`,
+    stop: () => stopProcess(child),
   };
 }
 
