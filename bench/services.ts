@@ -28,7 +28,7 @@ export async function startServices(): Promise<BenchServices> {
   started.push(redis);
   const s3 = await resolveS3();
   started.push(s3);
-  const mongo = await resolveMongo();
+  const mongo = await resolveMongo({ standin: 'process' });
   started.push(mongo);
   return {
     redisUrl: redis.value.url,
@@ -60,6 +60,10 @@ export async function startServices(): Promise<BenchServices> {
 
 /** Runs a benchmark's main, printing a failure's stack, then exits (children and services are its to stop). */
 export function runBenchmark(main: () => Promise<void>): void {
+  // Interrupted: exit through process.exit, so 'exit' handlers stop the children.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => process.exit(signal === 'SIGINT' ? 130 : 143));
+  }
   main().then(
     () => process.exit(0),
     (err: unknown) => {

@@ -1,0 +1,92 @@
+/**
+ * What the benchmarks read from Linux's /proc: a process's resident memory
+ * (now and its high-water mark, which can be reset), CPU seconds used by a
+ * process or the whole machine, and a description of the machine.
+ */
+import { execFileSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem, release } from 'node:os';
+
+const MiB = 1024 * 1024;
+
+function statusField(pid: number, field: 'VmRSS' | 'VmHWM'): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1];
+  if (kb === undefined) throw new Error(`no ${field} for process ${pid}`);
+  return Number(kb) * 1024;
+}
+
+/** Resident memory now, in bytes. */
+export const rss = (pid: number): number => statusField(pid, 'VmRSS');
+/** Peak resident memory since the process started or since `resetPeakRss`, in bytes. */
+export const peakRss = (pid: number): number => statusField(pid, 'VmHWM');
+/** Resets the kernel's peak-RSS mark of a process (writing 5 to clear_refs). */
+export function resetPeakRss(pid: number): void {
+  writeFileSync(`/proc/${pid}/clear_refs`, '5');
+}
+
+/** CPU seconds a process has used (user + system). */
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** Busy CPU seconds of the whole machine (all cores) since boot. */
+export function machineBusySeconds(): number {
+  const [, ...ticks] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/);
+  const n = ticks.map(Number);
+  return (n.reduce((a, b) => a + b, 0) - n[3]! - n[4]!) / 100;
+}
+
+/**
+ * Samples a process's RSS every `intervalMs` until stopped; for charts of
+ * memory over time.
+ */
+export function sampleRss(pid: number, intervalMs = 100): () => { ms: number; mib: number }[] {
+  const started = performance.now();
+  const samples: { ms: number; mib: number }[] = [];
+  const take = () => {
+    try {
+      samples.push({ ms: performance.now() - started, mib: rss(pid) / MiB });
+    } catch {
+      // the process is gone
+    }
+  };
+  take();
+  const timer = setInterval(take, intervalMs);
+  return () => {
+    clearInterval(timer);
+    take();
+    return samples;
+  };
+}
+
+export interface MachineInfo {
+  cpuModel: string;
+  cores: number;
+  memoryGiB: number;
+  kernel: string;
+  node: string;
+  /** 1-minute load average when the run started: how busy the machine already was. */
+  loadAverage: number;
+  qpdf: string;
+}
+
+export function machineInfo(): MachineInfo {
+  let qpdf = 'not found';
+  try {
+    qpdf = execFileSync('qpdf', ['--version'], { encoding: 'utf8' }).split('\n')[0]!.trim();
+  } catch {
+    // not installed
+  }
+  return {
+    cpuModel: cpus()[0]?.model.trim() ?? 'unknown',
+    cores: cpus().length,
+    memoryGiB: Math.round(totalmem() / 1024 ** 3),
+    kernel: release(),
+    node: process.version,
+    loadAverage: Number(readFileSync('/proc/loadavg', 'utf8').split(' ')[0]),
+    qpdf,
+  };
+}

@@ -1,0 +1,186 @@
+/**
+ * The benchmark suite (issue 8): starts the services the way the tests do,
+ * one API process and the worker processes each benchmark asks for, runs the
+ * benchmarks one after another, and writes `results.json`, one SVG chart per
+ * chart and the markdown page.
+ *
+ *   npm run bench                       full run: dist/ processes (built first);
+ *                                       writes docs/benchmarks.md and docs/benchmarks/
+ *   npm run bench -- --quick            reduced sizes, tsx processes, under a minute;
+ *                                       writes bench/out/ (part of `npm test`)
+ *   npm run bench -- --only upload,merge  some benchmarks; the others' last results are kept
+ *   options: --out <dir>  --launch dist|tsx  --no-build
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { convert } from './benchmarks/convert';
+import { merge } from './benchmarks/merge';
+import { metadata } from './benchmarks/metadata';
+import { queue } from './benchmarks/queue';
+import { scaling } from './benchmarks/scaling';
+import { upload } from './benchmarks/upload';
+import { uploadMemory } from './benchmarks/upload-memory';
+import { MiB, type Benchmark } from './lib/benchmark';
+import { renderSvg } from './lib/charts';
+import { machineInfo } from './lib/proc';
+import { markdownTable, renderMarkdown, type BenchmarkResult, type RunResult } from './lib/report';
+import { Stack, type LaunchMode } from './lib/stack';
+import { runBenchmark, startServices } from './services';
+
+/** In the order the page lists them (the issue's numbering). */
+export const BENCHMARKS: Benchmark[] = [
+  upload,
+  uploadMemory,
+  convert,
+  queue,
+  metadata,
+  merge,
+  scaling,
+];
+
+const root = join(__dirname, '..');
+const { values } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    only: { type: 'string' },
+    out: { type: 'string' },
+    launch: { type: 'string' },
+    'no-build': { type: 'boolean', default: false },
+  },
+});
+const quick = values.quick;
+const outDir = resolve(values.out ?? (quick ? 'bench/out' : 'docs'));
+const chartDir = join(outDir, 'benchmarks');
+const launch: LaunchMode = (values.launch as LaunchMode | undefined) ?? (quick ? 'tsx' : 'dist');
+if (launch !== 'dist' && launch !== 'tsx') throw new Error('--launch is dist or tsx');
+const only = values.only?.split(',').map((s) => s.trim());
+for (const id of only ?? []) {
+  if (!BENCHMARKS.some((b) => b.id === id)) {
+    throw new Error(`unknown benchmark "${id}" (known: ${BENCHMARKS.map((b) => b.id).join(', ')})`);
+  }
+}
+/**
+ * The order they run in: metadata (two workers at the default concurrency)
+ * before the ones that run workers one job at a time, so workers restart once.
+ */
+const RUN_ORDER = ['upload', 'upload-memory', 'queue', 'metadata', 'convert', 'merge', 'scaling'];
+const selected = BENCHMARKS.filter((b) => !only || only.includes(b.id)).sort(
+  (a, b) => RUN_ORDER.indexOf(a.id) - RUN_ORDER.indexOf(b.id),
+);
+const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
+
+const PREAMBLE = `
+How fast the service is and how much memory it takes, each figure beside its
+physical limit or a peer doing the same work, measured on the kind of machine
+named below. Run it yourself with \`npm run bench\` (about 15 minutes; it
+rewrites this page, \`docs/benchmarks/results.json\` and the charts), or
+\`npm run bench -- --only upload,merge\` for some of them. \`npm run bench --
+--quick\` runs every benchmark with small sizes in under a minute and writes
+to \`bench/out/\`; \`npm test\` runs it, so the suite cannot rot unnoticed.
+
+How to read it: every figure is the **median over repeated runs, with the
+min–max of the runs** in brackets. Every comparison is a **ratio measured in
+the same run**, the two sides alternating round by round against the same
+services, and the ratio is taken per round: absolute times on a shared
+machine wander, ratios much less. The services are the ones the tests use
+(resolved the same way, see [testing.md](testing.md)); the API and worker
+processes run from \`dist/\` with the flags of \`npm run start:api\` and
+\`npm run start:worker\`. A missed target is listed with how far it is
+missed and what the measurements say about why.`;
+
+async function main(): Promise<void> {
+  const started = new Date();
+  const t0 = performance.now();
+  const machine = machineInfo();
+  if (launch === 'dist' && !values['no-build']) {
+    log('building dist/ …');
+    execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit' });
+  }
+  log('starting services …');
+  const services = await startServices();
+  for (const line of services.describe().split('\n')) log(line);
+  const results: BenchmarkResult[] = [];
+  const failures: RunResult['failures'] = [];
+  const stack = await Stack.start(services, launch, {
+    LOG_LEVEL: 'warn',
+    MAX_FILE_SIZE: String(2048 * MiB),
+    JOB_WAIT_MS: '120000',
+  });
+  try {
+    for (const benchmark of selected) {
+      log(`${benchmark.id} …`);
+      const t = performance.now();
+      try {
+        const result = await benchmark.run({ quick, stack, services, machine, log });
+        result.seconds = (performance.now() - t) / 1000;
+        results.push(result);
+        log(`${benchmark.id}: ${result.seconds.toFixed(1)} s`);
+      } catch (err) {
+        const error = err instanceof Error ? (err.stack ?? err.message) : String(err);
+        log(`${benchmark.id} FAILED: ${error}`);
+        failures.push({ id: benchmark.id, error });
+      }
+      await stack.clear().catch(() => undefined);
+    }
+  } finally {
+    await stack.stop().catch((err: unknown) => log(`cleanup: ${String(err)}`));
+    await services.stop();
+  }
+
+  // In the page's order; with --only, the other benchmarks' last results stay on the page.
+  const previousFile = join(chartDir, 'results.json');
+  let benchmarks = BENCHMARKS.flatMap((b) => results.filter((r) => r.id === b.id));
+  if (only && existsSync(previousFile)) {
+    const previous = JSON.parse(readFileSync(previousFile, 'utf8')) as RunResult;
+    benchmarks = BENCHMARKS.flatMap(
+      (b) => results.find((r) => r.id === b.id) ?? previous.benchmarks.filter((r) => r.id === b.id),
+    );
+  }
+  const run: RunResult = {
+    mode: quick ? 'quick' : 'full',
+    startedAt: started.toISOString(),
+    seconds: (performance.now() - t0) / 1000,
+    machine,
+    services: Object.fromEntries(
+      services
+        .describe()
+        .split('\n')
+        .map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 2)]),
+    ),
+    processes:
+      launch === 'dist'
+        ? 'API and workers from dist/ (`npm run start:api` / `start:worker` flags, MALLOC_ARENA_MAX=2)'
+        : 'API and workers from the TypeScript sources through tsx (quick mode)',
+    benchmarks,
+    failures,
+  };
+
+  if (!only) rmSync(chartDir, { recursive: true, force: true });
+  mkdirSync(chartDir, { recursive: true });
+  for (const b of benchmarks) {
+    for (const chart of b.charts) {
+      writeFileSync(join(chartDir, `${chart.id}.svg`), await renderSvg(chart.spec));
+    }
+  }
+  writeFileSync(previousFile, `${JSON.stringify(run, null, 2)}\n`);
+  const page = join(outDir, 'benchmarks.md');
+  writeFileSync(page, renderMarkdown(run, relative(outDir, chartDir), PREAMBLE));
+
+  for (const b of results) {
+    process.stdout.write(`\n## ${b.title}\n`);
+    for (const table of b.tables) process.stdout.write(`${markdownTable(table)}\n`);
+    for (const t of b.targets) {
+      process.stdout.write(
+        `target ${t.what}: ${t.op} ${t.limit} ${t.unit}, median ${t.measured.median.toFixed(3)}: ${t.met ? 'met' : 'MISSED'}\n`,
+      );
+    }
+  }
+  process.stdout.write(
+    `\n${relative(process.cwd(), page)} written (${run.seconds.toFixed(0)} s, ${failures.length} failed)\n`,
+  );
+  if (failures.length) throw new Error(`failed: ${failures.map((f) => f.id).join(', ')}`);
+}
+
+runBenchmark(main);
