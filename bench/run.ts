@@ -74,7 +74,7 @@ const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
 const PREAMBLE = `
 How fast the service is and how much memory it takes, each figure beside its
 physical limit or a peer doing the same work, measured on the kind of machine
-named below. Run it yourself with \`npm run bench\` (about 15 minutes; it
+named below. Run it yourself with \`npm run bench\` (about 8 minutes here; it
 rewrites this page, \`docs/benchmarks/results.json\` and the charts), or
 \`npm run bench -- --only upload,merge\` for some of them. \`npm run bench --
 --quick\` runs every benchmark with small sizes in under a minute and writes

@@ -170,8 +170,9 @@ does not: the API authenticates, looks the source up, queues the job and waits
 for it, then reads the result's record to answer; the worker looks up the job,
 the organization and the source, and writes the result's record (see the
 breakdown table below: the API's phases and the worker's time beyond the
-in-process time). That cost does not shrink with the image, and a PNG encode is
-quicker here than a WebP one, so it is a larger share of a PNG conversion. With
+in-process time). That cost does not shrink with the image, so it weighs most on
+quick conversions: the small photos, and here PNG encodes, which are quicker
+than WebP ones (compare the two rows of the breakdown). With
 ${workers} worker(s) on ${ctx.machine.cores} cores it also takes CPU from the conversions: the
 machine spent ${cpuA.toFixed(3)} CPU-s per image through the API against
 ${cpuD.toFixed(3)} in-process.`,

@@ -118,6 +118,8 @@ export function lines(options: {
   yTitle: string;
   rules?: Rule[];
   xLog?: boolean;
+  /** Whole-number ticks on x (counts). */
+  xInteger?: boolean;
   points?: boolean;
 }): TopLevelSpec {
   return {
@@ -136,6 +138,7 @@ export function lines(options: {
             type: 'quantitative',
             title: options.xTitle,
             scale: options.xLog ? { type: 'log' } : { zero: true },
+            ...(options.xInteger ? { axis: { tickMinStep: 1, format: 'd' } } : {}),
           },
           y: { field: 'y', type: 'quantitative', title: options.yTitle },
           color: { field: 'series', type: 'nominal', sort: null },
