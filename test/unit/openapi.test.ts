@@ -818,6 +818,14 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
   const media = {
     findByKey: (orgId: number, key: string) =>
       Promise.resolve(records.find((r) => r.organizationId === orgId && r.key === key) ?? null),
+    findByKeys: (orgId: number, keys: string[]) =>
+      Promise.resolve(
+        new Map(
+          records
+            .filter((r) => r.organizationId === orgId && keys.includes(r.key))
+            .map((r) => [r.key, r]),
+        ),
+      ),
     findById: (orgId: number, id: number) =>
       Promise.resolve(records.find((r) => r.organizationId === orgId && r.id === id) ?? null),
   } as unknown as MediaRepository;
