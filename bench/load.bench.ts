@@ -21,6 +21,7 @@ import { createLogger } from '../shared/logger';
 import { createS3Client } from '../shared/storage/s3-client';
 import { freePort, waitFor } from '../test/support/services/process';
 import { ENDPOINTS, formatTable, runLoad, verifyLoad } from './load';
+import { machineBusySeconds } from './lib/proc';
 import { runBenchmark, startServices } from './services';
 
 const MiB = 1024 * 1024;
@@ -86,12 +87,6 @@ function cpuByProcess(
   }
   return totals;
 }
-/** Busy CPU seconds of the whole machine, from /proc/stat. */
-function machineBusy(): number {
-  const [, ...t] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/);
-  const n = t.map(Number);
-  return (n.reduce((a, b) => a + b, 0) - n[3]! - n[4]!) / 100;
-}
 const selfCpu = () => {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1e6;
@@ -140,7 +135,7 @@ async function main() {
     }
 
     const cpuBefore = processes();
-    const machineBefore = machineBusy();
+    const machineBefore = machineBusySeconds();
     const selfBefore = selfCpu();
     const durationS = Number(values.duration);
     const connections = Number(values.connections);
@@ -160,7 +155,7 @@ async function main() {
       maxFileSize: MAX_FILE_SIZE,
       convertFormat: values.format,
     });
-    const machine = machineBusy() - machineBefore;
+    const machine = machineBusySeconds() - machineBefore;
     const self = selfCpu() - selfBefore;
     const byProcess = cpuByProcess(
       cpuBefore,
@@ -177,7 +172,7 @@ async function main() {
     out(
       `CPU seconds over ${(result.elapsedMs / 1000).toFixed(1)} s: machine ${machine.toFixed(1)} ` +
         `(${(machine / (result.elapsedMs / 1000)).toFixed(2)} cores busy), of which this run ` +
-        `${ours.toFixed(1)}: ${cpu.join(', ')}, bench process (clients + in-process services) ` +
+        `${ours.toFixed(1)}: ${cpu.join(', ')}, bench process (the clients) ` +
         `${self.toFixed(1)}; other processes on the machine ${(machine - ours).toFixed(1)}`,
     );
 

@@ -15,6 +15,17 @@ const config = {
   title: { fontSize: 14, anchor: 'start' as const },
 };
 
+/** What every chart shares: the schema, its title, its size and the look. */
+function frame(title: string) {
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title,
+    width: WIDTH,
+    height: HEIGHT,
+    config,
+  };
+}
+
 export interface Rule {
   y: number;
   label: string;
@@ -69,11 +80,7 @@ export function bars(options: {
   const xOffset = { field: 'series', type: 'nominal' as const, sort: null };
   const color = { field: 'series', type: 'nominal' as const, sort: null };
   return {
-    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-    title: options.title,
-    width: WIDTH,
-    height: HEIGHT,
-    config,
+    ...frame(options.title),
     layer: [
       {
         data: { values: options.data },
@@ -123,11 +130,7 @@ export function lines(options: {
   points?: boolean;
 }): TopLevelSpec {
   return {
-    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-    title: options.title,
-    width: WIDTH,
-    height: HEIGHT,
-    config,
+    ...frame(options.title),
     layer: [
       {
         data: { values: options.data },
