@@ -113,7 +113,7 @@ async function main(): Promise<void> {
       log(`${benchmark.id} …`);
       const t = performance.now();
       try {
-        const result = await benchmark.run({ quick, stack, services, machine, log });
+        const result = await benchmark.run({ quick, stack, machine, log });
         result.seconds = (performance.now() - t) / 1000;
         results.push(result);
         log(`${benchmark.id}: ${result.seconds.toFixed(1)} s`);

@@ -253,7 +253,6 @@ difference between the two columns is what the API and the queue add.`,
         },
       ],
       targets,
-      notes: [],
     };
   },
 };

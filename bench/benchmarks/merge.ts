@@ -407,7 +407,6 @@ merged PDF's page count is checked against qpdf's.`,
         },
       ],
       targets,
-      notes: [],
     };
   },
 };

@@ -33,7 +33,7 @@ export const metadata: Benchmark = {
     if (first.status !== 200 || body.data?.width !== 2048 || !body.data.exif) {
       throw new Error(`metadata answered ${first.status}: ${JSON.stringify(body).slice(0, 300)}`);
     }
-    await closedLoop({ url: stack.url, connections: 4, durationMs: 500, send, expectStatus: 200 });
+    await closedLoop({ connections: 4, durationMs: 500, send, expectStatus: 200 });
 
     const table: Table = {
       columns: [
@@ -52,7 +52,6 @@ export const metadata: Benchmark = {
       for (let r = 0; r < rounds; r++) {
         ctx.log(`metadata: ${c} client(s), round ${r + 1}/${rounds}`);
         const run = await closedLoop({
-          url: stack.url,
           connections: c,
           durationMs,
           send,
@@ -93,7 +92,6 @@ round; the table gives their median and min–max.`,
         },
       ],
       targets: [],
-      notes: [],
     };
   },
 };

@@ -108,7 +108,6 @@ min–max over the rounds, the chart the distribution of every sample.`,
         target('p50 round trip', p50s, '<=', 2, 'ms'),
         target('p99 round trip', p99s, '<=', 10, 'ms'),
       ],
-      notes: [],
     };
   },
 };

@@ -96,7 +96,6 @@ the round, from \`/proc/stat\`.`,
         },
       ],
       targets: [],
-      notes: [],
     };
   },
 };

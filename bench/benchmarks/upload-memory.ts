@@ -110,7 +110,6 @@ at most ${uploadConcurrency + 1} part buffers
         },
       ],
       targets,
-      notes: [],
     };
   },
 };

@@ -171,7 +171,6 @@ hits both sides alike. MiB/s counts file bytes only.`,
         },
       ],
       targets,
-      notes: [],
     };
   },
 };

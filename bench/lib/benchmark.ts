@@ -1,6 +1,5 @@
 /** What every benchmark module exports, and what the runner hands it. */
 import { join } from 'node:path';
-import type { BenchServices } from '../services';
 import type { MachineInfo } from './proc';
 import type { BenchmarkResult } from './report';
 import type { Stack } from './stack';
@@ -9,7 +8,6 @@ export interface BenchContext {
   /** Reduced sizes and rounds: proves the benchmark runs (npm test), figures not published. */
   quick: boolean;
   stack: Stack;
-  services: BenchServices;
   machine: MachineInfo;
   /** Progress for the person running it (stderr). */
   log(line: string): void;

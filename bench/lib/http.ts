@@ -98,7 +98,6 @@ export interface LoadRun {
  * `expectStatus`. Requests in flight at the deadline are finished and counted.
  */
 export async function closedLoop(options: {
-  url: string;
   connections: number;
   durationMs: number;
   send: (dispatcher: Agent) => ReturnType<typeof undiciRequest>;

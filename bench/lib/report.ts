@@ -52,7 +52,6 @@ export interface BenchmarkResult {
   tables: Table[];
   charts: Chart[];
   targets: Target[];
-  notes: string[];
   seconds?: number;
 }
 
@@ -170,7 +169,6 @@ export function renderMarkdown(run: RunResult, chartDir: string, preamble: strin
         lines.push(`Missed: ${t.what}, ${shortfall(t)}. ${t.why!.trim()}`, '');
       }
     }
-    for (const note of b.notes) lines.push(note.trim(), '');
   }
   return `${lines.join('\n').trimEnd()}\n`;
 }
