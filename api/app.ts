@@ -47,7 +47,7 @@ export interface AppDeps {
 export function createApp(deps: AppDeps): Express {
   const app = express();
   app.disable('x-powered-by');
-  app.set('trust proxy', false);
+  app.set('trust proxy', deps.config.trustProxy);
   app.set('query parser', 'simple');
   app.use(requestContext(deps.logger));
   app.use(httpMetrics(deps.metrics));

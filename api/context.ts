@@ -119,6 +119,7 @@ export async function createApiContext(
         queue,
         media,
         publicBaseUrl: config.publicBaseUrl,
+        bucket: config.bucket,
         waitMs: config.jobWaitMs,
       }),
       uploads: new UploadService({

@@ -1,7 +1,7 @@
 /**
  * `npm start`: the API and one worker together on one machine, for a newcomer
  * or a developer. Every service that is not configured gets an embedded
- * default, and the log says which (DESIGN.md section 5):
+ * default, and the log says which (docs/operations.md, "Running without Docker"):
  *
  * - Redis: REDIS_URL, else a `redis-server` from the PATH (data in DATA_DIR/redis);
  * - MongoDB: MONGODB_URI, else a real `mongod` through mongodb-memory-server

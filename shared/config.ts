@@ -80,6 +80,34 @@ function isQueueName(v: string | undefined): v is QueueName {
   return (QUEUE_NAMES as readonly string[]).includes(v ?? '');
 }
 
+/**
+ * Express's `trust proxy` setting: `false` (default: the socket's address
+ * counts), `true`, a hop count, or a comma-separated list of addresses,
+ * subnets and the names `loopback`, `linklocal`, `uniquelocal`.
+ */
+export type TrustProxy = boolean | number | string[];
+
+function parseTrustProxy(raw: string, ctx: z.RefinementCtx): TrustProxy {
+  const v = raw.trim().toLowerCase();
+  if (v === 'false' || v === '0') return false;
+  if (v === 'true') return true;
+  if (/^\d+$/.test(v)) return Number(v);
+  const entries = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const named = new Set(['loopback', 'linklocal', 'uniquelocal']);
+  const bad = entries.filter((e) => !named.has(e) && !/^[0-9A-Fa-f:.]+(\/\d{1,3})?$/.test(e));
+  if (bad.length > 0) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `must be true, false, a hop count or a list of addresses/subnets/loopback/linklocal/uniquelocal (not: ${bad.join(', ')})`,
+    });
+    return z.NEVER;
+  }
+  return entries;
+}
+
 const queues = z.preprocess(
   emptyToUndefined,
   z
@@ -119,6 +147,13 @@ const variables = z.object({
   PORT: int(3000, 0, 65535),
   WORKER_PORT: int(3001, 0, 65535),
   METRICS_TOKEN: optionalString,
+  TRUST_PROXY: z.preprocess(
+    emptyToUndefined,
+    z
+      .string()
+      .default('false')
+      .transform((raw, ctx) => parseTrustProxy(raw, ctx)),
+  ),
   PUBLIC_BASE_URL: optionalUrl(['http', 'https']),
   MONGODB_URI: optionalUrl(['mongodb', 'mongodb+srv']),
   REDIS_URL: optionalUrl(['redis', 'rediss']),
@@ -130,6 +165,8 @@ const variables = z.object({
       .default('media'),
   ),
   S3_ENDPOINT: optionalUrl(['http', 'https']),
+  // The endpoint clients see, when it is not S3_ENDPOINT (merged PDFs' `name` is an object address).
+  S3_PUBLIC_ENDPOINT: optionalUrl(['http', 'https']),
   S3_REGION: z.preprocess(emptyToUndefined, z.string().default('us-east-1')),
   S3_ACCESS_KEY: optionalString,
   S3_SECRET_KEY: optionalString,
@@ -208,7 +245,7 @@ const schema = variables.superRefine((env, ctx) => {
     });
   }
   if (env.NODE_ENV === 'production') {
-    // Production never falls back to an embedded default (DESIGN.md section 5).
+    // Production never falls back to an embedded default (docs/operations.md, "Running without Docker").
     for (const key of ['MONGODB_URI', 'REDIS_URL', 'S3_ENDPOINT'] as const) {
       if (!env[key]) {
         ctx.addIssue({
@@ -230,6 +267,8 @@ export interface Config {
   port: number;
   /** Bearer token GET /metrics requires (API and worker); undefined leaves it open (internal networks only). */
   metricsToken: string | undefined;
+  /** Express's `trust proxy`: which forwarded client addresses count (records' `metaData.ipAddress`). */
+  trustProxy: TrustProxy;
   /** Base of the `url` field of records; defaults to http://localhost:<port>. */
   publicBaseUrl: string;
   mongodbUri: string | undefined;
@@ -238,6 +277,8 @@ export interface Config {
   s3:
     | {
         endpoint: string;
+        /** The endpoint as clients see it (object addresses); S3_PUBLIC_ENDPOINT, else `endpoint`. */
+        publicEndpoint: string;
         region: string;
         accessKey: string;
         secretKey: string;
@@ -298,6 +339,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: e.LOG_LEVEL,
     port: e.PORT,
     metricsToken: e.METRICS_TOKEN,
+    trustProxy: e.TRUST_PROXY,
     publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
     mongodbUri: e.MONGODB_URI,
     redisUrl: e.REDIS_URL,
@@ -305,6 +347,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     s3: e.S3_ENDPOINT
       ? {
           endpoint: e.S3_ENDPOINT,
+          publicEndpoint: (e.S3_PUBLIC_ENDPOINT ?? e.S3_ENDPOINT).replace(/\/+$/, ''),
           region: e.S3_REGION,
           accessKey: e.S3_ACCESS_KEY ?? '',
           secretKey: e.S3_SECRET_KEY ?? '',

@@ -7,6 +7,7 @@
  * bytes or tokens.
  */
 import type { QueueName } from './config';
+import type { RequestOrigin } from './db/models';
 import { AppError, type ErrorCode, type ErrorDetail } from './errors';
 
 export type { QueueName };
@@ -27,14 +28,19 @@ interface BasePayload {
   requestId: string;
 }
 
+/** Payloads of jobs that create a record carry where the request came from (its `metaData`). */
+interface CreatingPayload extends BasePayload {
+  origin: RequestOrigin;
+}
+
 export interface JobPayloads {
   'image.metadata': BasePayload & { key: string };
-  'image.convert': BasePayload & {
+  'image.convert': CreatingPayload & {
     key: string;
     format: 'jpeg' | 'png' | 'webp' | 'avif' | 'tiff' | 'gif';
     quality?: number;
   };
-  'pdf.merge': BasePayload & {
+  'pdf.merge': CreatingPayload & {
     /** In merge order; an input may appear more than once. */
     inputs: { key: string; name: string }[];
     folderId: number | null;

@@ -6,8 +6,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import type { Request } from 'express';
 import { pinoHttp } from 'pino-http';
 import type { Logger } from '@shared/logger';
+import type { RequestOrigin } from '@shared/repositories/media.repository';
 
 const VALID_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -35,4 +37,16 @@ export function requestContext(logger: Logger) {
 /** The request's id (set by `requestContext`) as a string. */
 export function requestIdOf(req: { id?: unknown }): string {
   return typeof req.id === 'string' || typeof req.id === 'number' ? String(req.id) : 'unknown';
+}
+
+/**
+ * Where the request came from, as records keep it (`metaData`): the client's
+ * address as Express sees it (the socket's, so `::ffff:127.0.0.1` over IPv4;
+ * a forwarded one only through TRUST_PROXY) and the User-Agent as sent.
+ */
+export function originOf(req: Request): RequestOrigin {
+  return {
+    ipAddress: req.ip ?? req.socket.remoteAddress ?? '',
+    userAgent: req.get('user-agent') ?? '',
+  };
 }

@@ -13,7 +13,7 @@ import type { JobName, JobPayloads } from '@shared/jobs';
 import type { MediaRepository } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
 import { principalOf } from '../middleware/auth';
-import { requestIdOf } from '../middleware/request-context';
+import { originOf, requestIdOf } from '../middleware/request-context';
 import {
   closeAfterAnswer,
   isMultipart,
@@ -120,6 +120,7 @@ export function jobRoutes(deps: {
       await run(req, 'image.convert', {
         organizationId: org.id,
         requestId: requestIdOf(req),
+        origin: originOf(req),
         key: record.key,
         format: format === 'jpg' ? 'jpeg' : format,
         ...(quality === undefined ? {} : { quality }),
@@ -224,6 +225,7 @@ export function jobRoutes(deps: {
       const payload: JobPayloads['pdf.merge'] = {
         organizationId: org.id,
         requestId: requestIdOf(req),
+        origin: originOf(req),
         inputs: resolved,
         folderId: folder?.id ?? null,
         temporaryKeys: temporary.map((t) => t.key),

@@ -12,6 +12,7 @@ import { DataUrlError, parseDataUrl } from '@shared/media/data-url';
 import type { ApiMetrics } from '@shared/metrics';
 import type { Folder } from '@shared/repositories/folders.repository';
 import { principalOf } from '../middleware/auth';
+import { originOf } from '../middleware/request-context';
 import {
   closeAfterAnswer,
   isMultipart,
@@ -55,7 +56,7 @@ export function uploadRoutes(deps: {
 }): Router {
   const router = Router();
   const { uploads, config, metrics } = deps;
-  const base = config.publicBaseUrl;
+  const views = { publicBaseUrl: config.publicBaseUrl, bucket: config.bucket };
 
   /**
    * Runs a multipart upload: every file part of `fileFields` is streamed to
@@ -115,9 +116,10 @@ export function uploadRoutes(deps: {
         ]);
       }
       const folder = await uploads.resolveFolder(org, folderSpecOf(fields));
-      const records = await uploads.commit(org, files, folder);
+      const records = await uploads.commit(org, files, folder, originOf(req));
       metrics.bytesStored(endpoint, sumBytes(records));
-      return records.map((r) => toMediaView(r, base));
+      // The interface shows no folderId in the answers of upload and upload/multiple.
+      return records.map((r) => toMediaView(r, views, { folderId: false }));
     } catch (err) {
       await uploads.discard(stored);
       if (err instanceof MultipartFailure) {
@@ -135,13 +137,14 @@ export function uploadRoutes(deps: {
   });
 
   router.post('/media/upload/multiple', async (req, res) => {
-    const views = await multipartUpload(
+    const records = await multipartUpload(
       req,
       '/media/upload/multiple',
       ['files', 'files[]'],
       config.limits.maxFiles,
     );
-    success(res, views, 201);
+    // The interface's shape: data is { media: [record, ...] }.
+    success(res, { media: records }, 201);
   });
 
   const base64Body = z
@@ -196,9 +199,9 @@ export function uploadRoutes(deps: {
         folder,
         body.mimetype ?? dataUrl.declaredType,
       );
-      const [record] = await uploads.commit(org, [object], folder);
+      const [record] = await uploads.commit(org, [object], folder, originOf(req));
       metrics.bytesStored('/media/upload/base64', record!.bytes);
-      success(res, toMediaView(record!, base), 201);
+      success(res, toMediaView(record!, views, { folderId: true }), 201);
     },
   );
 

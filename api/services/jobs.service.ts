@@ -24,6 +24,8 @@ export class JobsService {
       queue: JobQueue;
       media: MediaRepository;
       publicBaseUrl: string;
+      /** The storage container's name, shown in records. */
+      bucket: string;
       waitMs: number;
     },
   ) {}
@@ -90,7 +92,8 @@ export class JobsService {
     const record = await this.deps.media.findById(organizationId, result.mediaId);
     if (!record)
       throw Errors.internal(new Error(`job ${name} made media ${result.mediaId}, which is gone`));
-    const view: MediaView = toMediaView(record, this.deps.publicBaseUrl);
+    // convert and merge-pdfs answer with folderId, as the interface shows.
+    const view: MediaView = toMediaView(record, this.deps, { folderId: true });
     return { kind: 'done', data: view, creates: true };
   }
 }

@@ -15,7 +15,12 @@
  * moment must never look like an orphan. A job's temporary input is spared
  * as long as a job that has not ended (read from the queue) names it. The bucket is listed as a stream and
  * checked against MongoDB in batches; memory holds one batch and what was found.
+ *
+ * Scoped to one organization, it lists the organization's key prefix and the
+ * merged PDFs at the bucket's root (`merged_<ms>.pdf`), keeping those whose
+ * record (or, with no record, whose key claim) belongs to the organization.
  */
+import { ROOT_KEY_PREFIX } from '@shared/media/naming';
 import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
 import type { ObjectStore } from '@shared/storage/object-store';
 
@@ -95,7 +100,7 @@ export class ReconcileService {
       store: ObjectStore;
       media: Pick<
         MediaRepository,
-        'recordedKeys' | 'countCreatedSince' | 'createdBefore' | 'removeByIds'
+        'recordedKeys' | 'ownersOf' | 'countCreatedSince' | 'createdBefore' | 'removeByIds'
       >;
       /** Without it, a temporary input is spared by the grace period only. */
       jobs?: JobInputs;
@@ -135,35 +140,55 @@ export class ReconcileService {
     }
 
     const objectsWithoutRecord: OrphanObject[] = [];
-    let batch: { key: string; size: number; lastModified: Date }[] = [];
-    const checkObjects = async () => {
-      if (batch.length === 0) return;
+    type Listed = { key: string; size: number; lastModified: Date };
+    const orphan = (o: Listed): OrphanObject => ({
+      key: o.key,
+      bytes: o.size,
+      lastModified: o.lastModified.toISOString(),
+      temporary: o.key.includes(TEMPORARY_SEGMENT),
+    });
+    /** Objects under the scope's own prefix: any record of that key makes them known. */
+    const checkPrefixed = async (batch: Listed[]) => {
       const known = await this.deps.media.recordedKeys(batch.map((o) => o.key));
-      for (const o of batch) {
-        if (known.has(o.key)) continue;
-        objectsWithoutRecord.push({
-          key: o.key,
-          bytes: o.size,
-          lastModified: o.lastModified.toISOString(),
-          temporary: o.key.includes(TEMPORARY_SEGMENT),
-        });
-      }
-      batch = [];
+      for (const o of batch) if (!known.has(o.key)) objectsWithoutRecord.push(orphan(o));
     };
-    for await (const object of this.deps.store.list(prefix)) {
-      scanned.objects++;
-      if (object.lastModified >= cutoff) {
-        scanned.tooRecent++;
-        continue;
+    /** Root objects in an organization's scope: only those its record or claim gives it. */
+    const checkRoot = async (batch: Listed[]) => {
+      const owners = await this.deps.media.ownersOf(batch.map((o) => o.key));
+      for (const o of batch) {
+        const owner = owners.get(o.key);
+        if (!owner || owner.organizationId !== org?.id) continue;
+        scanned.objects++;
+        if (!owner.recorded) objectsWithoutRecord.push(orphan(o));
       }
-      if (ownedByJobs.has(object.key)) {
-        scanned.ownedByJobs++;
-        continue;
+    };
+    const scan = async (
+      listPrefix: string,
+      check: (batch: Listed[]) => Promise<void>,
+      counted: boolean,
+    ) => {
+      let batch: Listed[] = [];
+      for await (const object of this.deps.store.list(listPrefix)) {
+        if (counted) scanned.objects++;
+        if (object.lastModified >= cutoff) {
+          if (counted) scanned.tooRecent++;
+          continue;
+        }
+        if (ownedByJobs.has(object.key)) {
+          scanned.ownedByJobs++;
+          continue;
+        }
+        batch.push(object);
+        if (batch.length >= BATCH) {
+          await check(batch);
+          batch = [];
+        }
       }
-      batch.push(object);
-      if (batch.length >= BATCH) await checkObjects();
-    }
-    await checkObjects();
+      if (batch.length > 0) await check(batch);
+    };
+    await scan(prefix, checkPrefixed, true);
+    // The whole bucket's listing already holds the root; an organization's does not.
+    if (org) await scan(ROOT_KEY_PREFIX, checkRoot, false);
 
     const recordsWithoutObject: MissingObjectRecord[] = [];
     scanned.tooRecent += await this.deps.media.countCreatedSince(cutoff, org?.id ?? null);

@@ -22,7 +22,11 @@ import {
 } from '@shared/media/media-types';
 import { buildKey, keyBaseName, safeDisplayName } from '@shared/media/naming';
 import type { Folder, FoldersRepository } from '@shared/repositories/folders.repository';
-import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
+import type {
+  MediaRecord,
+  MediaRepository,
+  RequestOrigin,
+} from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
 import type { ObjectStore } from '@shared/storage/object-store';
 
@@ -194,6 +198,7 @@ export class UploadService {
     org: Organization,
     objects: StoredObject[],
     folder: Folder | null,
+    origin: RequestOrigin,
   ): Promise<MediaRecord[]> {
     const placed: StoredObject[] = [];
     try {
@@ -219,6 +224,7 @@ export class UploadService {
           mimetype: o.type.mime,
           bytes: o.bytes,
           checksum: o.checksum,
+          metaData: origin,
         })),
       );
     } catch (err) {

@@ -80,6 +80,7 @@ export class Stack {
       client,
       bucket: config.s3!.bucket,
       region: config.s3!.region,
+      publicEndpoint: config.s3!.publicEndpoint,
       logger,
       partSize: config.s3!.partSize,
       queueSize: config.s3!.uploadConcurrency,

@@ -39,6 +39,14 @@ export interface FolderDoc {
   updatedAt: Date;
 }
 
+/** Where the request that created a record came from (the record's `metaData`). */
+export interface RequestOrigin {
+  /** The client's address as the service saw it (the socket's, or a trusted proxy's forwarded one). */
+  ipAddress: string;
+  /** The User-Agent header as sent; empty when absent. */
+  userAgent: string;
+}
+
 export interface MediaDoc {
   id: number;
   organizationId: number;
@@ -48,10 +56,24 @@ export interface MediaDoc {
   mimetype: string;
   bytes: number;
   checksum: string;
+  metaData: RequestOrigin;
   /** The job that produced this record (convert, merge), for idempotent retries. */
   jobId?: string;
   createdAt: Date;
   updatedAt: Date;
+}
+
+/**
+ * A key taken at the bucket's root (merged PDFs' `merged_<ms>.pdf`) before
+ * its object is written: the unique `_id` decides between two merges of the
+ * same millisecond, the job id gives a retry its earlier key back, and the
+ * organization attributes the object when its record is missing.
+ */
+export interface KeyClaimDoc {
+  _id: string;
+  jobId: string;
+  organizationId: number;
+  createdAt: Date;
 }
 
 const options = { versionKey: false, timestamps: true } as const;
@@ -104,6 +126,16 @@ const mediaSchema = new Schema<MediaDoc>(
     mimetype: { type: String, required: true },
     bytes: { type: Number, required: true },
     checksum: { type: String, required: true },
+    metaData: {
+      type: new Schema<RequestOrigin>(
+        {
+          ipAddress: { type: String, default: '' },
+          userAgent: { type: String, default: '' },
+        },
+        { _id: false },
+      ),
+      default: () => ({ ipAddress: '', userAgent: '' }),
+    },
     // Absent (not null) unless a job made the record, so the sparse unique index skips it.
     jobId: { type: String, required: false },
   },
@@ -112,12 +144,22 @@ const mediaSchema = new Schema<MediaDoc>(
 mediaSchema.index({ organizationId: 1, key: 1 });
 mediaSchema.index({ jobId: 1 }, { unique: true, sparse: true });
 
+const keyClaimSchema = new Schema<KeyClaimDoc>(
+  {
+    _id: { type: String, required: true },
+    jobId: { type: String, required: true, unique: true },
+    organizationId: { type: Number, required: true },
+  },
+  { versionKey: false, timestamps: { createdAt: true, updatedAt: false } },
+);
+
 export interface Models {
   Counter: Model<CounterDoc>;
   Organization: Model<OrganizationDoc>;
   ApiToken: Model<ApiTokenDoc>;
   Folder: Model<FolderDoc>;
   Media: Model<MediaDoc>;
+  KeyClaim: Model<KeyClaimDoc>;
 }
 
 export function createModels(connection: Connection): Models {
@@ -131,6 +173,7 @@ export function createModels(connection: Connection): Models {
     ApiToken: connection.model<ApiTokenDoc>('ApiToken', apiTokenSchema, 'api_tokens'),
     Folder: connection.model<FolderDoc>('Folder', folderSchema, 'folders'),
     Media: connection.model<MediaDoc>('Media', mediaSchema, 'media'),
+    KeyClaim: connection.model<KeyClaimDoc>('KeyClaim', keyClaimSchema, 'key_claims'),
   };
 }
 

@@ -44,7 +44,7 @@ export async function startRedisServer(options: RedisServerOptions): Promise<Emb
       '127.0.0.1',
       '--dir',
       options.dir,
-      // BullMQ needs every key kept (DESIGN.md: queues are not a cache).
+      // BullMQ needs every key kept (docs/operations.md, "When Redis goes away": queues are not a cache).
       '--maxmemory-policy',
       'noeviction',
       ...persistence,

@@ -15,8 +15,8 @@
  *
  * Decisions, and why:
  *
- *  - Metadata is sharp's own `metadata()` of the same bytes, field for field
- *    (see `ImageMetadata`). It reads headers only, so it is answered whatever
+ *  - Metadata is sharp's own `metadata()` of the same bytes, every field it
+ *    reports (see `ImageMetadata`). It reads headers only, so it is answered whatever
  *    the pixel count: reporting the dimensions of an image too large to convert
  *    is cheap and tells the client why a conversion is refused. The ICC profile
  *    is included as `icc` when present, like `exif`/`iptc`/`xmp`: it is a raw
@@ -111,56 +111,17 @@ export function normaliseFormat(input: string): ConvertFormat | undefined {
 }
 
 /**
- * What `GET /media/metadata` returns: these fields of sharp's `metadata()`,
- * with sharp's values, present when sharp reports them. Buffers stay Buffers
- * (their JSON form is `{ "type": "Buffer", "data": [...] }`). `width` and
+ * What `GET /media/metadata` returns: everything sharp's `metadata()` reports,
+ * with sharp's values, and `size` the input's byte count. Buffers (`exif`,
+ * `iptc`, `xmp`, `icc`, `tifftagPhotoshop`) stay Buffers here; their JSON form
+ * is the interface's `{ "type": "Buffer", "data": [...] }`. `width` and
  * `height` are as stored: an `orientation` of 5-8 means a viewer shows them
  * swapped. A type alias, not an interface, so it is a `Record<string, unknown>`.
  */
-export type ImageMetadata = {
-  /** sharp's decoder name: jpeg, png, webp, gif, tiff, heif (HEIC and AVIF). */
-  format: string;
+export type ImageMetadata = Omit<Metadata, 'size'> & {
   /** Bytes of the input. */
   size: number;
-  width: number;
-  height: number;
-  space: string;
-  channels: number;
-  depth: string;
-  density?: number;
-  chromaSubsampling?: string;
-  isProgressive: boolean;
-  hasProfile: boolean;
-  hasAlpha: boolean;
-  orientation?: number;
-  pages?: number;
-  exif?: Buffer;
-  iptc?: Buffer;
-  xmp?: Buffer;
-  icc?: Buffer;
 };
-
-/** The sharp fields `ImageMetadata` copies, in the order they appear. */
-export const METADATA_FIELDS = [
-  'format',
-  'size',
-  'width',
-  'height',
-  'space',
-  'channels',
-  'depth',
-  'density',
-  'chromaSubsampling',
-  'isProgressive',
-  'hasProfile',
-  'hasAlpha',
-  'orientation',
-  'pages',
-  'exif',
-  'iptc',
-  'xmp',
-  'icc',
-] as const satisfies readonly (keyof ImageMetadata & keyof Metadata)[];
 
 export interface ConvertResult {
   data: Buffer;
@@ -246,12 +207,7 @@ export class ImageAdapter {
   /** What sharp reads from the image's header (no pixels are decoded). */
   async readMetadata(input: Buffer): Promise<ImageMetadata> {
     const meta = await this.header(input);
-    const result: Record<string, unknown> = {};
-    for (const field of METADATA_FIELDS) {
-      if (meta[field] !== undefined) result[field] = meta[field];
-    }
-    result.size = input.length;
-    return result as ImageMetadata;
+    return { ...meta, size: input.length };
   }
 
   /** Converts to `target`, auto-oriented; see `ENCODERS` for what `quality` does. */

@@ -1,5 +1,5 @@
 /**
- * Names and keys (DESIGN.md section 3, "Keys"):
+ * Names and keys (docs/api.md, "Keys"):
  * - the record's `name` is the uploaded file name made safe to store and show;
  * - the object key is `<org>/<folder>/<base>-<hash>.<ext>` or
  *   `<org>/<base>-<hash>.<ext>`, built only from `[A-Za-z0-9._-]` and `/`
@@ -130,4 +130,16 @@ export function buildKey(parts: KeyParts, token = randomToken()): string {
   return parts.folderSlug
     ? `${parts.orgSlug}/${parts.folderSlug}/${file}`
     : `${parts.orgSlug}/${file}`;
+}
+
+/**
+ * Merged PDFs are the only objects at the bucket's root: `merged_<ms>.pdf`
+ * (the interface's form), attributed to an organization through their record
+ * (or the key's claim), never through the key.
+ */
+export const ROOT_KEY_PREFIX = 'merged_';
+
+/** The key of a merged PDF made at `ms` (milliseconds since the epoch). */
+export function mergedKey(ms: number): string {
+  return `${ROOT_KEY_PREFIX}${ms}.pdf`;
 }

@@ -1,7 +1,8 @@
-import type { MediaDoc, Models } from '../db/models';
-import { db } from '../db/errors';
+import type { MediaDoc, Models, RequestOrigin } from '../db/models';
+import { db, isDuplicateKey } from '../db/errors';
 import type { CountersRepository } from './counters.repository';
 
+export type { RequestOrigin };
 export type MediaRecord = Omit<MediaDoc, 'jobId'> & { jobId: string | null };
 export type NewMedia = Omit<MediaDoc, 'id' | 'createdAt' | 'updatedAt'>;
 
@@ -14,6 +15,10 @@ const toRecord = (doc: MediaDoc): MediaRecord => ({
   mimetype: doc.mimetype,
   bytes: doc.bytes,
   checksum: doc.checksum,
+  metaData: {
+    ipAddress: doc.metaData?.ipAddress ?? '',
+    userAgent: doc.metaData?.userAgent ?? '',
+  },
   jobId: doc.jobId ?? null,
   createdAt: doc.createdAt,
   updatedAt: doc.updatedAt,
@@ -21,7 +26,7 @@ const toRecord = (doc: MediaDoc): MediaRecord => ({
 
 export class MediaRepository {
   constructor(
-    private readonly models: Pick<Models, 'Media'>,
+    private readonly models: Pick<Models, 'Media' | 'KeyClaim'>,
     private readonly counters: CountersRepository,
   ) {}
 
@@ -115,6 +120,64 @@ export class MediaRepository {
     } finally {
       await cursor.close();
     }
+  }
+
+  /**
+   * Takes the first free key of `keyAt(ms)` for ms = `from`, `from + 1`, …
+   * for a job (the unique key decides between two jobs of one millisecond);
+   * a job that already holds one (an earlier attempt) gets it back.
+   */
+  async claimKey(
+    jobId: string,
+    organizationId: number,
+    from: number,
+    keyAt: (ms: number) => string,
+  ): Promise<string> {
+    const held = async () =>
+      (await db(() => this.models.KeyClaim.findOne({ jobId }).lean().exec()))?._id;
+    const earlier = await held();
+    if (earlier) return earlier;
+    for (let ms = from; ms < from + 10_000; ms++) {
+      try {
+        await db(() => this.models.KeyClaim.create({ _id: keyAt(ms), jobId, organizationId }));
+        return keyAt(ms);
+      } catch (err) {
+        if (!isDuplicateKey(err)) throw err;
+        // Another job has this millisecond, or another attempt of this job claimed first.
+        const mine = await held();
+        if (mine) return mine;
+      }
+    }
+    throw new Error(`no free key in the 10,000 milliseconds from ${from}`);
+  }
+
+  /**
+   * Who each key belongs to: the organization of its record, or, for a
+   * claimed root key whose record is missing, of its claim (`recorded`
+   * false). Keys that are neither recorded nor claimed are absent.
+   */
+  async ownersOf(
+    keys: string[],
+  ): Promise<Map<string, { organizationId: number; recorded: boolean }>> {
+    if (keys.length === 0) return new Map();
+    const [records, claims] = await Promise.all([
+      db(() =>
+        this.models.Media.find({ key: { $in: keys } }, { key: 1, organizationId: 1, _id: 0 })
+          .lean()
+          .exec(),
+      ),
+      db(() =>
+        this.models.KeyClaim.find({ _id: { $in: keys } }, { organizationId: 1 })
+          .lean()
+          .exec(),
+      ),
+    ]);
+    const owners = new Map<string, { organizationId: number; recorded: boolean }>();
+    for (const c of claims)
+      owners.set(c._id, { organizationId: c.organizationId, recorded: false });
+    for (const r of records)
+      owners.set(r.key, { organizationId: r.organizationId, recorded: true });
+    return owners;
   }
 
   async removeByIds(ids: number[]): Promise<void> {

@@ -17,6 +17,7 @@ export function createObjectStore(config: Config, logger: Logger): ObjectStore {
     client: createS3Client(s3),
     bucket: s3.bucket,
     region: s3.region,
+    publicEndpoint: s3.publicEndpoint,
     logger,
     partSize: s3.partSize,
     queueSize: s3.uploadConcurrency,

@@ -15,6 +15,7 @@ import { randomUUID } from 'node:crypto';
 import { constants as fsConstants, createWriteStream, type Dirent } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Errors, isAppError } from '../errors';
@@ -88,6 +89,10 @@ export class FsObjectStore implements ObjectStore {
     this.tempDir = path.join(this.root, TEMP_DIR);
     this.staleTempMs = options.staleTempMs ?? 60 * 60 * 1000;
     this.description = `file system ${this.root}`;
+  }
+
+  address(key: string): string {
+    return pathToFileURL(this.pathOf(key)).href;
   }
 
   /** The file of `key` (after validating it). */

@@ -44,6 +44,13 @@ export interface IncompleteUpload {
 export interface ObjectStore {
   /** A short description for logs: which backend, where. */
   readonly description: string;
+  /**
+   * The object's full address in the store, as a client outside the service
+   * would name it: `<endpoint>/<bucket>/<key>` for S3, a `file://` URL for
+   * the file system. (A merged PDF's record `name`; the address needs the
+   * store's own credentials to be read.)
+   */
+  address(key: string): string;
   /** Prepares the store (creates the bucket when missing). */
   init(): Promise<void>;
   /** Checks that the store answers (for readiness probes). */

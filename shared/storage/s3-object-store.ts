@@ -32,6 +32,8 @@ export interface S3StoreOptions {
   client: Client;
   bucket: string;
   region: string;
+  /** The endpoint as clients see it, for `address()` (S3_PUBLIC_ENDPOINT, else S3_ENDPOINT). */
+  publicEndpoint: string;
   logger: Logger;
   /** Bytes per multipart part (S3's minimum is 5 MiB). */
   partSize?: number;
@@ -89,6 +91,10 @@ export class S3ObjectStore implements ObjectStore {
     // Keeps one upload's worth: after a burst of large uploads, memory goes back to that.
     this.pool = new BufferPool(this.partSize, this.queueSize + 1);
     this.description = options.description ?? `s3 bucket ${options.bucket}`;
+  }
+
+  address(key: string): string {
+    return `${this.options.publicEndpoint.replace(/\/+$/, '')}/${this.bucket}/${key}`;
   }
 
   /** Runs a storage call, turning connectivity failures into a 503 AppError. */

@@ -44,7 +44,12 @@ export interface TestApi {
 
 export async function startApi(
   name: string,
-  options: { env?: NodeJS.ProcessEnv; store?: ObjectStore } = {},
+  options: {
+    env?: NodeJS.ProcessEnv;
+    store?: ObjectStore;
+    /** Where the server listens (default 127.0.0.1; `::` listens like production, dual-stack). */
+    host?: string;
+  } = {},
 ): Promise<TestApi> {
   const env = isolatedEnv(name, options.env);
   const logger = createLogger({ level: env.config.logLevel });
@@ -54,7 +59,7 @@ export async function startApi(
     options.store ? { store: options.store } : {},
   );
   const server = createHttpServer(createApp(ctx), logger);
-  server.listen(0, '127.0.0.1');
+  server.listen(0, options.host ?? '127.0.0.1');
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
   const url = `http://127.0.0.1:${port}`;
@@ -115,6 +120,7 @@ export async function startApiWithProxiedStorage(
     client: createS3Client({ ...s3, endpoint: proxy.via(s3.endpoint) }),
     bucket: env.bucket,
     region: s3.region,
+    publicEndpoint: s3.endpoint,
     logger: createLogger({ level: 'silent' }),
   });
   await store.init();

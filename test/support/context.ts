@@ -249,6 +249,7 @@ export async function reconcileRegisteredEnvs(dir: string): Promise<EnvFinding[]
         client,
         bucket: env.bucket,
         region: s3.region,
+        publicEndpoint: s3.endpoint,
         logger: createLogger({ level: 'silent' }),
       });
       const queue = new BullJobQueue(

@@ -54,13 +54,11 @@ function load(): { doc: OpenApiDocument; ajv: Ajv2020 } {
   }
   // Strict, so a misspelt keyword fails instead of being ignored; union types (`[integer,
   // string]`) and `required` inside `anyOf` branches are ordinary JSON Schema, so allowed.
-  // multipleOfPrecision: `size` is a multiple of 0.01, which floating point cannot test exactly.
   const ajv = new Ajv2020({
     allErrors: true,
     strict: true,
     strictRequired: false,
     allowUnionTypes: true,
-    multipleOfPrecision: 9,
   });
   addFormats(ajv);
   // Not schema keywords: they only hold the schemas that JSON pointers reach into.
@@ -124,9 +122,11 @@ export function describeAjvErrors(errors: ErrorObject[] | null | undefined): str
       const extra =
         e.keyword === 'additionalProperties'
           ? ` "${String((e.params as { additionalProperty?: unknown }).additionalProperty)}"`
-          : e.keyword === 'enum' || e.keyword === 'const'
-            ? ` ${JSON.stringify(e.params)}`
-            : '';
+          : e.keyword === 'unevaluatedProperties'
+            ? ` "${String((e.params as { unevaluatedProperty?: unknown }).unevaluatedProperty)}"`
+            : e.keyword === 'enum' || e.keyword === 'const'
+              ? ` ${JSON.stringify(e.params)}`
+              : '';
       return `  - ${e.instancePath || '(body)'}: ${e.message ?? e.keyword}${extra} (${e.schemaPath})`;
     })
     .join('\n');

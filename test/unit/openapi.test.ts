@@ -27,7 +27,7 @@ import { Errors, type AppError } from '../../shared/errors';
 import { decodeJobError, encodeJobError, newJobId, type JobName } from '../../shared/jobs';
 import { createLogger } from '../../shared/logger';
 import { createApiMetrics } from '../../shared/metrics';
-import { CONVERT_FORMATS, ImageAdapter, METADATA_FIELDS } from '../../shared/media/image.adapter';
+import { CONVERT_FORMATS, ImageAdapter } from '../../shared/media/image.adapter';
 import type { JobOutcome, JobQueue, JobSnapshot } from '../../shared/queue/job-queue';
 import type { MediaRecord, MediaRepository } from '../../shared/repositories/media.repository';
 import {
@@ -165,15 +165,19 @@ const sampleRecord = (): MediaRecord => ({
   mimetype: 'image/jpeg',
   bytes: 251505,
   checksum: 'sha256:03d87850d2dd2c31b14aeb15125caefe33ce700feabd79c5c5c0b33ecf075e8f',
+  metaData: { ipAddress: '::ffff:127.0.0.1', userAgent: 'curl/8.5.0' },
   jobId: null,
   createdAt: new Date('2025-11-22T06:52:11.408Z'),
   updatedAt: new Date('2025-11-22T06:52:11.408Z'),
 });
 
+const views = { publicBaseUrl: 'http://localhost:3000', bucket: 'media' };
+
+/** An upload's answer (no folderId, as the interface shows it). */
 const validEnvelope = () => ({
   statusCode: 200,
   message: 'Success',
-  data: toMediaView(sampleRecord(), 'http://localhost:3000'),
+  data: toMediaView(sampleRecord(), views, { folderId: false }),
 });
 
 const IMAGE_JOB = 'image-0b6f7c1e-2d9a-4c35-8e41-5f3a9b7d2c10';
@@ -425,18 +429,29 @@ describe('api/openapi.yaml', () => {
     expect(described.filter((d) => !served.has(d))).toEqual([]);
   });
 
-  it('MediaRecord is what toMediaView builds (every field, nothing more)', () => {
+  it('MediaRecord and UploadedMediaRecord are what toMediaView builds (every field, nothing more)', () => {
+    const settings = { publicBaseUrl: 'https://media.example.com', bucket: 'media' };
+    const withFolder = toMediaView(sampleRecord(), settings, { folderId: true });
+    const noFolder = toMediaView({ ...sampleRecord(), folderId: null, bytes: 70 }, settings, {
+      folderId: true,
+    });
+    const uploaded = toMediaView(sampleRecord(), settings, { folderId: false });
     const validate = validatorAt('/components/schemas/MediaRecord');
-    const withFolder = toMediaView(sampleRecord(), 'https://media.example.com');
-    const noFolder = toMediaView({ ...sampleRecord(), folderId: null, bytes: 70 }, 'http://x:3000');
+    const validateUploaded = validatorAt('/components/schemas/UploadedMediaRecord');
     for (const view of [withFolder, noFolder]) {
       expect({ valid: validate(view), errors: validate.errors ?? null }).toEqual({
         valid: true,
         errors: null,
       });
+      // folderId is not part of an upload's answer.
+      expect(validateUploaded(view)).toBe(false);
     }
-    const required = (nodeAt('/components/schemas/MediaRecord') as { required: string[] }).required;
-    expect([...required].sort()).toEqual(Object.keys(withFolder).sort());
+    expect(validateUploaded(uploaded)).toBe(true);
+    expect(validate(uploaded)).toBe(false);
+    const required = (nodeAt('/components/schemas/MediaRecordFields') as { required: string[] })
+      .required;
+    expect([...required, 'folderId'].sort()).toEqual(Object.keys(withFolder).sort());
+    expect([...required].sort()).toEqual(Object.keys(uploaded).sort());
   });
 
   it('the Error schema matches what the error handler sends for every error factory', () => {
@@ -538,7 +553,7 @@ describe('expectMatchesSpec', () => {
     expect(() =>
       expectMatchesSpec('POST', '/media/upload/multiple', 201, {
         ...validEnvelope(),
-        data: [validEnvelope().data, validEnvelope().data],
+        data: { media: [validEnvelope().data, validEnvelope().data] },
       }),
     ).not.toThrow();
   });
@@ -556,7 +571,11 @@ describe('expectMatchesSpec', () => {
         return res;
       },
     };
-    success(res as unknown as Response, validEnvelope().data, 201);
+    success(
+      res as unknown as Response,
+      toMediaView(sampleRecord(), views, { folderId: true }),
+      201,
+    );
     expect(() => expectMatchesSpec('POST', '/media/upload/base64', status, body)).not.toThrow();
   });
 
@@ -564,7 +583,7 @@ describe('expectMatchesSpec', () => {
     const body = validEnvelope();
     (body.data as unknown as JsonObject).jobId = null;
     expect(() => expectMatchesSpec('POST', '/media/upload', 201, body)).toThrow(
-      /\/data: must NOT have additional properties "jobId"/,
+      /\/data: must NOT have unevaluated properties "jobId"/,
     );
   });
 
@@ -576,10 +595,10 @@ describe('expectMatchesSpec', () => {
   it('rejects a field of the wrong type, naming it', () => {
     const body = validEnvelope();
     (body.data as unknown as JsonObject).id = '42';
-    (body.data as unknown as JsonObject).size = 245.613;
+    (body.data as unknown as JsonObject).size = '245.61';
     const run = () => expectMatchesSpec('POST', '/media/upload', 201, body);
     expect(run).toThrow(/\/data\/id: must be integer/);
-    expect(run).toThrow(/\/data\/size: must be multiple of 0.01/);
+    expect(run).toThrow(/\/data\/size: must be number/);
   });
 
   it('rejects an error envelope with a code the response does not list', () => {
@@ -715,9 +734,7 @@ describe('the job endpoints in api/openapi.yaml', () => {
     }
   });
 
-  it('ImageMetadata lists exactly METADATA_FIELDS, and matches what the image adapter reads', async () => {
-    const schema = nodeAt('/components/schemas/ImageMetadata') as { properties: JsonObject };
-    expect(Object.keys(schema.properties).sort()).toEqual([...METADATA_FIELDS].sort());
+  it('ImageMetadata matches what the image adapter reads', async () => {
     const validate = validatorAt('/components/schemas/ImageMetadata');
     const adapter = new ImageAdapter({ maxInputPixels: 100_000_000 });
     const fixtures = join(root, 'test', 'fixtures');
@@ -769,6 +786,7 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
     mimetype,
     bytes: 2048,
     checksum: `sha256:${'0'.repeat(64)}`,
+    metaData: { ipAddress: '::ffff:127.0.0.1', userAgent: '' },
     jobId: null,
     createdAt: at,
     updatedAt: at,
@@ -853,7 +871,7 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
       tokens,
       uploads,
       downloads: {} as DownloadService,
-      jobs: new JobsService({ queue, media, publicBaseUrl, waitMs: 50 }),
+      jobs: new JobsService({ queue, media, publicBaseUrl, bucket: 'media', waitMs: 50 }),
       media,
       metrics: createApiMetrics(),
       readiness: {},

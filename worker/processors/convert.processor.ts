@@ -10,7 +10,7 @@ export const convertProcessor: Processor<'image.convert'> = {
   async process(job, ctx) {
     const done = await ctx.results.existing(job.id);
     if (done) return { mediaId: done.id };
-    const { organizationId, key, format, quality } = job.data;
+    const { organizationId, key, format, quality, origin } = job.data;
     const organization = await requireOrganization(ctx, organizationId);
     const source = await requireMedia(ctx, organizationId, key);
     const input = await ctx.results.read(source.key, ctx.config.limits.maxFileSize);
@@ -27,6 +27,7 @@ export const convertProcessor: Processor<'image.convert'> = {
       mimetype: output.mime,
       ext: output.ext,
       data: output.data,
+      origin,
     });
     job.log.info({ source: source.key, key: record.key, bytes: record.bytes }, 'converted');
     return { mediaId: record.id };

@@ -1,9 +1,14 @@
 /**
- * pdf.merge: merges PDFs in the given order into one new record named
- * `merged_<timestamp>.pdf`. Inputs uploaded with the request sit under the
- * organization's temporary prefix; they are removed when the job ends (here on
- * success, by the worker's failure handler after the last attempt).
+ * pdf.merge: merges PDFs in the given order into one new record. As the
+ * interface gives it, its key is `merged_<timestamp>.pdf` at the bucket's root
+ * (milliseconds of the job's creation, the next free one when another merge
+ * holds it; claimed before the object is written, and kept by retries) and
+ * its name is the object's full address in the store. Inputs uploaded with
+ * the request sit under the organization's temporary prefix; they are removed
+ * when the job ends (here on success, by the worker's failure handler after
+ * the last attempt).
  */
+import { mergedKey } from '@shared/media/naming';
 import type { Processor } from '../registry';
 import { requireOrganization } from './inputs';
 
@@ -15,7 +20,7 @@ export const mergePdfsProcessor: Processor<'pdf.merge'> = {
       await ctx.store.removeMany(job.data.temporaryKeys);
       return { mediaId: done.id };
     }
-    const { organizationId, inputs, folderId } = job.data;
+    const { organizationId, inputs, folderId, origin } = job.data;
     const organization = await requireOrganization(ctx, organizationId);
     // Each distinct key is read once, even when it is merged several times; several at once.
     const bytes = await ctx.results.readMany(
@@ -25,14 +30,17 @@ export const mergePdfsProcessor: Processor<'pdf.merge'> = {
     const merged = await ctx.pdfs.merge(
       inputs.map(({ key, name }) => ({ name, data: bytes.get(key)! })),
     );
+    const key = await ctx.media.claimKey(job.id, organizationId, job.timestamp, mergedKey);
     const record = await ctx.results.write({
       jobId: job.id,
       organization,
       folderId,
-      name: `merged_${job.timestamp}.pdf`,
+      key,
+      name: ctx.store.address(key),
       mimetype: 'application/pdf',
       ext: 'pdf',
       data: merged.data,
+      origin,
     });
     await ctx.store.removeMany(job.data.temporaryKeys);
     job.log.info({ key: record.key, inputs: inputs.length, pages: merged.pages }, 'merged');

@@ -10,7 +10,11 @@ import { Errors } from '@shared/errors';
 import type { Logger } from '@shared/logger';
 import { buildKey, keyBaseName } from '@shared/media/naming';
 import type { FoldersRepository } from '@shared/repositories/folders.repository';
-import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
+import type {
+  MediaRecord,
+  MediaRepository,
+  RequestOrigin,
+} from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
 import type { ObjectStore } from '@shared/storage/object-store';
 
@@ -23,6 +27,14 @@ export interface JobOutput {
   mimetype: string;
   ext: string;
   data: Buffer;
+  /** The request that asked for the job (the record's `metaData`). */
+  origin: RequestOrigin;
+  /**
+   * The object's key, claimed beforehand (merged PDFs at the bucket's root);
+   * otherwise built like an upload's from the organization, folder and name,
+   * with a token derived from the job id.
+   */
+  key?: string;
 }
 
 /** Inputs a job reads from storage at once (a merge names up to MAX_MERGE_INPUTS of them). */
@@ -56,15 +68,17 @@ export class ResultsService {
         ? null
         : await this.deps.folders.findById(output.organization.id, output.folderId);
     if (output.folderId !== null && !folder) throw Errors.folderNotFound(output.folderId);
-    const key = buildKey(
-      {
-        orgSlug: output.organization.slug,
-        folderSlug: folder?.slug ?? null,
-        baseName: keyBaseName(output.name),
-        ext: output.ext,
-      },
-      tokenOfJob(output.jobId),
-    );
+    const key =
+      output.key ??
+      buildKey(
+        {
+          orgSlug: output.organization.slug,
+          folderSlug: folder?.slug ?? null,
+          baseName: keyBaseName(output.name),
+          ext: output.ext,
+        },
+        tokenOfJob(output.jobId),
+      );
     await this.deps.store.put(key, output.data, { contentType: output.mimetype });
     try {
       return await this.deps.media.insert({
@@ -75,6 +89,7 @@ export class ResultsService {
         mimetype: output.mimetype,
         bytes: output.data.length,
         checksum: `sha256:${createHash('sha256').update(output.data).digest('hex')}`,
+        metaData: output.origin,
         jobId: output.jobId,
       });
     } catch (err) {

@@ -126,7 +126,14 @@ describe('400 Bad Request', () => {
         ['file', jpeg, 'a.jpg'],
       ]),
     );
-    const folderId = (first.body as unknown as { data?: { folderId: number } }).data?.folderId;
+    expect(first.res.status).toBe(201);
+    // Upload answers carry no folderId (the interface's form): the folder's id from MongoDB.
+    const folderId = (
+      await api.ctx.models.Folder.findOne({
+        organizationId: org.organization.id,
+        name: 'one',
+      }).lean()
+    )?.id;
     // (the first upload succeeded; clean it from the "nothing stored" checks)
     await api.ctx.models.Media.deleteMany({ organizationId: org.organization.id });
     await api.ctx.store.removeMany(await api.objectKeys('errs/'));

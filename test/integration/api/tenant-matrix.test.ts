@@ -81,7 +81,7 @@ beforeAll(async () => {
       body: fd,
     });
     expect(res.status).toBe(201);
-    return ((await res.json()) as { data: { key: string; folderId: number } }).data;
+    return ((await res.json()) as { data: { key: string } }).data;
   };
   const jpeg = await upload(
     form([
@@ -97,7 +97,11 @@ beforeAll(async () => {
   Object.assign(owned, {
     jpegKey: jpeg.key,
     pdfKey: pdf.key,
-    folderId: jpeg.folderId,
+    // Upload answers carry no folderId (the interface's form): the folder's id from MongoDB.
+    folderId: (await api.ctx.models.Folder.findOne({
+      organizationId: alpha.organization.id,
+      name: 'private',
+    }).lean())!.id,
     jobId: ((await job.json()) as { data: { jobId: string } }).data.jobId,
   });
 });

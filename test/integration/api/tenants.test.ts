@@ -54,7 +54,9 @@ describe('tenant isolation', () => {
       ]),
     );
     expect(r.status).toBe(201);
-    expect(r.body.data.folderId).not.toBe(alphaMedia.folderId);
+    const folderOf = async (id: number) =>
+      (await api.ctx.models.Media.findOne({ id }).lean())?.folderId;
+    expect(await folderOf(r.body.data.id)).not.toBe(await folderOf(alphaMedia.id));
     expect(r.body.data.key).toMatch(/^beta\/private\//);
     expect(r.body.data.organizationId).toBe(beta.organization.id);
   });

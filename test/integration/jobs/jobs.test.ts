@@ -122,7 +122,7 @@ describe('with a worker', () => {
     expect(body.data).toMatchObject({
       name: 'Canon 40D.jpg',
       mimetype: 'image/webp',
-      folderId: source.folderId,
+      folderId: (await api.ctx.models.Media.findOne({ key: source.key }).lean())?.folderId,
     });
     expect(body.data.key).toMatch(/^jobs\/shots\/Canon-40D-[A-Za-z0-9_-]{12}\.webp$/);
     const download = await fetch(
@@ -194,6 +194,7 @@ describe('with a worker', () => {
       data: {
         organizationId: org.organization.id,
         requestId: 'r',
+        origin: { ipAddress: '::ffff:127.0.0.1', userAgent: 'jobs-test' },
         key: source.key,
         format: 'png' as const,
       },

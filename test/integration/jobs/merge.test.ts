@@ -94,9 +94,16 @@ describe('POST /media/merge-pdfs', () => {
       { field: 'folder', value: 'Merged' },
     ]);
     expect(status).toBe(201);
-    expect(body.data.name).toMatch(/^merged_\d+\.pdf$/);
+    // The interface's form: key at the bucket's root, name the object's address.
+    expect(body.data.key).toMatch(/^merged_\d{13}\.pdf$/);
+    expect(body.data.name).toBe(api.ctx.store.address(body.data.key));
     expect(body.data.mimetype).toBe('application/pdf');
-    expect(body.data.key).toMatch(/^merger\/merged\/merged_\d+-[A-Za-z0-9_-]{12}\.pdf$/);
+    // The folder is kept on the record.
+    const folder = await api.ctx.models.Folder.findOne({
+      organizationId: org.organization.id,
+      name: 'Merged',
+    }).lean();
+    expect(body.data.folderId).toBe(folder!.id);
     const merged = await download(body.data.key);
     expect(await pageSizes(merged)).toEqual([
       [100, 100],

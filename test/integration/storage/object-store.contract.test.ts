@@ -30,6 +30,7 @@ async function makeS3(): Promise<Harness> {
     client,
     bucket,
     region: config.s3!.region,
+    publicEndpoint: config.s3!.publicEndpoint,
     logger: createLogger({ level: 'silent' }),
     partSize: 5 * MiB, // S3's minimum, so a 12 MB body takes three parts
   });
