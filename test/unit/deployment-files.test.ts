@@ -2,8 +2,8 @@
  * No Docker engine runs where the tests run, so the deployment files are
  * checked here: the compose file parses, every service starts in order, every
  * variable the configuration requires in production is set for the API and
- * the worker, and the Dockerfiles use pinned base images, a non-root user, a
- * health check and entry points that exist.
+ * the worker, and the Dockerfiles use pinned base images (the Node version
+ * .ci/node24 pins), a non-root user, a health check and entry points that exist.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -100,6 +100,15 @@ describe.each(['Dockerfile.api', 'Dockerfile.worker'])('%s', (file) => {
     for (const base of bases) {
       expect(base).toMatch(/^node:\d+\.\d+(\.\d+)?-bookworm(-slim)?(@sha256:[0-9a-f]{64})?$/);
     }
+  });
+
+  it('runs the Node version that CI pins, which package.json engines allow', () => {
+    const pinned = /^NODE24_VERSION=(\d+\.\d+\.\d+)$/m.exec(read('.ci/node24'))?.[1];
+    expect(pinned).toBeDefined();
+    for (const m of text.matchAll(/^FROM\s+node:(\S+?)-bookworm/gm)) expect(m[1]).toBe(pinned);
+    const engines = (JSON.parse(read('package.json')) as { engines: { node: string } }).engines;
+    const minMajor = Number(/^>=\s*(\d+)/.exec(engines.node)?.[1]);
+    expect(Number(pinned!.split('.')[0])).toBeGreaterThanOrEqual(minMajor);
   });
 
   it('runs as a non-root user with a health check', () => {
