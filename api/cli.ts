@@ -6,7 +6,7 @@
  *   token:create --org <slug> [--name <label>] [--expires-in <30d|12h|…>]
  *   token:revoke --id <tokenId>
  *   token:list --org <slug>
- *   reconcile [--org <slug>] [--older-than <1h>] [--fix]
+ *   reconcile [--org <slug>] [--older-than <1h>] [--fix] [--pushgateway <url>]
  */
 import { parseArgs } from 'node:util';
 import ms from 'ms';
@@ -19,7 +19,8 @@ import { MediaRepository } from '@shared/repositories/media.repository';
 import { BullJobQueue } from '@shared/queue/job-queue';
 import { createObjectStore } from '@shared/storage/create-object-store';
 import { createDataContext, type DataContext } from './context';
-import { ReconcileService } from './services/reconcile.service';
+import { pushMetrics, reconcileMetrics } from './services/reconcile-metrics';
+import { ReconcileService, type ReconcileReport } from './services/reconcile.service';
 
 class UsageError extends Error {}
 
@@ -105,15 +106,25 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
     },
   },
   reconcile: {
-    usage: 'reconcile [--org <slug>] [--older-than <1h>] [--fix]',
+    usage: 'reconcile [--org <slug>] [--older-than <1h>] [--fix] [--pushgateway <url>]',
     run: async (ctx, args) => {
       // --fix (alias --remove) is a flag; the other options take values.
       const flags = ['--fix', '--remove'];
       const fix = args.some((a) => flags.includes(a));
       const o = options(
         args.filter((a) => !flags.includes(a)),
-        { org: { type: 'string' }, 'older-than': { type: 'string' } },
+        {
+          org: { type: 'string' },
+          'older-than': { type: 'string' },
+          pushgateway: { type: 'string' },
+        },
       );
+      // --pushgateway: the run's findings as metrics, for an alert (deploy/prometheus/alerts.yml).
+      if (o.pushgateway !== undefined && !/^https?:\/\/[^/]/.test(o.pushgateway)) {
+        throw new UsageError(
+          `--pushgateway must be an http(s) URL such as http://pushgateway:9091 (got "${o.pushgateway}")`,
+        );
+      }
       const olderThan = o['older-than'] ?? RECONCILE_GRACE;
       const olderThanMs = olderThan.trim() === '0' ? 0 : ms(olderThan as ms.StringValue);
       if (typeof olderThanMs !== 'number' || !Number.isFinite(olderThanMs) || olderThanMs < 0) {
@@ -126,8 +137,10 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
       await store.ping();
       // Jobs not finished yet own their temporary inputs: the queue says which.
       const queue = ctx.config.redisUrl ? new BullJobQueue(ctx.config, ctx.logger) : undefined;
+      const started = Date.now();
+      let report: ReconcileReport;
       try {
-        return await new ReconcileService({
+        report = await new ReconcileService({
           store,
           media: new MediaRepository(ctx.models, new CountersRepository(ctx.models)),
           jobs: queue,
@@ -139,6 +152,23 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
       } finally {
         await queue?.close();
       }
+      if (o.pushgateway !== undefined) {
+        const metrics = reconcileMetrics(report, {
+          seconds: (Date.now() - started) / 1000,
+          finishedAt: new Date(),
+        });
+        try {
+          // A run narrowed to one organization has a group of its own.
+          await pushMetrics(o.pushgateway, metrics, organization ? { org: organization.slug } : {});
+        } catch (err) {
+          const found = `objectsWithoutRecord ${report.objectsWithoutRecord.length}, recordsWithoutObject ${report.recordsWithoutObject.length}, incompleteUploads ${report.incompleteUploads.length}`;
+          throw new Error(
+            `reconcile completed (clean: ${report.clean}; ${found}) but its metrics were not pushed: ${err instanceof Error ? err.message : String(err)}`,
+            { cause: err },
+          );
+        }
+      }
+      return report;
     },
   },
 };

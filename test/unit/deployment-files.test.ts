@@ -2,13 +2,15 @@
  * No Docker engine runs where the tests run, so the deployment files are
  * checked here: the compose file parses, every service starts in order, every
  * variable the configuration requires in production is set for the API and
- * the worker, and the Dockerfiles use pinned base images (the Node version
- * .ci/node24 pins), a non-root user, a health check and entry points that exist.
+ * each worker service (one per queue, with the concurrency and memory limit of
+ * the Kubernetes pools), and the Dockerfiles use pinned base images (the Node
+ * version .ci/node24 pins), a non-root user, a health check and entry points
+ * that exist.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { loadConfig } from '../../shared/config';
+import { QUEUE_NAMES, loadConfig } from '../../shared/config';
 
 const root = join(__dirname, '..', '..');
 const read = (file: string) => readFileSync(join(root, file), 'utf8');
@@ -19,7 +21,7 @@ type Service = {
   environment?: Record<string, string>;
   depends_on?: Record<string, { condition: string }>;
   healthcheck?: { test: string[] };
-  deploy?: { replicas?: number };
+  deploy?: { replicas?: number; resources?: { limits?: { memory?: string } } };
   command?: string[];
 };
 const compose = parse(read('docker-compose.yml'), { merge: true }) as {
@@ -33,18 +35,32 @@ const resolve = (value: string) =>
     /\$\{([A-Z0-9_]+)(?::-([^}]*))?\}/g,
     (_m, _name: string, def?: string) => def ?? '',
   );
+const environmentOf = (service: string): NodeJS.ProcessEnv =>
+  Object.fromEntries(
+    Object.entries(compose.services[service]!.environment ?? {}).map(([k, v]) => [k, resolve(v)]),
+  );
+const workers = QUEUE_NAMES.map((q) => `worker-${q}`);
+
+/** Bytes of a compose (`2g`, binary units) or Kubernetes (`2Gi`) memory size. */
+function bytes(size: string): number {
+  const m = /^(\d+)\s*(b|k|ki|m|mi|g|gi)?b?$/i.exec(size.trim());
+  if (!m) throw new Error(`unexpected memory size ${size}`);
+  const unit = (m[2] ?? 'b').toLowerCase().replace(/i$/, '');
+  return Number(m[1]) * 1024 ** ['b', 'k', 'm', 'g'].indexOf(unit);
+}
 
 describe('docker-compose.yml', () => {
-  it('runs MongoDB, Redis, MinIO with its bucket, the API and two workers', () => {
+  it('runs MongoDB, Redis, MinIO with its bucket, the API and a worker service per queue', () => {
     expect(Object.keys(compose.services).sort()).toEqual([
       'api',
       'createbucket',
       'minio',
       'mongodb',
       'redis',
-      'worker',
+      ...QUEUE_NAMES.map((q) => `worker-${q}`),
     ]);
-    expect(compose.services.worker!.deploy?.replicas).toBe(2);
+    expect(compose.services['worker-image']!.deploy?.replicas).toBe(2);
+    expect(compose.services['worker-pdf']!.deploy?.replicas).toBe(1);
     expect(compose.services.redis!.command).toEqual(
       expect.arrayContaining(['--maxmemory-policy', 'noeviction']),
     );
@@ -58,7 +74,7 @@ describe('docker-compose.yml', () => {
   it('starts in order: dependencies healthy, the bucket created', () => {
     for (const name of ['mongodb', 'redis', 'minio'])
       expect(compose.services[name]!.healthcheck).toBeDefined();
-    for (const name of ['api', 'worker']) {
+    for (const name of ['api', ...workers]) {
       expect(compose.services[name]!.depends_on).toEqual({
         mongodb: { condition: 'service_healthy' },
         redis: { condition: 'service_healthy' },
@@ -70,13 +86,38 @@ describe('docker-compose.yml', () => {
     });
   });
 
-  it.each(['api', 'worker'])('sets every variable the %s needs in production', (name) => {
-    const env = Object.fromEntries(
-      Object.entries(compose.services[name]!.environment ?? {}).map(([k, v]) => [k, resolve(v)]),
-    );
+  it.each(['api', ...workers])('sets every variable the %s needs in production', (name) => {
+    const env = environmentOf(name);
     expect(env.NODE_ENV).toBe('production');
     expect(() => loadConfig(env)).not.toThrow();
   });
+
+  it.each(QUEUE_NAMES)(
+    'worker-%s takes its queue only, with the concurrency and memory limit of its Kubernetes pool',
+    (queue) => {
+      const config = loadConfig(environmentOf(`worker-${queue}`));
+      expect(config.worker.queues).toEqual([queue]);
+      // deploy/kubernetes/base/worker-<queue>.yaml explains both figures.
+      const pool = parse(read(`deploy/kubernetes/base/worker-${queue}.yaml`)) as {
+        spec: {
+          template: {
+            spec: {
+              containers: {
+                env: { name: string; value: string }[];
+                resources: { limits: { memory: string } };
+              }[];
+            };
+          };
+        };
+      };
+      const container = pool.spec.template.spec.containers[0]!;
+      const podEnv = Object.fromEntries(container.env.map((e) => [e.name, e.value]));
+      expect(config.worker.concurrency[queue]).toBe(Number(podEnv.WORKER_CONCURRENCY));
+      const limit = compose.services[`worker-${queue}`]!.deploy?.resources?.limits?.memory;
+      expect(limit).toBeDefined();
+      expect(bytes(limit!)).toBe(bytes(container.resources.limits.memory));
+    },
+  );
 
   it('pins every image', () => {
     for (const [name, service] of Object.entries(compose.services)) {
