@@ -20,9 +20,9 @@ import { downloadRoutes } from './routes/download.routes';
 import { jobRoutes } from './routes/jobs.routes';
 import { opsRoutes } from './routes/ops.routes';
 import { uploadRoutes } from './routes/upload.routes';
-import type { MediaRepository } from '@shared/repositories/media.repository';
 import type { DownloadService } from './services/download.service';
 import type { JobsService } from './services/jobs.service';
+import type { MediaJobsService } from './services/media-jobs.service';
 import type { TokensService } from './services/tokens.service';
 import type { UploadService } from './services/upload.service';
 
@@ -33,7 +33,7 @@ export interface AppDeps {
   uploads: UploadService;
   downloads: DownloadService;
   jobs: JobsService;
-  media: MediaRepository;
+  mediaJobs: MediaJobsService;
   /** HTTP latency and bytes stored, served on GET /metrics. */
   metrics: ApiMetrics;
   /** The dependencies GET /readyz checks (MongoDB, Redis, storage). */
@@ -80,9 +80,7 @@ export function createApp(deps: AppDeps): Express {
   }
   app.use(uploadRoutes({ uploads: deps.uploads, config: deps.config, metrics: deps.metrics }));
   app.use(downloadRoutes({ downloads: deps.downloads }));
-  app.use(
-    jobRoutes({ jobs: deps.jobs, uploads: deps.uploads, media: deps.media, config: deps.config }),
-  );
+  app.use(jobRoutes({ jobs: deps.jobs, mediaJobs: deps.mediaJobs }));
 
   app.use(notFoundHandler);
   app.use(errorHandler);

@@ -10,18 +10,18 @@ import { createModels, syncIndexes, type Models } from '@shared/db/models';
 import type { Logger } from '@shared/logger';
 import { createApiMetrics, type ApiMetrics } from '@shared/metrics';
 import type { ReadinessChecks } from '@shared/readiness';
-import { CountersRepository } from '@shared/repositories/counters.repository';
-import { FoldersRepository } from '@shared/repositories/folders.repository';
-import { MediaRepository } from '@shared/repositories/media.repository';
-import { OrganizationsRepository } from '@shared/repositories/organizations.repository';
-import { TokensRepository } from '@shared/repositories/tokens.repository';
+import { createRepositories, type Repositories } from '@shared/repositories';
+import type { MediaRepository } from '@shared/repositories/media.repository';
 import { createObjectStore } from '@shared/storage/create-object-store';
 import type { ObjectStore } from '@shared/storage/object-store';
 import { BullJobQueue } from '@shared/queue/job-queue';
 import { createRedis, waitForRedis } from '@shared/queue/redis';
 import type { Redis } from 'ioredis';
 import { DownloadService } from './services/download.service';
+import { FoldersService } from './services/folders.service';
+import { IngestService } from './services/ingest.service';
 import { JobsService } from './services/jobs.service';
+import { MediaJobsService } from './services/media-jobs.service';
 import { OrganizationsService } from './services/organizations.service';
 import { TokensService } from './services/tokens.service';
 import { UploadService } from './services/upload.service';
@@ -31,6 +31,7 @@ export interface DataContext {
   logger: Logger;
   connection: Connection;
   models: Models;
+  repositories: Repositories;
   tokens: TokensService;
   organizations: OrganizationsService;
   close(): Promise<void>;
@@ -47,6 +48,7 @@ export interface ApiContext extends DataContext {
   uploads: UploadService;
   downloads: DownloadService;
   jobs: JobsService;
+  mediaJobs: MediaJobsService;
   metrics: ApiMetrics;
   /** What GET /readyz checks. */
   readiness: ReadinessChecks;
@@ -62,21 +64,19 @@ export async function createDataContext(config: Config, logger: Logger): Promise
   const connection = await connectMongo(requireSetting(config.mongodbUri, 'MONGODB_URI'), logger);
   const models = createModels(connection);
   await syncIndexes(models);
-  const counters = new CountersRepository(models);
-  const organizationsRepo = new OrganizationsRepository(models, counters);
-  const tokens = new TokensService(new TokensRepository(models), organizationsRepo);
+  const repositories = createRepositories(models);
+  const tokens = new TokensService(repositories.tokens, repositories.organizations);
   return {
     config,
     logger,
     connection,
     models,
+    repositories,
     tokens,
-    organizations: new OrganizationsService(organizationsRepo, tokens),
+    organizations: new OrganizationsService(repositories.organizations, tokens),
     close: () => connection.close(),
   };
 }
-
-export { createObjectStore };
 
 export async function createApiContext(
   config: Config,
@@ -87,15 +87,29 @@ export async function createApiContext(
   try {
     const store = overrides.store ?? createObjectStore(config, logger);
     if (!overrides.store) await store.init();
-    const counters = new CountersRepository(data.models);
-    const folders = new FoldersRepository(data.models, counters);
-    const media = new MediaRepository(data.models, counters);
+    const { media } = data.repositories;
+    const folders = new FoldersService({ folders: data.repositories.folders });
+    const ingest = new IngestService({
+      store,
+      limits: {
+        maxFileSize: config.limits.maxFileSize,
+        acceptedTypes: config.limits.acceptedTypes,
+      },
+      logger,
+    });
     const queue = new BullJobQueue(config, logger);
     await queue.init();
     const rateLimitRedis =
       config.rateLimit && config.redisUrl
         ? createRedis(config.redisUrl, 'producer', logger)
         : undefined;
+    const jobs = new JobsService({
+      queue,
+      media,
+      publicBaseUrl: config.publicBaseUrl,
+      bucket: config.bucket,
+      waitMs: config.jobWaitMs,
+    });
     if (rateLimitRedis) {
       await waitForRedis(rateLimitRedis).catch(async (err: unknown) => {
         rateLimitRedis.disconnect();
@@ -115,22 +129,23 @@ export async function createApiContext(
       rateLimitRedis,
       queues: QUEUE_NAMES.map((name) => queue.queue(name)),
       media,
-      jobs: new JobsService({
-        queue,
+      jobs,
+      mediaJobs: new MediaJobsService({
+        jobs,
         media,
-        publicBaseUrl: config.publicBaseUrl,
-        bucket: config.bucket,
-        waitMs: config.jobWaitMs,
-      }),
-      uploads: new UploadService({
-        store,
+        ingest,
         folders,
-        media,
         limits: {
           maxFileSize: config.limits.maxFileSize,
-          acceptedTypes: config.limits.acceptedTypes,
+          maxMergeInputs: config.limits.maxMergeInputs,
         },
-        logger,
+      }),
+      uploads: new UploadService({
+        ingest,
+        folders,
+        media,
+        maxFileSize: config.limits.maxFileSize,
+        maxBase64Size: config.limits.maxBase64Size,
       }),
       downloads: new DownloadService({ media, store }),
       metrics: createApiMetrics({ queueCounts: () => queue.counts() }),

@@ -1,6 +1,7 @@
 /** The API process: wires configuration, connections and the app, then listens. */
 import { once } from 'node:events';
-import { ConfigError, getConfig } from '@shared/config';
+import { getConfig } from '@shared/config';
+import { runMain } from '@shared/run-main';
 import { createLogger } from '@shared/logger';
 import {
   gracefulHttpServer,
@@ -50,9 +51,4 @@ async function main(): Promise<void> {
   ]);
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(
-    `${err instanceof ConfigError ? err.message : err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
-  );
-  process.exit(1);
-});
+runMain(main);

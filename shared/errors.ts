@@ -85,14 +85,30 @@ export class AppError extends Error {
       },
     );
   }
-
-  /** True when the fault is on our side of the wire and may pass if retried. */
-  get transient(): boolean {
-    return this.code === 'DEPENDENCY_UNAVAILABLE';
-  }
 }
 
 export const isAppError = (e: unknown): e is AppError => e instanceof AppError;
+
+/** The error envelope, the same from every process: `{ statusCode, message, error, details?, …extra, requestId }`. */
+export interface ErrorBody {
+  statusCode: number;
+  message: string;
+  error: string;
+  details?: unknown[];
+  requestId: string;
+  [key: string]: unknown;
+}
+
+export function errorBody(error: AppError, requestId: string): ErrorBody {
+  return {
+    statusCode: error.status,
+    message: error.message,
+    error: error.code,
+    ...(error.details ? { details: error.details } : {}),
+    ...(error.extra ?? {}),
+    requestId,
+  };
+}
 
 const MB = 1024 * 1024;
 const humanBytes = (n: number) =>
@@ -125,6 +141,10 @@ export const Errors = {
       headers: { 'WWW-Authenticate': 'Bearer realm="media"' },
     }),
   notFound: (message = 'Not found') => new AppError('NOT_FOUND', 404, message),
+  methodNotAllowed: (allow: string) =>
+    new AppError('METHOD_NOT_ALLOWED', 405, `Only ${allow} is allowed here`, undefined, {
+      headers: { Allow: allow },
+    }),
   mediaNotFound: (key: string) =>
     new AppError('MEDIA_NOT_FOUND', 404, `No media with key "${key}"`),
   folderNotFound: (folderId: number | string) =>

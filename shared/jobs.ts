@@ -6,9 +6,10 @@
  * Payloads carry keys, ids, the organization and the request id, never file
  * bytes or tokens.
  */
-import type { QueueName } from './config';
+import { QUEUE_NAMES, type QueueName } from './config';
 import type { RequestOrigin } from './db/models';
 import { AppError, type ErrorCode, type ErrorDetail } from './errors';
+import type { ConvertFormat } from './media/formats';
 
 export type { QueueName };
 
@@ -37,7 +38,7 @@ export interface JobPayloads {
   'image.metadata': BasePayload & { key: string };
   'image.convert': CreatingPayload & {
     key: string;
-    format: 'jpeg' | 'png' | 'webp' | 'avif' | 'tiff' | 'gif';
+    format: ConvertFormat;
     quality?: number;
   };
   'pdf.merge': CreatingPayload & {
@@ -77,7 +78,7 @@ export function newJobId(name: JobName, uuid: string): string {
 
 export function queueOfJobId(jobId: string): QueueName | undefined {
   const queue = jobId.split('-', 1)[0];
-  return queue === 'image' || queue === 'pdf' ? queue : undefined;
+  return QUEUE_NAMES.find((q) => q === queue);
 }
 
 /**

@@ -6,7 +6,8 @@
  */
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
-import { ConfigError, getConfig } from '@shared/config';
+import { getConfig } from '@shared/config';
+import { runMain } from '@shared/run-main';
 import { createLogger } from '@shared/logger';
 import { installCrashHandlers, onShutdown } from '@shared/shutdown';
 import { createAdapters } from './adapters';
@@ -59,9 +60,4 @@ async function main(): Promise<void> {
   ]);
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(
-    `${err instanceof ConfigError ? err.message : err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
-  );
-  process.exit(1);
-});
+runMain(main);

@@ -8,17 +8,8 @@ import { maxHeaderSize, STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import type { Logger } from '@shared/logger';
-import { Errors, isAppError, type AppError } from '@shared/errors';
+import { errorBody, Errors, isAppError, type AppError } from '@shared/errors';
 import { requestIdOf } from './request-context';
-
-export interface ErrorBody {
-  statusCode: number;
-  message: string;
-  error: string;
-  details?: unknown[];
-  requestId: string;
-  [key: string]: unknown;
-}
 
 /** Translates errors thrown by libraries into AppErrors; everything else is a 500. */
 export function toAppError(err: unknown): AppError {
@@ -56,15 +47,7 @@ export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
     return;
   }
   for (const [name, value] of Object.entries(appError.headers ?? {})) res.setHeader(name, value);
-  const body: ErrorBody = {
-    statusCode: appError.status,
-    message: appError.message,
-    error: appError.code,
-    ...(appError.details ? { details: appError.details } : {}),
-    ...(appError.extra ?? {}),
-    requestId,
-  };
-  res.status(appError.status).json(body);
+  res.status(appError.status).json(errorBody(appError, requestId));
 };
 
 /**
@@ -86,12 +69,7 @@ export function clientErrorHandler(
         : Errors.badRequest('The HTTP request is malformed');
     const requestId = randomUUID();
     logger.info({ code: appError.code, parserError: err.code, requestId }, appError.message);
-    const body = JSON.stringify({
-      statusCode: appError.status,
-      message: appError.message,
-      error: appError.code,
-      requestId,
-    } satisfies ErrorBody);
+    const body = JSON.stringify(errorBody(appError, requestId));
     socket.end(
       [
         `HTTP/1.1 ${appError.status} ${STATUS_CODES[appError.status] ?? ''}`,

@@ -42,11 +42,6 @@ export async function connectMongo(
   return connection;
 }
 
-/** Strips credentials from a MongoDB URI for logs. */
-export function redactUri(uri: string): string {
-  return uri.replace(/\/\/([^@/]+)@/, '//[redacted]@');
-}
-
 /** Sends `ping` on the connection (readiness probes); rejects when MongoDB does not answer. */
 export async function pingMongo(connection: Connection): Promise<void> {
   if (!connection.db) throw new Error('not connected');

@@ -6,7 +6,7 @@
 import type { EventEmitter } from 'node:events';
 import { Job, Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { Config, QueueName } from '../config';
+import { QUEUE_NAMES, type Config, type QueueName } from '../config';
 import { Errors, isAppError, type AppError } from '../errors';
 import {
   JOB_OPTIONS,
@@ -155,7 +155,7 @@ export class BullJobQueue implements JobQueue {
   /** Starts listening for job outcomes (so the first request does not pay for it). */
   async init(): Promise<void> {
     await Promise.all(
-      (['image', 'pdf'] as const).map(async (q) => {
+      QUEUE_NAMES.map(async (q) => {
         await this.queue(q).waitUntilReady();
         await this.queueEvents(q).waitUntilReady();
       }),
@@ -260,7 +260,7 @@ export class BullJobQueue implements JobQueue {
     const PAGE = 200;
     // A fresh connection (the CLI's) may not be up yet: wait for it, boundedly.
     await redisCall(() => waitForRedis(this.producer(), 5_000));
-    for (const name of ['image', 'pdf'] as const) {
+    for (const name of QUEUE_NAMES) {
       const queue = this.queue(name);
       for (const state of UNFINISHED_STATES) {
         for (let start = 0; ; start += PAGE) {
@@ -280,7 +280,7 @@ export class BullJobQueue implements JobQueue {
 
   async counts(): Promise<Record<QueueName, Record<string, number>>> {
     const out = {} as Record<QueueName, Record<string, number>>;
-    for (const q of ['image', 'pdf'] as const) {
+    for (const q of QUEUE_NAMES) {
       out[q] = await redisCall(() =>
         this.queue(q).getJobCounts(
           'waiting',

@@ -19,6 +19,9 @@ import { errorHandler } from '../../api/middleware/error-handler';
 import { success } from '../../api/respond';
 import type { DownloadService } from '../../api/services/download.service';
 import { JobsService } from '../../api/services/jobs.service';
+import type { FoldersService } from '../../api/services/folders.service';
+import type { IngestService } from '../../api/services/ingest.service';
+import { MediaJobsService } from '../../api/services/media-jobs.service';
 import { toMediaView } from '../../api/services/media-view';
 import type { TokensService } from '../../api/services/tokens.service';
 import type { UploadService } from '../../api/services/upload.service';
@@ -148,7 +151,7 @@ function appRoutes(): string[] {
     uploads: {} as UploadService,
     downloads: {} as DownloadService,
     jobs: {} as JobsService,
-    media: {} as MediaRepository,
+    mediaJobs: {} as MediaJobsService,
     metrics: createApiMetrics(),
     readiness: {},
   };
@@ -228,6 +231,7 @@ const sampleErrors: Record<keyof typeof Errors, () => AppError> = {
   folderMismatch: () => Errors.folderMismatch('Photos', 8),
   unauthorized: () => Errors.unauthorized(),
   notFound: () => Errors.notFound(),
+  methodNotAllowed: () => Errors.methodNotAllowed('GET'),
   mediaNotFound: () => Errors.mediaNotFound('acme/photos/holiday-ILm6DTZ4Wc-R.jpg'),
   folderNotFound: () => Errors.folderNotFound(99),
   jobNotFound: () => Errors.jobNotFound('17'),
@@ -797,9 +801,9 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
     record(3, 'acme/photo-Q2x9LwPz0aB7.webp', 'image/webp', 'photo.jpg'),
     record(
       4,
-      'acme/merged_1763795531408-Vb3kR9sTq1Xw.pdf',
-      'application/pdf',
       'merged_1763795531408.pdf',
+      'application/pdf',
+      'http://127.0.0.1:9000/media/merged_1763795531408.pdf',
     ),
   ];
   const metadata = {
@@ -847,10 +851,14 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
     findById: (orgId: number, id: number) =>
       Promise.resolve(records.find((r) => r.organizationId === orgId && r.id === id) ?? null),
   } as unknown as MediaRepository;
-  const uploads = {
-    resolveFolder: () => Promise.resolve(null),
-    discard: () => Promise.resolve(),
-  } as unknown as UploadService;
+  const jobsService = new JobsService({ queue, media, publicBaseUrl, bucket: 'media', waitMs: 50 });
+  const mediaJobs = new MediaJobsService({
+    jobs: jobsService,
+    media,
+    ingest: { discard: () => Promise.resolve() } as unknown as IngestService,
+    folders: { resolve: () => Promise.resolve(null) } as unknown as FoldersService,
+    limits: { maxFileSize: 1024 * 1024, maxMergeInputs: 50 },
+  });
   const tokens = {
     verify: (token: string) =>
       Promise.resolve(
@@ -869,10 +877,10 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
       config: loadConfig({}),
       logger: createLogger({ level: 'silent' }),
       tokens,
-      uploads,
+      uploads: {} as UploadService,
       downloads: {} as DownloadService,
-      jobs: new JobsService({ queue, media, publicBaseUrl, bucket: 'media', waitMs: 50 }),
-      media,
+      jobs: jobsService,
+      mediaJobs,
       metrics: createApiMetrics(),
       readiness: {},
     });

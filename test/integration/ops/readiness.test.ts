@@ -50,7 +50,25 @@ describe('readiness of the API and the worker (services up)', () => {
     expect([res.status, body.status]).toEqual([200, 'ready']);
     expect(Object.keys(body.checks).sort()).toEqual(['mongodb', 'redis', 'storage']);
     expect(Object.values(body.checks).every((c) => c.ok)).toBe(true);
-    expect((await fetch(`${worker.opsUrl}/nothing`)).status).toBe(404);
+  });
+
+  it("worker: errors in the API's envelope (404, 405, 401)", async () => {
+    for (const [init, path, status, code] of [
+      [{}, '/nothing', 404, 'NOT_FOUND'],
+      [{ method: 'POST' }, '/healthz', 405, 'METHOD_NOT_ALLOWED'],
+    ] as const) {
+      const res = await fetch(`${worker.opsUrl}${path}`, {
+        ...init,
+        headers: { 'X-Request-Id': 'ops-req-1' },
+      });
+      expect(res.status).toBe(status);
+      expect(await res.json()).toEqual({
+        statusCode: status,
+        message: expect.any(String) as string,
+        error: code,
+        requestId: 'ops-req-1',
+      });
+    }
   });
 });
 

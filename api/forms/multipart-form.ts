@@ -1,79 +1,50 @@
 /**
- * The one multipart module: parses a multipart/form-data request with busboy
- * and hands each file part, as a stream, to a handler, in form order.
+ * The one multipart form reader: parses a multipart/form-data request with
+ * busboy and hands each file part, as a stream, to a handler, in form order
+ * (the `FormReader` services use, api/services/form.ts).
  *
  * Limits (files, parts, fields, field size, part headers) come from the
  * caller. The first failure of any kind (a limit, a malformed body, a handler
  * that rejects, the client going away) stops the parse: every file stream
  * still open is destroyed with that error (so storage aborts its partial
- * upload), the rest of the body is discarded, and `parseMultipart` rejects
- * once every handler has settled, so the caller can clean up what was stored.
+ * upload), the rest of the body is discarded, and the read rejects with the
+ * error once every handler has settled, so the caller can clean up what was
+ * stored. This module is also the one place that answers such a failure: the
+ * connection is closed after the answer (`closeAfterAnswer`).
  */
 import type { Request } from 'express';
 import busboy, { type Busboy } from 'busboy';
 import type { Readable } from 'node:stream';
 import { Errors, isAppError, type AppError } from '@shared/errors';
-
-export interface MultipartLimits {
-  /** Largest file, bytes (busboy truncates one byte past it; the handler's meter trips first). */
-  maxFileSize: number;
-  maxFiles: number;
-  /** What the files are, in the 413 message when there are too many ("merge inputs"); default "files". */
-  filesNoun?: string;
-  maxFields?: number;
-  maxFieldSize?: number;
-  /** Parts of any kind (files, fields, parts busboy skips); default maxFiles + maxFields. */
-  maxParts?: number;
-  maxHeaderPairs?: number;
-}
-
-export interface FilePart {
-  field: string;
-  /** The client's filename, decoded as UTF-8; undefined when the part had none. */
-  filename: string;
-  declaredType: string;
-  stream: Readable;
-}
-
-export type Fields = Map<string, string[]>;
-
-export interface MultipartHandlers<T> {
-  /** Called for each file part, with the fields seen so far. Must consume or reject. */
-  onFile(part: FilePart, fieldsSoFar: Fields): Promise<T>;
-  /**
-   * Called with the name of each field before its value is looked at (so an
-   * unknown or misplaced field is refused as such even when its value is over
-   * the size limit); throw an AppError to refuse the request.
-   */
-  acceptField?(name: string): void;
-  /** Called for each field within the size limit; throw an AppError to refuse the request. */
-  onField?(name: string, value: string): void;
-}
-
-export interface MultipartResult<T> {
-  fields: Fields;
-  files: T[];
-}
-
-/** Thrown when the parse failed; `settled` holds what the file handlers produced before it stopped. */
-export class MultipartFailure<T> extends Error {
-  constructor(
-    readonly error: AppError,
-    readonly settled: T[],
-  ) {
-    super(error.message);
-  }
-}
+import type { FormFields, FormFile, FormHandlers, FormLimits, FormReader } from '../services/form';
 
 export function isMultipart(req: Request): boolean {
   return /^multipart\/form-data\b/i.test(req.headers['content-type'] ?? '');
 }
 
-export function parseMultipart<T>(
+/**
+ * The form of `req` as a `FormReader`: 400 when the request is not
+ * multipart/form-data; after any failure the connection is closed once the
+ * answer is sent.
+ */
+export function multipartForm(req: Request): FormReader {
+  return async (limits, handlers) => {
+    if (!isMultipart(req)) throw Errors.badRequest('The request must be multipart/form-data');
+    try {
+      return await parseMultipart(req, limits, handlers);
+    } catch (err) {
+      // The rest of the body is being discarded: close the connection after answering.
+      closeAfterAnswer(req);
+      throw err;
+    }
+  };
+}
+
+function parseMultipart<T>(
   req: Request,
-  limits: MultipartLimits,
-  handlers: MultipartHandlers<T>,
-): Promise<MultipartResult<T>> {
+  limits: FormLimits,
+  handlers: FormHandlers<T>,
+): Promise<{ fields: FormFields; files: T[] }> {
   const maxFields = limits.maxFields ?? 100;
   const maxParts = limits.maxParts ?? limits.maxFiles + maxFields;
   return new Promise((resolve, reject) => {
@@ -98,15 +69,12 @@ export function parseMultipart<T>(
       // busboy throws synchronously on a missing or malformed Content-Type / boundary.
       const message = err instanceof Error ? err.message : String(err);
       reject(
-        new MultipartFailure<T>(
-          Errors.badRequest(`The request must be multipart/form-data with a boundary (${message})`),
-          [],
-        ),
+        Errors.badRequest(`The request must be multipart/form-data with a boundary (${message})`),
       );
       return;
     }
 
-    const fields: Fields = new Map();
+    const fields: FormFields = new Map();
     const pending: Promise<void>[] = [];
     const results: (T | undefined)[] = [];
     const openStreams = new Set<Readable>();
@@ -116,7 +84,7 @@ export function parseMultipart<T>(
     const settle = () => {
       void Promise.allSettled(pending).then(() => {
         const done = results.filter((r): r is T => r !== undefined);
-        if (failure) reject(new MultipartFailure(failure, done));
+        if (failure) reject(failure);
         else resolve({ fields, files: done });
       });
     };
@@ -151,7 +119,7 @@ export function parseMultipart<T>(
       stream.once('end', () => openStreams.delete(stream));
       const index = results.length;
       results.push(undefined);
-      const part: FilePart = {
+      const part: FormFile = {
         field,
         filename: info.filename ?? '',
         declaredType: info.mimeType,
@@ -235,12 +203,6 @@ export function parseMultipart<T>(
   });
 }
 
-/** The last value of a field, trimmed of nothing (fields are taken as sent). */
-export function lastField(fields: Fields, name: string): string | undefined {
-  const values = fields.get(name);
-  return values?.[values.length - 1];
-}
-
 /**
  * The fields of a request, wherever the client put them: a multipart or
  * urlencoded form, a JSON object (already parsed by express.json), or the
@@ -261,31 +223,25 @@ export async function readFields(
     fields[name] = value;
   };
   if (isMultipart(req)) {
-    try {
-      const { fields: form } = await parseMultipart<never>(
-        req,
-        // (a generous size limit: a file part is refused as such, not as too large)
-        { maxFileSize: 1024 * 1024, maxFiles: 1, maxFields: 20 },
-        {
-          onFile: (part) =>
-            Promise.reject(
-              Errors.validation([
-                {
-                  field: part.field,
-                  message: `file parts are not accepted here ("${part.field}")`,
-                },
-              ]),
-            ),
-          acceptField: (name) => {
-            if (!allowed.includes(name)) take(name, undefined);
-          },
+    const { fields: form } = await multipartForm(req)<never>(
+      // (a generous size limit: a file part is refused as such, not as too large)
+      { maxFileSize: 1024 * 1024, maxFiles: 1, maxFields: 20 },
+      {
+        onFile: (part) =>
+          Promise.reject(
+            Errors.validation([
+              {
+                field: part.field,
+                message: `file parts are not accepted here ("${part.field}")`,
+              },
+            ]),
+          ),
+        acceptField: (name) => {
+          if (!allowed.includes(name)) take(name, undefined);
         },
-      );
-      for (const [name, values] of form) take(name, values[values.length - 1]);
-    } catch (err) {
-      if (err instanceof MultipartFailure) throw (err as MultipartFailure<never>).error;
-      throw err;
-    }
+      },
+    );
+    for (const [name, values] of form) take(name, values[values.length - 1]);
   } else if (req.body && typeof req.body === 'object' && !Buffer.isBuffer(req.body)) {
     for (const [name, value] of Object.entries(req.body as Record<string, unknown>))
       take(name, value);

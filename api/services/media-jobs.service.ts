@@ -1,0 +1,229 @@
+/**
+ * The requests that become jobs: image metadata, conversion and PDF merges.
+ * Each checks what it names first (404 for a key the organization does not
+ * hold, 415 for the wrong type: before any job is made), then hands the job
+ * to JobsService, which queues it and waits for its outcome.
+ *
+ * A merge's inputs come in form order: stored keys (looked up together once
+ * the form is read) and uploaded PDFs (streamed to temporary objects as they
+ * arrive). Once the job is queued it owns the temporary inputs and removes
+ * them when it ends; until then they are the request's to remove.
+ */
+import { Errors, isAppError } from '@shared/errors';
+import type { JobPayloads } from '@shared/jobs';
+import type {
+  MediaRecord,
+  MediaRepository,
+  RequestOrigin,
+} from '@shared/repositories/media.repository';
+import type { Organization } from '@shared/repositories/organizations.repository';
+import type { FoldersService } from './folders.service';
+import { lastField, type FormReader } from './form';
+import type { IngestService, StoredObject } from './ingest.service';
+import type { JobAnswer, JobsService } from './jobs.service';
+
+/** What every job request carries from the HTTP request. */
+export interface JobRequest {
+  requestId: string;
+  origin: RequestOrigin;
+  /** Answer at once with the job id (`Prefer: respond-async`) instead of waiting. */
+  async: boolean;
+}
+
+export interface ConvertInput {
+  key: string;
+  format: JobPayloads['image.convert']['format'];
+  quality?: number | undefined;
+}
+
+type MergeInput = Promise<{ key: string; name: string }> | { storedKey: string };
+
+const MERGE_FIELDS = 'files, mediaKeys, folder, folderId';
+
+export class MediaJobsService {
+  constructor(
+    private readonly deps: {
+      jobs: JobsService;
+      media: MediaRepository;
+      ingest: IngestService;
+      folders: FoldersService;
+      limits: { maxFileSize: number; maxMergeInputs: number };
+    },
+  ) {}
+
+  async metadata(org: Organization, key: string, request: JobRequest): Promise<JobAnswer> {
+    const record = await this.imageRecord(org, key);
+    return this.deps.jobs.run(
+      'image.metadata',
+      { organizationId: org.id, requestId: request.requestId, key: record.key },
+      { async: request.async },
+    );
+  }
+
+  async convert(org: Organization, input: ConvertInput, request: JobRequest): Promise<JobAnswer> {
+    const record = await this.imageRecord(org, input.key);
+    return this.deps.jobs.run(
+      'image.convert',
+      {
+        organizationId: org.id,
+        requestId: request.requestId,
+        origin: request.origin,
+        key: record.key,
+        format: input.format,
+        ...(input.quality === undefined ? {} : { quality: input.quality }),
+      },
+      { async: request.async },
+    );
+  }
+
+  /** Merges the PDFs a form names (`files` parts and `mediaKeys` fields, in form order). */
+  async merge(org: Organization, form: FormReader, request: JobRequest): Promise<JobAnswer> {
+    const maxInputs = this.deps.limits.maxMergeInputs;
+    const inputs: MergeInput[] = [];
+    const temporary: StoredObject[] = [];
+    const addInput = (input: MergeInput) => {
+      if (inputs.length >= maxInputs) throw Errors.tooManyFiles(maxInputs, 'merge inputs');
+      if (input instanceof Promise) input.catch(() => undefined); // observed below
+      inputs.push(input);
+    };
+    try {
+      const { fields } = await form(
+        {
+          maxFileSize: this.deps.limits.maxFileSize,
+          maxFiles: maxInputs,
+          filesNoun: 'merge inputs',
+          maxFields: maxInputs + 10,
+        },
+        {
+          onField(name, value) {
+            if (name === 'mediaKeys' || name === 'mediaKeys[]') {
+              for (const key of parseKeys(value)) addInput({ storedKey: key });
+            } else if (name !== 'folder' && name !== 'folderId') {
+              throw Errors.validation([
+                { field: name, message: `unknown field "${name}" (accepted: ${MERGE_FIELDS})` },
+              ]);
+            }
+          },
+          onFile: async (part) => {
+            if (part.field !== 'files' && part.field !== 'files[]') {
+              throw Errors.validation([
+                {
+                  field: part.field,
+                  message: `unexpected file field "${part.field}" (send PDFs as "files")`,
+                },
+              ]);
+            }
+            const index = inputs.length;
+            if (index >= maxInputs) throw Errors.tooManyFiles(maxInputs, 'merge inputs');
+            const stored = this.deps.ingest
+              .storeTemporary(org, part.stream, part.filename, ['application/pdf'])
+              .then((object) => {
+                temporary.push(object);
+                return { key: object.key, name: object.name };
+              })
+              .catch((err: unknown) => {
+                throw isAppError(err) ? err.forInput(index, part.filename) : err;
+              });
+            addInput(stored);
+            await stored;
+          },
+        },
+      );
+      if (inputs.length === 0) {
+        throw Errors.validation([
+          {
+            field: 'files',
+            message: 'at least one input is required: "files" parts and/or "mediaKeys"',
+          },
+        ]);
+      }
+      const resolved = await this.resolveInputs(org, inputs);
+      const folder = await this.deps.folders.resolve(org, {
+        folder: lastField(fields, 'folder'),
+        folderId: lastField(fields, 'folderId'),
+      });
+      return await this.deps.jobs.run(
+        'pdf.merge',
+        {
+          organizationId: org.id,
+          requestId: request.requestId,
+          origin: request.origin,
+          inputs: resolved,
+          folderId: folder?.id ?? null,
+          temporaryKeys: temporary.map((t) => t.key),
+        },
+        {
+          async: request.async,
+          // Once queued, the job owns the temporary inputs (and removes them when it ends);
+          // until then (Redis refusing the job) they are this request's to remove.
+          onQueued: () => void (temporary.length = 0),
+        },
+      );
+    } catch (err) {
+      await Promise.allSettled(inputs.filter((i) => i instanceof Promise));
+      await this.deps.ingest.discard(temporary);
+      throw err;
+    }
+  }
+
+  /** Every input's key and name, in form order; one query for all the stored keys. */
+  private async resolveInputs(
+    org: Organization,
+    inputs: MergeInput[],
+  ): Promise<{ key: string; name: string }[]> {
+    const storedKeys = inputs.flatMap((i) => (i instanceof Promise ? [] : [i.storedKey]));
+    const records = await this.deps.media.findByKeys(org.id, storedKeys);
+    return Promise.all(
+      inputs.map(async (input, index) => {
+        if (input instanceof Promise) return input;
+        const key = input.storedKey;
+        const record = records.get(key);
+        if (!record) throw Errors.mediaNotFound(key).forInput(index, key);
+        if (record.mimetype !== 'application/pdf') {
+          throw Errors.unsupportedType(`Input ${index + 1} ("${key}") is not a PDF`).forInput(
+            index,
+            key,
+          );
+        }
+        return { key: record.key, name: record.name };
+      }),
+    );
+  }
+
+  /** The record of an image key of this organization (404 unknown, 415 not an image). */
+  private async imageRecord(org: Organization, key: string): Promise<MediaRecord> {
+    const record = await this.deps.media.findByKey(org.id, key);
+    if (!record) throw Errors.mediaNotFound(key);
+    if (!record.mimetype.startsWith('image/')) {
+      throw Errors.unsupportedType(`"${key}" is ${record.mimetype}, not an image`);
+    }
+    return record;
+  }
+}
+
+/** `mediaKeys` as repeated fields, or one JSON array. */
+function parseKeys(value: string): string[] {
+  const trimmed = value.trim();
+  if (trimmed.startsWith('[')) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(trimmed);
+    } catch {
+      throw Errors.validation([
+        { field: 'mediaKeys', message: 'mediaKeys is not a valid JSON array' },
+      ]);
+    }
+    if (
+      !Array.isArray(parsed) ||
+      !parsed.every((k): k is string => typeof k === 'string' && k !== '')
+    ) {
+      throw Errors.validation([
+        { field: 'mediaKeys', message: 'mediaKeys must be an array of keys' },
+      ]);
+    }
+    return parsed;
+  }
+  if (!trimmed)
+    throw Errors.validation([{ field: 'mediaKeys', message: 'mediaKeys must not be empty' }]);
+  return [trimmed];
+}

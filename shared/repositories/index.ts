@@ -1,0 +1,26 @@
+/** Every repository over one set of models: the one wiring both composition roots (API, worker) use. */
+import type { Models } from '../db/models';
+import { CountersRepository } from './counters.repository';
+import { FoldersRepository } from './folders.repository';
+import { MediaRepository } from './media.repository';
+import { OrganizationsRepository } from './organizations.repository';
+import { TokensRepository } from './tokens.repository';
+
+export interface Repositories {
+  counters: CountersRepository;
+  organizations: OrganizationsRepository;
+  tokens: TokensRepository;
+  folders: FoldersRepository;
+  media: MediaRepository;
+}
+
+export function createRepositories(models: Models): Repositories {
+  const counters = new CountersRepository(models);
+  return {
+    counters,
+    organizations: new OrganizationsRepository(models, counters),
+    tokens: new TokensRepository(models),
+    folders: new FoldersRepository(models, counters),
+    media: new MediaRepository(models, counters),
+  };
+}
