@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { loadConfig } from '../shared/config';
 import { createLogger } from '../shared/logger';
-import type { ConvertFormat } from '../shared/media/image.adapter';
+import type { ConvertFormat } from '../shared/media/formats';
 import type { PdfInput } from '../shared/media/pdf.adapter';
 import { createObjectStore } from '../shared/storage/create-object-store';
 import { createAdapters } from '../worker/adapters';

@@ -9,6 +9,7 @@
 import type { QueueName } from './config';
 import type { RequestOrigin } from './db/models';
 import { AppError, type ErrorCode, type ErrorDetail } from './errors';
+import type { ConvertFormat } from './media/formats';
 
 export type { QueueName };
 
@@ -37,7 +38,7 @@ export interface JobPayloads {
   'image.metadata': BasePayload & { key: string };
   'image.convert': CreatingPayload & {
     key: string;
-    format: 'jpeg' | 'png' | 'webp' | 'avif' | 'tiff' | 'gif';
+    format: ConvertFormat;
     quality?: number;
   };
   'pdf.merge': CreatingPayload & {

@@ -10,6 +10,7 @@ import { z } from 'zod';
 import type { Config } from '@shared/config';
 import { Errors, isAppError } from '@shared/errors';
 import type { JobName, JobPayloads } from '@shared/jobs';
+import { CONVERT_FORMAT_NAMES as FORMATS } from '@shared/media/formats';
 import type { MediaRepository } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
 import { principalOf } from '../middleware/auth';
@@ -25,8 +26,6 @@ import {
 import { success } from '../respond';
 import type { JobAnswer, JobsService } from '../services/jobs.service';
 import type { StoredObject, UploadService } from '../services/upload.service';
-
-const FORMATS = ['jpeg', 'jpg', 'png', 'webp', 'avif', 'tiff', 'gif'] as const;
 
 function prefersAsync(req: Request): boolean {
   const prefer = req.headers.prefer;

@@ -64,23 +64,13 @@
 import { createRequire } from 'node:module';
 import sharp, { type Metadata, type Sharp } from 'sharp';
 import { AppError, Errors } from '../errors';
+import { CONVERT_FORMATS, type ConvertFormat } from './formats';
 import { detectType } from './media-types';
 
 export interface ImageAdapterOptions {
   /** Largest width × height decoded (sharp `limitInputPixels`); config `limits.maxInputPixels`. */
   maxInputPixels: number;
 }
-
-export type ConvertFormat = 'jpeg' | 'png' | 'webp' | 'avif' | 'tiff' | 'gif';
-
-export const CONVERT_FORMATS: readonly ConvertFormat[] = [
-  'jpeg',
-  'png',
-  'webp',
-  'avif',
-  'tiff',
-  'gif',
-];
 
 export const FORMAT_MIME: Readonly<Record<ConvertFormat, string>> = {
   jpeg: 'image/jpeg',
@@ -100,15 +90,6 @@ export const FORMAT_EXT: Readonly<Record<ConvertFormat, string>> = {
   tiff: 'tiff',
   gif: 'gif',
 };
-
-/** A client's format name: case-insensitive, surrounding spaces ignored, `jpg` for `jpeg`. */
-export function normaliseFormat(input: string): ConvertFormat | undefined {
-  const name = input.trim().toLowerCase();
-  const format = name === 'jpg' ? 'jpeg' : name;
-  return (CONVERT_FORMATS as readonly string[]).includes(format)
-    ? (format as ConvertFormat)
-    : undefined;
-}
 
 /**
  * What `GET /media/metadata` returns: everything sharp's `metadata()` reports,
