@@ -24,7 +24,7 @@ import {
   decodeHeicPixels,
   heifDecoderLoaded,
   isobmffTruncated,
-} from '../../shared/media/image.adapter';
+} from '../../worker/image/image.adapter';
 
 const corpus = CORPUS;
 const imagesDir = join(corpus, 'images');

@@ -28,7 +28,7 @@ import { decodeJobError, encodeJobError, newJobId, type JobName } from '../../sh
 import { createLogger } from '../../shared/logger';
 import { createApiMetrics } from '../../shared/metrics';
 import { CONVERT_FORMAT_NAMES } from '../../shared/media/formats';
-import { ImageAdapter } from '../../shared/media/image.adapter';
+import { ImageAdapter } from '../../worker/image/image.adapter';
 import type { JobOutcome, JobQueue, JobSnapshot } from '../../shared/queue/job-queue';
 import type { MediaRecord, MediaRepository } from '../../shared/repositories/media.repository';
 import {

@@ -6,12 +6,7 @@ import { join } from 'node:path';
 import { deflateSync } from 'node:zlib';
 import { PDFDocument } from 'pdf-lib';
 import { isAppError, type AppError } from '../../shared/errors';
-import {
-  countPages,
-  mergePdfs,
-  type MergeOptions,
-  type PdfInput,
-} from '../../shared/media/pdf.adapter';
+import { countPages, mergePdfs, type MergeOptions, type PdfInput } from '../../worker/pdf/merge';
 
 const PDFS = join(CORPUS, 'pdfs');
 const IMAGES = join(CORPUS, 'images');

@@ -63,9 +63,9 @@
  */
 import { createRequire } from 'node:module';
 import sharp, { type Metadata, type Sharp } from 'sharp';
-import { AppError, Errors } from '../errors';
-import { CONVERT_FORMATS, type ConvertFormat } from './formats';
-import { detectType } from './media-types';
+import { AppError, Errors } from '@shared/errors';
+import { CONVERT_FORMATS, type ConvertFormat } from '@shared/media/formats';
+import { detectType } from '@shared/media/media-types';
 
 export interface ImageAdapterOptions {
   /** Largest width × height decoded (sharp `limitInputPixels`); config `limits.maxInputPixels`. */

@@ -76,8 +76,8 @@ import {
   type PDFRawStream,
   type PDFRef,
 } from 'pdf-lib';
-import { Errors, type AppError, type ErrorDetail } from '../errors';
-import type { Logger } from '../logger';
+import { Errors, type AppError, type ErrorDetail } from '@shared/errors';
+import type { Logger } from '@shared/logger';
 
 /** One input of a merge; its position in the array is its position in the result. */
 export interface PdfInput {
