@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { loadConfig } from '../shared/config';
 import { createLogger } from '../shared/logger';
 import type { ConvertFormat } from '../shared/media/formats';
-import type { PdfInput } from '../worker/pdf/merge';
+import type { PdfInput } from '../worker/pdf/pdf.adapter';
 import { createObjectStore } from '../shared/storage/create-object-store';
 import { createAdapters } from '../worker/adapters';
 import type { PeerReply, PeerRequest } from './lib/peer';

@@ -2,7 +2,7 @@
 import type { Config } from '@shared/config';
 import type { Logger } from '@shared/logger';
 import { configureSharp, ImageAdapter } from './image/image.adapter';
-import { mergePdfs } from './pdf/merge';
+import { mergePdfs } from './pdf/pdf.adapter';
 import type { ImageOps, PdfOps } from './context';
 
 export function createAdapters(config: Config, logger: Logger): { images: ImageOps; pdfs: PdfOps } {

@@ -6,7 +6,12 @@ import { join } from 'node:path';
 import { deflateSync } from 'node:zlib';
 import { PDFDocument } from 'pdf-lib';
 import { isAppError, type AppError } from '../../shared/errors';
-import { countPages, mergePdfs, type MergeOptions, type PdfInput } from '../../worker/pdf/merge';
+import {
+  countPages,
+  mergePdfs,
+  type MergeOptions,
+  type PdfInput,
+} from '../../worker/pdf/pdf.adapter';
 
 const PDFS = join(CORPUS, 'pdfs');
 const IMAGES = join(CORPUS, 'images');
