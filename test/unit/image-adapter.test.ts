@@ -16,14 +16,12 @@ import { join } from 'node:path';
 import { crc32, deflateSync } from 'node:zlib';
 import sharp, { type Metadata } from 'sharp';
 import { CONVERT_FORMATS, type ConvertFormat } from '../../shared/media/formats';
+import { decodeHeicPixels, heifDecoderLoaded, isobmffTruncated } from '../../worker/image/heic';
 import {
   FORMAT_EXT,
   FORMAT_MIME,
   ImageAdapter,
   configureSharp,
-  decodeHeicPixels,
-  heifDecoderLoaded,
-  isobmffTruncated,
 } from '../../worker/image/image.adapter';
 
 const corpus = CORPUS;
