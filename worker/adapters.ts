@@ -1,8 +1,8 @@
 /** The worker's image and PDF adapters, tuned once from the configuration. */
 import type { Config } from '@shared/config';
 import type { Logger } from '@shared/logger';
-import { configureSharp, ImageAdapter } from '@shared/media/image.adapter';
-import { mergePdfs } from '@shared/media/pdf.adapter';
+import { configureSharp, ImageAdapter } from './image/image.adapter';
+import { mergePdfs } from './pdf/pdf.adapter';
 import type { ImageOps, PdfOps } from './context';
 
 export function createAdapters(config: Config, logger: Logger): { images: ImageOps; pdfs: PdfOps } {

@@ -8,7 +8,7 @@
  */
 import express, { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
-import { CONVERT_FORMATS } from '@shared/media/formats';
+import { CONVERT_FORMAT_NAMES } from '@shared/media/formats';
 import { multipartForm, readFields } from '../forms/multipart-form';
 import { principalOf } from '../middleware/auth';
 import { originOf, requestIdOf } from '../middleware/request-context';
@@ -17,8 +17,7 @@ import type { JobAnswer, JobsService } from '../services/jobs.service';
 import type { JobRequest, MediaJobsService } from '../services/media-jobs.service';
 import { parseInput } from './validate';
 
-/** The format names a client may send: the convert formats and `jpg` for `jpeg`. */
-const FORMAT_NAMES = [...CONVERT_FORMATS, 'jpg'] as const;
+const FORMAT_NAMES = CONVERT_FORMAT_NAMES;
 
 function prefersAsync(req: Request): boolean {
   const prefer = req.headers.prefer;

@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { countPages } from '../../shared/media/pdf.adapter';
+import { countPages } from '../../worker/pdf/pdf.adapter';
 import { CORPUS, MiB, type BenchContext, type Benchmark } from '../lib/benchmark';
 import { bars } from '../lib/charts';
 import { JobTimings, type Phases } from '../lib/job-timing';

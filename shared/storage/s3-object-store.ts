@@ -9,7 +9,8 @@
  * multipart upload, and waits forever when its source stream errors. Here a
  * part is `partSize` bytes (8 MiB by default), at most `queueSize` parts are
  * uploading while the next one fills, a body that fits in one part is sent as
- * a single PUT, and any failure aborts the multipart upload.
+ * a single PUT, and any failure aborts the multipart upload. The body is cut
+ * into parts by part-reader.ts, in buffers from buffer-pool.ts.
  */
 import type { Readable } from 'node:stream';
 // A static import on purpose: `await import('minio')` loads the package's ESM build under
@@ -26,6 +27,8 @@ import type {
   PutOptions,
   PutResult,
 } from './object-store';
+import { BufferPool } from './buffer-pool';
+import { PartReader, type Part } from './part-reader';
 import { ensureBucket } from './s3-client';
 
 export interface S3StoreOptions {
@@ -306,150 +309,5 @@ export class S3ObjectStore implements ObjectStore {
         if ((err as { code?: unknown } | null)?.code !== 'NoSuchUpload') throw err;
       }
     });
-  }
-}
-
-/**
- * Part buffers, reused across uploads: a large upload holds at most
- * `queueSize + 1` of them (the parts uploading and the one filling), so memory
- * per upload is fixed and does not wait for the garbage collector.
- */
-export class BufferPool {
-  private readonly free: Buffer[] = [];
-
-  constructor(
-    readonly size: number,
-    private readonly keep: number,
-  ) {}
-
-  acquire(): Buffer {
-    return this.free.pop() ?? Buffer.allocUnsafeSlow(this.size);
-  }
-
-  release(buffer: Buffer): void {
-    if (this.free.length < this.keep && buffer.length === this.size) this.free.push(buffer);
-  }
-}
-
-interface Part {
-  data: Buffer;
-  /** Nothing follows this part. */
-  done: boolean;
-  /** Hands the part's buffer back (once its upload is over). */
-  release(): void;
-}
-
-/** Bodies up to this size are kept as their own chunks (no pooled part buffer). */
-const SMALL_BODY = 1024 * 1024;
-
-/**
- * Cuts a stream into parts of exactly `size` bytes (the last one shorter).
- * The first part is collected as the stream's own chunks, so a small file
- * costs only its own bytes; once a body is known to need several parts, each
- * part is copied into a pooled buffer as its chunks arrive.
- */
-class PartReader {
-  private readonly iterator: AsyncIterator<unknown>;
-  private carry: Buffer | undefined;
-  private ended = false;
-  private first = true;
-  private readonly held = new Set<Buffer>();
-
-  constructor(
-    body: Readable,
-    private readonly size: number,
-    private readonly pool: BufferPool,
-  ) {
-    this.iterator = body[Symbol.asyncIterator]();
-  }
-
-  private async read(): Promise<Buffer | undefined> {
-    if (this.carry) {
-      const carry = this.carry;
-      this.carry = undefined;
-      return carry;
-    }
-    if (this.ended) return undefined;
-    const result = await this.iterator.next();
-    if (result.done) {
-      this.ended = true;
-      return undefined;
-    }
-    return Buffer.isBuffer(result.value) ? result.value : Buffer.from(result.value as Uint8Array);
-  }
-
-  /** The next part; `done` when nothing follows it. */
-  async next(): Promise<Part> {
-    return this.first ? this.firstPart() : this.pooledPart();
-  }
-
-  private async firstPart(): Promise<Part> {
-    this.first = false;
-    // Small files are collected as their own chunks (they cost only their size);
-    // past SMALL_BODY bytes the body moves into a pooled part buffer.
-    const chunks: Buffer[] = [];
-    let length = 0;
-    const threshold = Math.min(SMALL_BODY, this.size);
-    while (length < threshold) {
-      const chunk = await this.read();
-      if (!chunk) {
-        return { data: Buffer.concat(chunks, length), done: true, release: () => undefined };
-      }
-      chunks.push(chunk);
-      length += chunk.length;
-    }
-    const buffer = this.acquire();
-    let offset = 0;
-    for (const chunk of chunks) offset = this.copyInto(buffer, offset, chunk);
-    return this.fill(buffer, offset);
-  }
-
-  private pooledPart(): Promise<Part> {
-    return this.fill(this.acquire(), 0);
-  }
-
-  /** Reads into `buffer` from `offset` until it is full or the body ends. */
-  private async fill(buffer: Buffer, start: number): Promise<Part> {
-    let offset = start;
-    while (offset < this.size) {
-      const chunk = await this.read();
-      if (!chunk) break;
-      offset = this.copyInto(buffer, offset, chunk);
-    }
-    return this.part(buffer, offset);
-  }
-
-  /** Copies what fits of `chunk`; the rest is carried to the next part. */
-  private copyInto(buffer: Buffer, offset: number, chunk: Buffer): number {
-    const n = Math.min(chunk.length, this.size - offset);
-    chunk.copy(buffer, offset, 0, n);
-    if (n < chunk.length) this.carry = chunk.subarray(n);
-    return offset + n;
-  }
-
-  private part(buffer: Buffer, length: number): Part {
-    let released = false;
-    return {
-      data: buffer.subarray(0, length),
-      done: this.ended && !this.carry,
-      release: () => {
-        if (released) return;
-        released = true;
-        this.held.delete(buffer);
-        this.pool.release(buffer);
-      },
-    };
-  }
-
-  private acquire(): Buffer {
-    const buffer = this.pool.acquire();
-    this.held.add(buffer);
-    return buffer;
-  }
-
-  /** After a failure: buffers still held go back to the pool. */
-  dispose(): void {
-    for (const buffer of this.held) this.pool.release(buffer);
-    this.held.clear();
   }
 }

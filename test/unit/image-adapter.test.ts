@@ -15,18 +15,14 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { crc32, deflateSync } from 'node:zlib';
 import sharp, { type Metadata } from 'sharp';
+import { CONVERT_FORMATS, type ConvertFormat } from '../../shared/media/formats';
+import { decodeHeicPixels, heifDecoderLoaded, isobmffTruncated } from '../../worker/image/heic';
 import {
-  CONVERT_FORMATS,
   FORMAT_EXT,
   FORMAT_MIME,
   ImageAdapter,
   configureSharp,
-  decodeHeicPixels,
-  heifDecoderLoaded,
-  isobmffTruncated,
-  normaliseFormat,
-  type ConvertFormat,
-} from '../../shared/media/image.adapter';
+} from '../../worker/image/image.adapter';
 
 const corpus = CORPUS;
 const imagesDir = join(corpus, 'images');
@@ -456,17 +452,5 @@ describe('HEIC', () => {
       code: 'UNREADABLE_MEDIA',
       message: expect.stringMatching(/truncated/) as unknown,
     });
-  });
-});
-
-describe('normaliseFormat', () => {
-  it('accepts the six formats in any case, and jpg for jpeg', () => {
-    expect(normaliseFormat('JPG')).toBe('jpeg');
-    expect(normaliseFormat(' jpeg ')).toBe('jpeg');
-    expect(normaliseFormat('WebP')).toBe('webp');
-    for (const f of CONVERT_FORMATS) expect(normaliseFormat(f.toUpperCase())).toBe(f);
-    for (const f of ['bmp', 'svg', 'heic', 'jpe', '', 'toString']) {
-      expect(normaliseFormat(f)).toBeUndefined();
-    }
   });
 });

@@ -46,7 +46,7 @@ import {
 } from 'kubernetes-models/v1';
 import { parseAllDocuments } from 'yaml';
 import { QUEUE_NAMES, loadConfig } from '../../shared/config';
-import { PDF_MERGE_DEFAULTS } from '../../shared/media/pdf.adapter';
+import { PDF_MERGE_DEFAULTS } from '../../worker/pdf/pdf.adapter';
 
 const root = join(__dirname, '..', '..');
 const read = (file: string) => readFileSync(join(root, file), 'utf8');

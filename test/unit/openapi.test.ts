@@ -30,7 +30,8 @@ import { Errors, type AppError } from '../../shared/errors';
 import { decodeJobError, encodeJobError, newJobId, type JobName } from '../../shared/jobs';
 import { createLogger } from '../../shared/logger';
 import { createApiMetrics } from '../../shared/metrics';
-import { CONVERT_FORMATS, ImageAdapter } from '../../shared/media/image.adapter';
+import { CONVERT_FORMAT_NAMES } from '../../shared/media/formats';
+import { ImageAdapter } from '../../worker/image/image.adapter';
 import type { JobOutcome, JobQueue, JobSnapshot } from '../../shared/queue/job-queue';
 import type { MediaRecord, MediaRepository } from '../../shared/repositories/media.repository';
 import {
@@ -760,7 +761,7 @@ describe('the job endpoints in api/openapi.yaml', () => {
   it('ConvertRequest.format accepts the formats in any case, and nothing else', () => {
     const validate = validatorAt('/components/schemas/ConvertRequest');
     const accepts = (format: string) => validate({ mediaKey: 'k', format });
-    for (const format of [...CONVERT_FORMATS, 'jpg']) {
+    for (const format of CONVERT_FORMAT_NAMES) {
       expect([format, accepts(format), accepts(format.toUpperCase())]).toEqual([
         format,
         true,

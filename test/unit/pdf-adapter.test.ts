@@ -11,7 +11,7 @@ import {
   mergePdfs,
   type MergeOptions,
   type PdfInput,
-} from '../../shared/media/pdf.adapter';
+} from '../../worker/pdf/pdf.adapter';
 
 const PDFS = join(CORPUS, 'pdfs');
 const IMAGES = join(CORPUS, 'images');
