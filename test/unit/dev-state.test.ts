@@ -10,7 +10,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { adoptDevState, DEV_STATE_VARIABLES, devStatePath } from '../../api/dev-state';
-import { statePath, writeState, type RunningState } from '../../shared/embedded/state';
+import { statePath, writeState, type RunningState } from '../../dev/embedded/state';
 
 let dataDir: string;
 
