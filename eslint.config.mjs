@@ -36,6 +36,37 @@ export default tseslint.config(
     },
   },
   {
+    // Production code never imports development tooling (dev/: the launcher, the
+    // embedded services, the MongoDB stand-in): it is not built into dist/ and
+    // its dependencies are not installed in the images (docs/architecture.md).
+    files: ['api/**/*.ts', 'worker/**/*.ts', 'shared/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^(@dev(/|$)|(\\.\\./)+dev(/|$))',
+              message:
+                'api/, worker/ and shared/ are production code and must not import dev/ (development tooling, never shipped); see docs/architecture.md.',
+            },
+          ],
+        },
+      ],
+      // The same for import() and require(), which no-restricted-imports does not see.
+      'no-restricted-syntax': [
+        'error',
+        ...[
+          'ImportExpression > Literal.source',
+          "CallExpression[callee.name='require'] > Literal",
+        ].map((node) => ({
+          selector: `${node}[value=/^(@dev(\\/|$)|(\\.\\.\\/)+dev(\\/|$))/]`,
+          message: 'api/, worker/ and shared/ are production code and must not load dev/.',
+        })),
+      ],
+    },
+  },
+  {
     files: ['test/**/*.ts', 'bench/**/*.ts'],
     rules: {
       '@typescript-eslint/no-non-null-assertion': 'off',

@@ -8,6 +8,7 @@ const common = {
     '^@shared/(.*)$': '<rootDir>/shared/$1',
     '^@api/(.*)$': '<rootDir>/api/$1',
     '^@worker/(.*)$': '<rootDir>/worker/$1',
+    '^@dev/(.*)$': '<rootDir>/dev/$1',
     // file-type is ESM-only (Node loads it through require(esm)); jest's own module
     // loader cannot, so it is mapped to its entry file and SWC transpiles it and its
     // ESM dependencies (transformIgnorePatterns below).

@@ -12,13 +12,13 @@ import { parseArgs } from 'node:util';
 import ms from 'ms';
 import { ConfigError, getConfig } from '@shared/config';
 import { isAppError } from '@shared/errors';
-import { adoptRunningState } from '@shared/embedded/state';
 import { createLogger } from '@shared/logger';
 import { CountersRepository } from '@shared/repositories/counters.repository';
 import { MediaRepository } from '@shared/repositories/media.repository';
 import { BullJobQueue } from '@shared/queue/job-queue';
 import { createObjectStore } from '@shared/storage/create-object-store';
 import { createDataContext, type DataContext } from './context';
+import { adoptDevState } from './dev-state';
 import { pushMetrics, reconcileMetrics } from './services/reconcile-metrics';
 import { ReconcileService, type ReconcileReport } from './services/reconcile.service';
 
@@ -191,8 +191,9 @@ export async function runCli(argv: string[]): Promise<number> {
   }
   let ctx: DataContext | undefined;
   try {
-    // From another shell beside a running `npm start`: use its embedded services.
-    adoptRunningState(process.env);
+    // From another shell beside a running `npm start`: use its embedded services
+    // (only the allow-listed service addresses; ./dev-state.ts).
+    adoptDevState(process.env);
     const config = getConfig();
     if (!config.mongodbUri)
       return fail(

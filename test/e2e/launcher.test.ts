@@ -18,7 +18,7 @@ import { freePort } from '../support/services/process';
 
 const run = promisify(execFile);
 const root = join(__dirname, '..', '..');
-const LAUNCHER = join(root, 'api', 'launcher.ts');
+const LAUNCHER = join(root, 'dev', 'launcher.ts');
 
 /** The environment of a machine where nothing is configured. */
 function bareEnv(overrides: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
@@ -42,7 +42,8 @@ interface Launched {
 }
 
 function launch(env: NodeJS.ProcessEnv): Launched {
-  const child = spawn(process.execPath, ['--import', 'tsx', LAUNCHER], {
+  // From the sources (no build): the API and the worker run through tsx as well.
+  const child = spawn(process.execPath, ['--import', 'tsx', LAUNCHER, '--from-source'], {
     cwd: root,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

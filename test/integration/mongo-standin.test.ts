@@ -11,7 +11,7 @@ import path from 'node:path';
 import { BSON, Double, Int32, Long } from 'bson';
 import mongoose from 'mongoose';
 
-import { startMongoStandin, type MongoStandin } from '../../shared/mongo-standin/server';
+import { startMongoStandin, type MongoStandin } from '../../dev/mongo-standin/server';
 
 type Doc = Record<string, unknown>;
 

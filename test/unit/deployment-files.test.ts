@@ -158,6 +158,24 @@ describe.each(['Dockerfile.api', 'Dockerfile.worker'])('%s', (file) => {
     expect(text).toMatch(/npm prune --omit=dev|npm ci --omit=dev/);
   });
 
+  it('copies production code only: api/, worker/, shared/ and the build files, never dev/', () => {
+    const sources = [...text.matchAll(/^COPY\s+(?!--from=)(.+)$/gm)].flatMap((m) =>
+      m[1]!.trim().split(/\s+/).slice(0, -1),
+    );
+    expect(sources.sort()).toEqual(
+      [
+        'api',
+        'package-lock.json',
+        'package.json',
+        'package.json',
+        'shared',
+        'tsconfig.build.json',
+        'tsconfig.json',
+        'worker',
+      ].sort(),
+    );
+  });
+
   it('starts an entry point that the build produces, as the package.json script does', () => {
     const cmd = /^CMD\s+(\[.*\])$/m.exec(text)?.[1];
     expect(cmd).toBeDefined();

@@ -3,16 +3,16 @@
  * testcontainers; else a real `mongod` through mongodb-memory-server (a system
  * binary from MONGOMS_SYSTEM_BINARY or the PATH, or its download where the
  * internet is reachable); else the wire-compatible in-process stand-in
- * (shared/mongo-standin), which speaks the same protocol over TCP.
+ * (dev/mongo-standin), which speaks the same protocol over TCP.
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { dockerAvailable } from './docker';
-import { startMongod } from '../../../shared/embedded/mongo';
+import { startMongod } from '../../../dev/embedded/mongo';
 import type { ResolvedService } from './types';
-import { startMongoStandin } from '../../../shared/mongo-standin/server';
+import { startMongoStandin } from '../../../dev/mongo-standin/server';
 import { stopProcess } from './process';
 
 export interface ResolveMongoOptions {
@@ -76,7 +76,7 @@ async function startStandinProcess(): Promise<ResolvedService<{ uri: string }>> 
   const root = join(__dirname, '..', '..', '..');
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'shared/mongo-standin/main.ts', '--port', '0'],
+    ['--import', 'tsx', 'dev/mongo-standin/main.ts', '--port', '0'],
     // The IPC channel ties its life to this process's: it stops when the channel closes.
     {
       cwd: root,

@@ -1,2 +1,2 @@
-/** The harness uses the same process helpers as `npm start` (shared/embedded). */
-export * from '../../../shared/embedded/process';
+/** The harness uses the same process helpers as `npm start` (dev/embedded). */
+export * from '../../../dev/embedded/process';

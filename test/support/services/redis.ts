@@ -6,7 +6,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { redisServerBinary, startRedisServer } from '../../../shared/embedded/redis';
+import { redisServerBinary, startRedisServer } from '../../../dev/embedded/redis';
 import { dockerAvailable } from './docker';
 import type { ResolvedService } from './types';
 

@@ -1,7 +1,9 @@
 /**
  * The state file of a running `npm start` (DATA_DIR/state.json): which
  * embedded services it started and where, so the operator CLI run from
- * another shell talks to the same Redis, MongoDB and storage.
+ * another shell talks to the same Redis, MongoDB and storage. The launcher
+ * writes and reads it; the CLI reads only `pid` and the allow-listed
+ * variables of `env`, through its own reader (api/dev-state.ts).
  */
 import { readFileSync } from 'node:fs';
 import { rm, writeFile, rename } from 'node:fs/promises';
@@ -12,15 +14,16 @@ export interface RunningState {
   pid: number;
   startedAt: string;
   apiUrl: string;
-  /** Variables a process needs to use the same services (MONGODB_URI, REDIS_URL, STORAGE_DIR…). */
+  /**
+   * Variables a process needs to use the same services: MONGODB_URI, REDIS_URL,
+   * STORAGE_DIR (only those the launcher set; the CLI takes no others, api/dev-state.ts).
+   */
   env: Record<string, string>;
   /** What each service is, for people. */
   services: Record<'mongodb' | 'redis' | 'storage', string>;
   /** Processes it started (api, worker, redis-server), to clean up after a launcher that was killed. */
   children: Record<string, number>;
 }
-
-export const DEFAULT_DATA_DIR = './.data';
 
 export const statePath = (dataDir: string): string => resolve(join(dataDir, 'state.json'));
 
@@ -89,20 +92,4 @@ export async function stopLeftovers(dataDir: string): Promise<string[]> {
   }
   await removeState(dataDir);
   return stopped;
-}
-
-/**
- * Fills the variables that are not set in `env` from a running `npm start`
- * under DATA_DIR (default ./.data). Explicit settings always win. Returns the
- * state used, or undefined when none is running.
- */
-export function adoptRunningState(env: NodeJS.ProcessEnv = process.env): RunningState | undefined {
-  // Production never uses what a development `npm start` left behind.
-  if (env.NODE_ENV === 'production') return undefined;
-  const state = readRunningState(env.DATA_DIR || DEFAULT_DATA_DIR);
-  if (!state) return undefined;
-  for (const [key, value] of Object.entries(state.env)) {
-    if (!env[key]) env[key] = value;
-  }
-  return state;
 }

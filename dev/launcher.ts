@@ -1,6 +1,8 @@
 /**
  * `npm start`: the API and one worker together on one machine, for a newcomer
- * or a developer. Every service that is not configured gets an embedded
+ * or a developer. Development tooling (dev/): it never ships in an image and
+ * runs through tsx; `npm start` builds dist/ first, and the API and the worker
+ * run from the production entry points there. Every service that is not configured gets an embedded
  * default, and the log says which (docs/operations.md, "Running without Docker"):
  *
  * - Redis: REDIS_URL, else a `redis-server` from the PATH (data in DATA_DIR/redis);
@@ -22,19 +24,20 @@ import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { createDataContext } from '@api/context';
 import { ConfigError, loadConfig, type Config } from '@shared/config';
-import { startMongod } from '@shared/embedded/mongo';
-import { redisServerBinary, startRedisServer } from '@shared/embedded/redis';
-import { readRunningState, removeState, stopLeftovers, writeState } from '@shared/embedded/state';
 import { createLogger, type Logger } from '@shared/logger';
-import { startMongoStandin } from '@shared/mongo-standin/server';
-import { createDataContext } from './context';
+import { startMongod } from './embedded/mongo';
+import { redisServerBinary, startRedisServer } from './embedded/redis';
+import { readRunningState, removeState, stopLeftovers, writeState } from './embedded/state';
+import { startMongoStandin } from './mongo-standin/server';
 
 /** The database name the embedded MongoDB gets. */
 const DATABASE = 'media';
 const DEV_ORG = { slug: 'dev', name: 'Development' };
-/** The project's root: this file is api/launcher.ts under tsx, dist/api/launcher.js when built. */
-const ROOT = resolve(__dirname, ...(__filename.endsWith('.ts') ? ['..'] : ['..', '..']));
+/** The project's root (this file is dev/launcher.ts, run through tsx). */
+const ROOT = resolve(__dirname, '..');
 /** A file the printed curl line can upload as it is. */
 const SAMPLE_FILE = join(ROOT, 'test', 'fixtures', 'Canon_40D.jpg');
 
@@ -151,15 +154,22 @@ async function bootstrapOrganization(
   }
 }
 
-/** The API's and the worker's entry points: dist/*.js when built, the .ts sources under tsx. */
-function entryPoint(role: 'api' | 'worker'): { args: string[] } {
-  const ts = __filename.endsWith('.ts');
-  const file = resolve(__dirname, '..', role, `main.${ts ? 'ts' : 'js'}`);
-  return { args: [...(ts ? ['--import', 'tsx'] : []), '--enable-source-maps', file] };
+/**
+ * The API's and the worker's entry points: the production ones, dist/<role>/main.js
+ * (`npm start` builds them first); with --from-source, the .ts sources through tsx
+ * (the end-to-end test, which does not build).
+ */
+function entryPoint(role: 'api' | 'worker', fromSource: boolean): { args: string[] } {
+  const file = fromSource ? join(ROOT, role, 'main.ts') : join(ROOT, 'dist', role, 'main.js');
+  return { args: [...(fromSource ? ['--import', 'tsx'] : []), '--enable-source-maps', file] };
 }
 
-function spawnRole(role: 'api' | 'worker', env: NodeJS.ProcessEnv): ChildProcess {
-  const { args } = entryPoint(role);
+function spawnRole(
+  role: 'api' | 'worker',
+  env: NodeJS.ProcessEnv,
+  fromSource: boolean,
+): ChildProcess {
+  const { args } = entryPoint(role, fromSource);
   return spawn(process.execPath, role === 'api' ? ['--max-semi-space-size=2', ...args] : args, {
     env: { MALLOC_ARENA_MAX: '2', ...env },
     stdio: ['ignore', 'inherit', 'inherit'],
@@ -227,6 +237,23 @@ function banner(
 }
 
 async function main(): Promise<number> {
+  let fromSource: boolean;
+  try {
+    ({
+      values: { 'from-source': fromSource },
+    } = parseArgs({ options: { 'from-source': { type: 'boolean', default: false } } }));
+  } catch (err) {
+    throw new StartError(
+      `${(err as Error).message}\nusage: node --import tsx dev/launcher.ts [--from-source]`,
+    );
+  }
+  if (!fromSource) {
+    for (const role of ['api', 'worker'] as const) {
+      const file = entryPoint(role, false).args.at(-1)!;
+      if (!existsSync(file))
+        throw new StartError(`${file} is missing: run \`npm run build\` first (npm start does).`);
+    }
+  }
   const config = loadConfig(process.env);
   const logger = createLogger({ level: config.logLevel, name: 'start' });
   const dataDir = resolve(config.dataDir);
@@ -270,8 +297,8 @@ async function main(): Promise<number> {
 
   try {
     const org = await bootstrapOrganization(childConfig, logger);
-    const api = spawnRole('api', env);
-    const worker = spawnRole('worker', env);
+    const api = spawnRole('api', env, fromSource);
+    const worker = spawnRole('worker', env, fromSource);
     children.push(api, worker);
     await writeState(dataDir, {
       pid: process.pid,

@@ -1,0 +1,66 @@
+/**
+ * The one hook between production code and the development launcher: the
+ * operator CLI, run from another shell beside a running `npm start`, takes
+ * the addresses of that launcher's embedded services from its state file,
+ * DATA_DIR/state.json (docs/operations.md, "The CLI beside npm start").
+ *
+ * Narrow on purpose:
+ * - only the variables in DEV_STATE_VARIABLES are taken (the ones the launcher
+ *   writes); anything else in the file is ignored;
+ * - a variable already set (non-empty) wins over the file;
+ * - NODE_ENV=production ignores the file altogether;
+ * - a file whose launcher is gone (its `pid` no longer runs) is ignored.
+ *
+ * It imports no launcher code: the file's format is the contract (`pid`, a
+ * number; `env`, an object of strings; any other field is not read), and
+ * test/unit/dev-state.test.ts checks it against what the launcher writes.
+ */
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+/** What the CLI may take from the state file: where the embedded Redis, MongoDB and file store are. */
+export const DEV_STATE_VARIABLES = ['MONGODB_URI', 'REDIS_URL', 'STORAGE_DIR'] as const;
+
+/** DATA_DIR's default (shared/config.ts). */
+const DEFAULT_DATA_DIR = './.data';
+
+export const devStatePath = (dataDir: string): string => resolve(join(dataDir, 'state.json'));
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it exists but belongs to someone else.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Fills the allowed variables that are not set in `env` from a running
+ * `npm start` under DATA_DIR (default ./.data). Returns the names it set
+ * (none when no `npm start` runs there, or under NODE_ENV=production).
+ */
+export function adoptDevState(env: NodeJS.ProcessEnv = process.env): string[] {
+  // Production never uses what a development `npm start` left behind.
+  if (env.NODE_ENV === 'production') return [];
+  let state: unknown;
+  try {
+    state = JSON.parse(readFileSync(devStatePath(env.DATA_DIR || DEFAULT_DATA_DIR), 'utf8'));
+  } catch {
+    return []; // no file, or unreadable
+  }
+  if (typeof state !== 'object' || state === null) return [];
+  const { pid, env: vars } = state as { pid?: unknown; env?: unknown };
+  if (typeof pid !== 'number' || !Number.isInteger(pid) || pid <= 0 || !alive(pid)) return [];
+  if (typeof vars !== 'object' || vars === null) return [];
+  const adopted: string[] = [];
+  for (const name of DEV_STATE_VARIABLES) {
+    const value = (vars as Record<string, unknown>)[name];
+    if (typeof value === 'string' && value && !env[name]) {
+      env[name] = value;
+      adopted.push(name);
+    }
+  }
+  return adopted;
+}

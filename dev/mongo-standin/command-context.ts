@@ -1,0 +1,133 @@
+// What every command handler gets and the argument parsing they share: the
+// command's collection, typed options (documents, arrays, integers), the query
+// options (collation, let, $lookup's collections), projections and cursor replies.
+// The handlers live by family: admin-commands.ts (handshake, server information,
+// sessions), write-commands.ts, read-commands.ts (find and cursors, aggregate,
+// count, distinct), index-commands.ts, collection-commands.ts (collections and
+// databases); command-handlers.ts is the table that names them.
+
+import type { Logger } from 'pino';
+
+import type { Doc } from './bson-values';
+import {
+  bsonTag,
+  cloneDoc,
+  isPlainObject,
+  optionalNumber,
+  restoreTypes,
+  toQueryDoc,
+} from './bson-values';
+import { ERRORS } from './command-errors';
+import type { CursorRegistry } from './cursor-registry';
+import type { QueryOptions } from './mingo-adapter';
+import { isSimpleProjection, projectDoc } from './mingo-adapter';
+import type { CollectionStore, StorageEngine } from './storage-engine';
+
+export interface CommandContext {
+  /** The database the command runs in (`$db`). */
+  db: string;
+  command: Doc;
+  engine: StorageEngine;
+  cursors: CursorRegistry;
+  connectionId: number;
+  logger?: Logger;
+}
+
+export type CommandHandler = (ctx: CommandContext) => Doc;
+
+// --- option parsing -------------------------------------------------------
+
+function commandName(ctx: CommandContext): string {
+  return Object.keys(ctx.command)[0]!;
+}
+
+/** The collection a command names in its first field. */
+export function collectionArg(ctx: CommandContext): string {
+  const name = commandName(ctx);
+  const value = ctx.command[name];
+  if (typeof value !== 'string') {
+    throw ERRORS.invalidNamespace(`collection name has invalid type ${describeType(value)}`);
+  }
+  if (!value) throw ERRORS.invalidNamespace(`Invalid namespace specified '${ctx.db}.'`);
+  return value;
+}
+
+function describeType(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'array';
+  const tag = bsonTag(value);
+  return tag ? tag.toLowerCase() : typeof value;
+}
+
+export function optionalDoc(cmd: Doc, field: string, path = field): Doc | undefined {
+  const value = cmd[field];
+  if (value === undefined || value === null) return undefined;
+  if (!isPlainObject(value)) throw ERRORS.typeMismatch(path, 'object');
+  return value;
+}
+
+export function requiredDocArray(cmd: Doc, field: string, path = field): Doc[] {
+  const value = cmd[field];
+  if (!Array.isArray(value)) throw ERRORS.typeMismatch(path, 'array');
+  return value.map((item, i) => {
+    if (!isPlainObject(item)) throw ERRORS.typeMismatch(`${path}.${i}`, 'object');
+    return item;
+  });
+}
+
+export function optionalDocArray(cmd: Doc, field: string): Doc[] | undefined {
+  return cmd[field] === undefined || cmd[field] === null ? undefined : requiredDocArray(cmd, field);
+}
+
+export function optionalInt(cmd: Doc, field: string): number | undefined {
+  const value = cmd[field];
+  if (value === undefined || value === null) return undefined;
+  const n = optionalNumber(value);
+  if (n === undefined || !Number.isFinite(n)) throw ERRORS.typeMismatch(field, 'number');
+  return Math.trunc(n);
+}
+
+export function nonNegative(field: string, value: number | undefined): number | undefined {
+  if (value !== undefined && value < 0) {
+    throw ERRORS.badValue(`${field} value must be non-negative, but received: ${value}`);
+  }
+  return value;
+}
+
+export function queryOptions(ctx: CommandContext, collation?: Doc): QueryOptions {
+  const options: QueryOptions = {
+    // Copies: pipeline stages after a $lookup may modify what it joined.
+    collectionResolver: (name) =>
+      (ctx.engine.collection(ctx.db, name)?.views() ?? []).map((view) => cloneDoc(view)),
+  };
+  const effectiveCollation = collation ?? optionalDoc(ctx.command, 'collation');
+  if (effectiveCollation) options.collation = effectiveCollation;
+  const variables = optionalDoc(ctx.command, 'let');
+  if (variables) options.variables = toQueryDoc(variables);
+  return options;
+}
+
+export function cursorBatchSize(ctx: CommandContext): number | undefined {
+  const cursor = optionalDoc(ctx.command, 'cursor');
+  return cursor ? nonNegative('batchSize', optionalInt(cursor, 'batchSize')) : undefined;
+}
+
+export function projectStored(doc: Doc, projection: Doc | undefined, options: QueryOptions): Doc {
+  if (!projection || Object.keys(projection).length === 0) return doc;
+  if (isSimpleProjection(projection)) return projectDoc(doc, projection, options);
+  return restoreTypes(projectDoc(toQueryDoc(doc), projection, options), doc);
+}
+
+export function cursorReply(
+  ns: string,
+  batch: ReturnType<CursorRegistry['open']>,
+  field: 'firstBatch' | 'nextBatch',
+): Doc {
+  return { cursor: { [field]: batch.batch, id: batch.id, ns } };
+}
+
+export function requireCollection(ctx: CommandContext, name: string): CollectionStore {
+  const store = ctx.engine.collection(ctx.db, name);
+  if (!store) throw ERRORS.namespaceNotFound(`${ctx.db}.${name}`);
+  return store;
+}

@@ -1,0 +1,139 @@
+// Read commands: find and its cursor (getMore, killCursors), aggregate
+// (through mingo; stages that write or need a replica set are refused),
+// count and distinct.
+
+import { Long } from 'bson';
+
+import type { Doc } from './bson-values';
+import { canonicalKey, isTruthy, optionalNumber, valuesAtPath } from './bson-values';
+import { ERRORS, MongoCommandError } from './command-errors';
+import type { CommandHandler } from './command-context';
+import {
+  collectionArg,
+  cursorBatchSize,
+  cursorReply,
+  nonNegative,
+  optionalDoc,
+  optionalInt,
+  projectStored,
+  queryOptions,
+  requiredDocArray,
+} from './command-context';
+import { normalizeSort, runPipeline } from './mingo-adapter';
+
+export const find: CommandHandler = (ctx) => {
+  const name = collectionArg(ctx);
+  const cmd = ctx.command;
+  const ns = `${ctx.db}.${name}`;
+  if (isTruthy(cmd.tailable)) throw ERRORS.notImplemented('tailable cursors');
+  const filter = optionalDoc(cmd, 'filter');
+  const sort = normalizeSort(cmd.sort);
+  const projection = optionalDoc(cmd, 'projection');
+  const skip = nonNegative('skip', optionalInt(cmd, 'skip'));
+  let limit = optionalInt(cmd, 'limit');
+  let singleBatch = isTruthy(cmd.singleBatch);
+  if (limit !== undefined && limit < 0) {
+    // Legacy negative limit: one batch of at most |limit| documents.
+    limit = -limit;
+    singleBatch = true;
+  }
+  const batchSize = nonNegative('batchSize', optionalInt(cmd, 'batchSize'));
+  const options = queryOptions(ctx);
+  const store = ctx.engine.collection(ctx.db, name);
+  const entries = store ? store.findEntries(filter, { ...options, sort, skip, limit }) : [];
+  const docs = entries.map((entry) => projectStored(entry.doc, projection, options));
+  return cursorReply(ns, ctx.cursors.open(ns, docs, batchSize, singleBatch), 'firstBatch');
+};
+
+export const getMore: CommandHandler = (ctx) => {
+  const idValue = ctx.command.getMore;
+  const id =
+    idValue instanceof Long ? idValue : Long.fromNumber(optionalNumber(idValue) ?? Number.NaN);
+  if (typeof ctx.command.collection !== 'string')
+    throw ERRORS.typeMismatch('getMore.collection', 'string');
+  const ns = `${ctx.db}.${ctx.command.collection}`;
+  const batchSize = nonNegative('batchSize', optionalInt(ctx.command, 'batchSize'));
+  return cursorReply(ns, ctx.cursors.getMore(id, ns, batchSize), 'nextBatch');
+};
+
+export const killCursors: CommandHandler = (ctx) => {
+  collectionArg(ctx);
+  const ids = ctx.command.cursors;
+  if (!Array.isArray(ids)) throw ERRORS.typeMismatch('killCursors.cursors', 'array');
+  const longs = ids.map((id) =>
+    id instanceof Long ? id : Long.fromNumber(optionalNumber(id) ?? Number.NaN),
+  );
+  const { killed, notFound } = ctx.cursors.kill(longs);
+  return { cursorsKilled: killed, cursorsNotFound: notFound, cursorsAlive: [], cursorsUnknown: [] };
+};
+
+const UNSUPPORTED_STAGES: Record<string, () => MongoCommandError> = {
+  $out: () => ERRORS.notImplemented('The $out aggregation stage'),
+  $merge: () => ERRORS.notImplemented('The $merge aggregation stage'),
+  $changeStream: () =>
+    new MongoCommandError(
+      'Location40573',
+      'The $changeStream stage is only supported on replica sets',
+    ),
+  $search: () => ERRORS.notImplemented('The $search aggregation stage'),
+  $vectorSearch: () => ERRORS.notImplemented('The $vectorSearch aggregation stage'),
+};
+
+export const aggregate: CommandHandler = (ctx) => {
+  const target = ctx.command.aggregate;
+  const pipeline = requiredDocArray(ctx.command, 'pipeline', 'aggregate.pipeline');
+  if (isTruthy(ctx.command.explain)) throw ERRORS.notImplemented('explain');
+  if (ctx.command.cursor === undefined) {
+    throw ERRORS.failedToParse(
+      "The 'cursor' option is required, except for aggregate with the explain argument",
+    );
+  }
+  for (const stage of pipeline) {
+    const stageName = Object.keys(stage)[0] ?? '';
+    if (Object.hasOwn(UNSUPPORTED_STAGES, stageName)) throw UNSUPPORTED_STAGES[stageName]!();
+  }
+  let views: Doc[] = [];
+  let ns: string;
+  if (typeof target === 'string') {
+    ns = `${ctx.db}.${target}`;
+    views = ctx.engine.collection(ctx.db, target)?.views() ?? [];
+  } else if (optionalNumber(target) === 1) {
+    ns = `${ctx.db}.$cmd.aggregate`;
+  } else {
+    throw ERRORS.typeMismatch('aggregate', 'string or 1');
+  }
+  const results = runPipeline(views, pipeline, queryOptions(ctx));
+  return cursorReply(ns, ctx.cursors.open(ns, results, cursorBatchSize(ctx), false), 'firstBatch');
+};
+
+export const count: CommandHandler = (ctx) => {
+  const name = collectionArg(ctx);
+  const filter = optionalDoc(ctx.command, 'query');
+  const skip = nonNegative('skip', optionalInt(ctx.command, 'skip'));
+  const limit = Math.abs(optionalInt(ctx.command, 'limit') ?? 0);
+  const store = ctx.engine.collection(ctx.db, name);
+  if (!store) return { n: 0 };
+  if (!filter && !skip && !limit) return { n: store.count };
+  return { n: store.findEntries(filter, { ...queryOptions(ctx), skip, limit }).length };
+};
+
+export const distinct: CommandHandler = (ctx) => {
+  const name = collectionArg(ctx);
+  const key = ctx.command.key;
+  if (typeof key !== 'string') throw ERRORS.typeMismatch('distinct.key', 'string');
+  const filter = optionalDoc(ctx.command, 'query');
+  const store = ctx.engine.collection(ctx.db, name);
+  const values: unknown[] = [];
+  const seen = new Set<string>();
+  for (const entry of store?.findEntries(filter, queryOptions(ctx)) ?? []) {
+    for (const value of valuesAtPath(entry.doc, key.split('.'))) {
+      for (const item of Array.isArray(value) ? (value as unknown[]) : [value]) {
+        const itemKey = canonicalKey(item);
+        if (seen.has(itemKey)) continue;
+        seen.add(itemKey);
+        values.push(item);
+      }
+    }
+  }
+  return { values };
+};

@@ -1,0 +1,207 @@
+// Write commands: insert, update, delete and findAndModify, with MongoDB's
+// reply shapes (n, nModified, upserted, writeErrors per statement; ordered
+// batches stop at the first error) and upserts seeded from the filter.
+
+import type { Doc } from './bson-values';
+import { ensureId, isPlainObject, isTruthy } from './bson-values';
+import { ERRORS, toCommandError } from './command-errors';
+import type { CommandHandler } from './command-context';
+import {
+  collectionArg,
+  optionalDoc,
+  optionalDocArray,
+  optionalInt,
+  projectStored,
+  queryOptions,
+  requiredDocArray,
+} from './command-context';
+import type { QueryOptions } from './mingo-adapter';
+import { normalizeSort } from './mingo-adapter';
+import type { StoredEntry } from './storage-engine';
+import type { UpdateDocument } from './update-engine';
+import { applyUpdate, buildUpsertSeed, documentsEqual, isOperatorUpdate } from './update-engine';
+
+export const insert: CommandHandler = (ctx) => {
+  const name = collectionArg(ctx);
+  const documents = requiredDocArray(ctx.command, 'documents', 'insert.documents');
+  const ordered = ctx.command.ordered === undefined || isTruthy(ctx.command.ordered);
+  const { store } = ctx.engine.ensureCollection(ctx.db, name);
+  let n = 0;
+  const writeErrors: Doc[] = [];
+  for (const [index, document] of documents.entries()) {
+    try {
+      store.insert(ensureId(document));
+      n++;
+    } catch (error) {
+      writeErrors.push(toCommandError(error).toWriteError(index));
+      if (ordered) break;
+    }
+  }
+  return writeErrors.length ? { n, writeErrors } : { n };
+};
+
+function upsertDocument(
+  filter: Doc,
+  update: UpdateDocument,
+  arrayFilters: Doc[] | undefined,
+  options: QueryOptions,
+): Doc {
+  const seed = buildUpsertSeed(filter);
+  return ensureId(applyUpdate(seed, update, { insert: true, filter, arrayFilters, options }));
+}
+
+function updateArg(value: unknown, field: string): UpdateDocument {
+  if (Array.isArray(value)) {
+    return value.map((stage, i) => {
+      if (!isPlainObject(stage)) throw ERRORS.typeMismatch(`${field}.${i}`, 'object');
+      return stage;
+    });
+  }
+  if (!isPlainObject(value)) throw ERRORS.typeMismatch(field, 'object or array');
+  return value;
+}
+
+export const update: CommandHandler = (ctx) => {
+  const name = collectionArg(ctx);
+  const statements = requiredDocArray(ctx.command, 'updates', 'update.updates');
+  const ordered = ctx.command.ordered === undefined || isTruthy(ctx.command.ordered);
+  let n = 0;
+  let nModified = 0;
+  const upserted: Doc[] = [];
+  const writeErrors: Doc[] = [];
+  for (const [index, statement] of statements.entries()) {
+    try {
+      const filter = optionalDoc(statement, 'q', 'update.updates.q') ?? {};
+      const change = updateArg(statement.u, 'update.updates.u');
+      const multi = isTruthy(statement.multi);
+      const upsert = isTruthy(statement.upsert);
+      const arrayFilters = optionalDocArray(statement, 'arrayFilters');
+      const options = queryOptions(ctx, optionalDoc(statement, 'collation'));
+      if (multi && !Array.isArray(change) && !isOperatorUpdate(change)) {
+        throw ERRORS.failedToParse('multi update is not supported for replacement-style update');
+      }
+      const store = ctx.engine.collection(ctx.db, name);
+      const sort = normalizeSort(statement.sort);
+      const matched = store
+        ? store.findEntries(filter, { ...options, sort, limit: multi ? 0 : 1 })
+        : [];
+      if (matched.length === 0) {
+        if (upsert) {
+          const doc = upsertDocument(filter, change, arrayFilters, options);
+          ctx.engine.ensureCollection(ctx.db, name).store.insert(doc);
+          n++;
+          upserted.push({ index, _id: doc._id });
+        }
+        continue;
+      }
+      for (const entry of matched) {
+        const next = applyUpdate(entry.doc, change, {
+          insert: false,
+          filter,
+          arrayFilters,
+          options,
+        });
+        n++;
+        if (!documentsEqual(entry.doc, next)) {
+          store!.replace(entry, next);
+          nModified++;
+        }
+      }
+    } catch (error) {
+      writeErrors.push(toCommandError(error).toWriteError(index));
+      if (ordered) break;
+    }
+  }
+  const reply: Doc = { n, nModified };
+  if (upserted.length) reply.upserted = upserted;
+  if (writeErrors.length) reply.writeErrors = writeErrors;
+  return reply;
+};
+
+export const remove: CommandHandler = (ctx) => {
+  const name = collectionArg(ctx);
+  const statements = requiredDocArray(ctx.command, 'deletes', 'delete.deletes');
+  const ordered = ctx.command.ordered === undefined || isTruthy(ctx.command.ordered);
+  let n = 0;
+  const writeErrors: Doc[] = [];
+  for (const [index, statement] of statements.entries()) {
+    try {
+      const filter = optionalDoc(statement, 'q', 'delete.deletes.q') ?? {};
+      const limit = optionalInt(statement, 'limit') ?? 0;
+      if (limit !== 0 && limit !== 1) {
+        throw ERRORS.failedToParse(
+          `The limit field in delete objects must be 0 or 1. Got ${limit}`,
+        );
+      }
+      const store = ctx.engine.collection(ctx.db, name);
+      if (!store) continue;
+      const options = queryOptions(ctx, optionalDoc(statement, 'collation'));
+      for (const entry of store.findEntries(filter, { ...options, limit })) {
+        store.remove(entry);
+        n++;
+      }
+    } catch (error) {
+      writeErrors.push(toCommandError(error).toWriteError(index));
+      if (ordered) break;
+    }
+  }
+  return writeErrors.length ? { n, writeErrors } : { n };
+};
+
+export const findAndModify: CommandHandler = (ctx) => {
+  const name = collectionArg(ctx);
+  const cmd = ctx.command;
+  const filter = optionalDoc(cmd, 'query') ?? {};
+  const sort = normalizeSort(cmd.sort);
+  const fields = optionalDoc(cmd, 'fields');
+  const removeDoc = isTruthy(cmd.remove);
+  const upsert = isTruthy(cmd.upsert);
+  const returnNew = isTruthy(cmd.new);
+  const arrayFilters = optionalDocArray(cmd, 'arrayFilters');
+  const options = queryOptions(ctx);
+  if (removeDoc && cmd.update !== undefined) {
+    throw ERRORS.failedToParse('Cannot specify both an update and remove=true');
+  }
+  if (!removeDoc && cmd.update === undefined) {
+    throw ERRORS.failedToParse('Either an update or remove=true must be specified');
+  }
+  if (removeDoc && (upsert || returnNew)) {
+    throw ERRORS.failedToParse(
+      'Cannot specify both upsert=true and remove=true, or new=true and remove=true',
+    );
+  }
+
+  const store = ctx.engine.collection(ctx.db, name);
+  const entry: StoredEntry | undefined = store?.findEntries(filter, {
+    ...options,
+    sort,
+    limit: 1,
+  })[0];
+  const project = (doc: Doc | undefined): Doc | null =>
+    doc ? projectStored(doc, fields, options) : null;
+
+  if (removeDoc) {
+    if (!store || !entry) return { lastErrorObject: { n: 0 }, value: null };
+    store.remove(entry);
+    return { lastErrorObject: { n: 1 }, value: project(entry.doc) };
+  }
+
+  const change = updateArg(cmd.update, 'findAndModify.update');
+  if (store && entry) {
+    const next = applyUpdate(entry.doc, change, { insert: false, filter, arrayFilters, options });
+    const stored = documentsEqual(entry.doc, next) ? entry : store.replace(entry, next);
+    return {
+      lastErrorObject: { n: 1, updatedExisting: true },
+      value: project(returnNew ? stored.doc : entry.doc),
+    };
+  }
+  if (upsert) {
+    const doc = upsertDocument(filter, change, arrayFilters, options);
+    const inserted = ctx.engine.ensureCollection(ctx.db, name).store.insert(doc);
+    return {
+      lastErrorObject: { n: 1, updatedExisting: false, upserted: doc._id },
+      value: returnNew ? project(inserted.doc) : null,
+    };
+  }
+  return { lastErrorObject: { n: 0, updatedExisting: false }, value: null };
+};
