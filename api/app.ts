@@ -8,6 +8,7 @@ import type { Logger } from '@shared/logger';
 import { bearerAuth } from './middleware/auth';
 import { errorHandler, notFoundHandler } from './middleware/error-handler';
 import { httpMetrics } from './middleware/http-metrics';
+import { idempotency, tapRequestBody } from './middleware/idempotency';
 import { rateLimitPerToken } from './middleware/rate-limit';
 import { requestContext } from './middleware/request-context';
 import type { ApiMetrics } from '@shared/metrics';
@@ -16,13 +17,17 @@ import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { dashboardRoutes } from './routes/dashboard.routes';
 import { docsRoutes } from './routes/docs.routes';
+import { folderRoutes } from './routes/folders.routes';
+import { mediaRoutes } from './routes/media.routes';
 import { downloadRoutes } from './routes/download.routes';
 import { jobRoutes } from './routes/jobs.routes';
 import { opsRoutes } from './routes/ops.routes';
 import { uploadRoutes } from './routes/upload.routes';
 import type { DownloadService } from './services/download.service';
 import type { JobsService } from './services/jobs.service';
+import type { FoldersService } from './services/folders.service';
 import type { MediaJobsService } from './services/media-jobs.service';
+import type { MediaService } from './services/media.service';
 import type { TokensService } from './services/tokens.service';
 import type { UploadService } from './services/upload.service';
 
@@ -34,19 +39,27 @@ export interface AppDeps {
   downloads: DownloadService;
   jobs: JobsService;
   mediaJobs: MediaJobsService;
+  mediaService: MediaService;
+  folders: FoldersService;
   /** HTTP latency and bytes stored, served on GET /metrics. */
   metrics: ApiMetrics;
   /** The dependencies GET /readyz checks (MongoDB, Redis, storage). */
   readiness: ReadinessChecks;
   /** The queues the dashboard shows (when DASHBOARD_USER/PASSWORD are set). */
   queues?: Queue[];
-  /** Where the per-token rate limit counts (RATE_LIMIT_MAX); without it, in this process's memory. */
-  rateLimitRedis?: Redis;
+  /**
+   * The fail-fast Redis connection: where the per-token rate limit counts
+   * (without it, in this process's memory) and idempotency keys are kept
+   * (without it, a request carrying one is refused).
+   */
+  redis?: Redis | undefined;
 }
 
 export function createApp(deps: AppDeps): Express {
   const app = express();
   app.disable('x-powered-by');
+  // First: it must see the body of a keyed POST from its first byte.
+  app.use(tapRequestBody);
   app.set('trust proxy', deps.config.trustProxy);
   app.set('query parser', 'simple');
   app.use(requestContext(deps.logger));
@@ -72,15 +85,26 @@ export function createApp(deps: AppDeps): Express {
       '/media',
       rateLimitPerToken({
         ...deps.config.rateLimit,
-        redis: deps.rateLimitRedis,
+        redis: deps.redis,
         keyPrefix: `${deps.config.queuePrefix}:rate-limit:`,
         logger: deps.logger,
       }),
     );
   }
+  app.use(
+    '/media',
+    idempotency({
+      redis: deps.redis,
+      keyPrefix: `${deps.config.queuePrefix}:idempotency:`,
+      logger: deps.logger,
+    }),
+  );
   app.use(uploadRoutes({ uploads: deps.uploads, config: deps.config, metrics: deps.metrics }));
   app.use(downloadRoutes({ downloads: deps.downloads }));
   app.use(jobRoutes({ jobs: deps.jobs, mediaJobs: deps.mediaJobs }));
+  app.use(folderRoutes({ folders: deps.folders }));
+  // Last: its /media/{id} takes what no other /media route named.
+  app.use(mediaRoutes({ media: deps.mediaService, config: deps.config }));
 
   app.use(notFoundHandler);
   app.use(errorHandler);

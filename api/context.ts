@@ -8,6 +8,7 @@ import { QUEUE_NAMES, type Config } from '@shared/config';
 import { connectMongo, pingMongo } from '@shared/db/connection';
 import { createModels, syncIndexes, type Models } from '@shared/db/models';
 import type { Logger } from '@shared/logger';
+import { MediaDeletion } from '@shared/media-deletion';
 import { createApiMetrics, type ApiMetrics } from '@shared/metrics';
 import type { ReadinessChecks } from '@shared/readiness';
 import { createRepositories, type Repositories } from '@shared/repositories';
@@ -22,6 +23,7 @@ import { FoldersService } from './services/folders.service';
 import { IngestService } from './services/ingest.service';
 import { JobsService } from './services/jobs.service';
 import { MediaJobsService } from './services/media-jobs.service';
+import { MediaService } from './services/media.service';
 import { OrganizationsService } from './services/organizations.service';
 import { TokensService } from './services/tokens.service';
 import { UploadService } from './services/upload.service';
@@ -42,13 +44,15 @@ export interface ApiContext extends DataContext {
   queues: Queue[];
   store: ObjectStore;
   queue: BullJobQueue;
-  /** The rate limiter's own fail-fast Redis connection; undefined when rate limiting is off. */
-  rateLimitRedis: Redis | undefined;
+  /** The API's own fail-fast Redis connection (rate limits, idempotency keys); undefined without REDIS_URL. */
+  redis: Redis | undefined;
   media: MediaRepository;
   uploads: UploadService;
   downloads: DownloadService;
   jobs: JobsService;
   mediaJobs: MediaJobsService;
+  mediaService: MediaService;
+  folders: FoldersService;
   metrics: ApiMetrics;
   /** What GET /readyz checks. */
   readiness: ReadinessChecks;
@@ -87,8 +91,7 @@ export async function createApiContext(
   try {
     const store = overrides.store ?? createObjectStore(config, logger);
     if (!overrides.store) await store.init();
-    const { media } = data.repositories;
-    const folders = new FoldersService({ folders: data.repositories.folders });
+    const { media, usage } = data.repositories;
     const ingest = new IngestService({
       store,
       limits: {
@@ -99,10 +102,7 @@ export async function createApiContext(
     });
     const queue = new BullJobQueue(config, logger);
     await queue.init();
-    const rateLimitRedis =
-      config.rateLimit && config.redisUrl
-        ? createRedis(config.redisUrl, 'producer', logger)
-        : undefined;
+    const redis = config.redisUrl ? createRedis(config.redisUrl, 'producer', logger) : undefined;
     const jobs = new JobsService({
       queue,
       media,
@@ -110,9 +110,11 @@ export async function createApiContext(
       bucket: config.bucket,
       waitMs: config.jobWaitMs,
     });
-    if (rateLimitRedis) {
-      await waitForRedis(rateLimitRedis).catch(async (err: unknown) => {
-        rateLimitRedis.disconnect();
+    const folders = new FoldersService({ folders: data.repositories.folders, media, jobs });
+    const deletion = new MediaDeletion({ media, usage, store, logger });
+    if (redis) {
+      await waitForRedis(redis).catch(async (err: unknown) => {
+        redis.disconnect();
         await queue.close();
         throw err;
       });
@@ -120,13 +122,13 @@ export async function createApiContext(
     return {
       ...data,
       close: async () => {
-        rateLimitRedis?.disconnect();
+        redis?.disconnect();
         await queue.close();
         await data.close();
       },
       store,
       queue,
-      rateLimitRedis,
+      redis,
       queues: QUEUE_NAMES.map((name) => queue.queue(name)),
       media,
       jobs,
@@ -144,9 +146,17 @@ export async function createApiContext(
         ingest,
         folders,
         media,
+        usage,
         maxFileSize: config.limits.maxFileSize,
         maxBase64Size: config.limits.maxBase64Size,
       }),
+      mediaService: new MediaService({
+        media,
+        folders: data.repositories.folders,
+        usage,
+        deletion,
+      }),
+      folders,
       downloads: new DownloadService({ media, store }),
       metrics: createApiMetrics({ queueCounts: () => queue.counts() }),
       readiness: {

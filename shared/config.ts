@@ -22,7 +22,7 @@ export const ACCEPTABLE_TYPES: readonly string[] = [
 ];
 
 /** Queue names an operator may list in WORKER_QUEUES (see shared/jobs). */
-export const QUEUE_NAMES = ['image', 'pdf'] as const;
+export const QUEUE_NAMES = ['image', 'pdf', 'maintenance'] as const;
 export type QueueName = (typeof QUEUE_NAMES)[number];
 
 const emptyToUndefined = (v: unknown): unknown =>

@@ -10,14 +10,19 @@ export type ErrorCode =
   | 'INVALID_DATA_URL'
   | 'FOLDER_MISMATCH'
   | 'UNAUTHORIZED'
+  | 'INSUFFICIENT_SCOPE'
   | 'NOT_FOUND'
   | 'MEDIA_NOT_FOUND'
   | 'FOLDER_NOT_FOUND'
   | 'JOB_NOT_FOUND'
   | 'METHOD_NOT_ALLOWED'
   | 'CONFLICT'
+  | 'FOLDER_NOT_EMPTY'
+  | 'IDEMPOTENCY_KEY_IN_USE'
+  | 'IDEMPOTENCY_KEY_REUSED'
   | 'RANGE_NOT_SATISFIABLE'
   | 'FILE_TOO_LARGE'
+  | 'QUOTA_EXCEEDED'
   | 'TOO_MANY_FILES'
   | 'TOO_MANY_PARTS'
   | 'PAYLOAD_TOO_LARGE'
@@ -140,6 +145,12 @@ export const Errors = {
     new AppError('UNAUTHORIZED', 401, message, undefined, {
       headers: { 'WWW-Authenticate': 'Bearer realm="media"' },
     }),
+  insufficientScope: (scope: string) =>
+    new AppError('INSUFFICIENT_SCOPE', 403, `This token lacks the "${scope}" scope`, undefined, {
+      headers: {
+        'WWW-Authenticate': `Bearer realm="media", error="insufficient_scope", scope="${scope}"`,
+      },
+    }),
   notFound: (message = 'Not found') => new AppError('NOT_FOUND', 404, message),
   methodNotAllowed: (allow: string) =>
     new AppError('METHOD_NOT_ALLOWED', 405, `Only ${allow} is allowed here`, undefined, {
@@ -147,10 +158,35 @@ export const Errors = {
     }),
   mediaNotFound: (key: string) =>
     new AppError('MEDIA_NOT_FOUND', 404, `No media with key "${key}"`),
+  mediaIdNotFound: (id: number) => new AppError('MEDIA_NOT_FOUND', 404, `No media with id ${id}`),
   folderNotFound: (folderId: number | string) =>
     new AppError('FOLDER_NOT_FOUND', 404, `No folder with id ${folderId}`),
+  folderNameNotFound: (name: string) =>
+    new AppError('FOLDER_NOT_FOUND', 404, `No folder named "${name}"`),
   jobNotFound: (jobId: string) => new AppError('JOB_NOT_FOUND', 404, `No job with id "${jobId}"`),
   conflict: (message: string) => new AppError('CONFLICT', 409, message),
+  folderNotEmpty: (folderId: number, files: number) =>
+    new AppError(
+      'FOLDER_NOT_EMPTY',
+      409,
+      `Folder ${folderId} holds ${files} file${files === 1 ? '' : 's'}; delete them first, or delete with ?recursive=true`,
+      undefined,
+      { extra: { files } },
+    ),
+  idempotencyKeyInUse: () =>
+    new AppError(
+      'IDEMPOTENCY_KEY_IN_USE',
+      409,
+      'A request with this Idempotency-Key is still being processed; retry once it has finished',
+      undefined,
+      { headers: { 'Retry-After': '1' } },
+    ),
+  idempotencyKeyReused: () =>
+    new AppError(
+      'IDEMPOTENCY_KEY_REUSED',
+      422,
+      'This Idempotency-Key was used for a different request',
+    ),
   rangeNotSatisfiable: (size: number) =>
     new AppError(
       'RANGE_NOT_SATISFIABLE',
@@ -168,6 +204,14 @@ export const Errors = {
       `${name ? `"${name}"` : 'The file'} is larger than the limit of ${humanBytes(limit)}`,
       name ? [{ name, message: 'file too large' }] : undefined,
       { extra: { limit } },
+    ),
+  quotaExceeded: (quota: number) =>
+    new AppError(
+      'QUOTA_EXCEEDED',
+      413,
+      `The organization's storage quota of ${humanBytes(quota)} would be exceeded`,
+      undefined,
+      { extra: { limit: quota } },
     ),
   tooManyFiles: (limit: number, what = 'files') =>
     new AppError(

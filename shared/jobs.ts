@@ -18,6 +18,7 @@ export const JOB_QUEUES = {
   'image.metadata': 'image',
   'image.convert': 'image',
   'pdf.merge': 'pdf',
+  'media.delete-folder': 'maintenance',
 } as const satisfies Record<string, QueueName>;
 
 export type JobName = keyof typeof JOB_QUEUES;
@@ -32,6 +33,8 @@ interface BasePayload {
 /** Payloads of jobs that create a record carry where the request came from (its `metaData`). */
 interface CreatingPayload extends BasePayload {
   origin: RequestOrigin;
+  /** The API token whose request made the job (kept on the record it creates). */
+  tokenId: string | null;
 }
 
 export interface JobPayloads {
@@ -48,6 +51,8 @@ export interface JobPayloads {
     /** Inputs uploaded with the request (under the org's temporary prefix): removed when the job ends. */
     temporaryKeys: string[];
   };
+  /** Deletes every file of a folder, then the folder (DELETE /media/folders/:id?recursive=true). */
+  'media.delete-folder': BasePayload & { folderId: number };
 }
 
 /** Metadata as the API returns it; Buffers travel as `{ type: 'Buffer', data: [...] }`. */
@@ -57,6 +62,16 @@ export interface JobResults {
   'image.metadata': { metadata: MetadataResult };
   'image.convert': { mediaId: number };
   'pdf.merge': { mediaId: number };
+  'media.delete-folder': {
+    folder: { id: number; name: string };
+    deleted: { files: number; bytes: number };
+  };
+}
+
+/** How far a long job has come (its status URL shows it while it runs). */
+export interface JobProgress {
+  done: number;
+  total: number;
 }
 
 export type AnyJobPayload = JobPayloads[JobName];

@@ -1,19 +1,18 @@
 /**
- * The worker's composition root: MongoDB, object storage and the repositories
- * the processors need, built from the configuration.
+ * The worker's composition root: MongoDB, object storage, the repositories
+ * and services, built from the configuration. Processors see only the
+ * `JobContext` part, and each declares which of it it uses.
  */
 import type { Connection } from 'mongoose';
 import type { Config } from '@shared/config';
-import type { JobPayloads } from '@shared/jobs';
 import { connectMongo } from '@shared/db/connection';
 import { createModels, syncIndexes, type Models } from '@shared/db/models';
+import type { JobPayloads } from '@shared/jobs';
 import type { Logger } from '@shared/logger';
-import { CountersRepository } from '@shared/repositories/counters.repository';
-import { FoldersRepository } from '@shared/repositories/folders.repository';
-import { MediaRepository } from '@shared/repositories/media.repository';
-import { OrganizationsRepository } from '@shared/repositories/organizations.repository';
-import type { ObjectStore } from '@shared/storage/object-store';
+import { MediaDeletion } from '@shared/media-deletion';
+import { createRepositories, type Repositories } from '@shared/repositories';
 import { createObjectStore } from '@shared/storage/create-object-store';
+import type { ObjectStore } from '@shared/storage/object-store';
 import { ResultsService } from './services/results.service';
 
 /** Image work (over sharp): what the image processors need. */
@@ -31,18 +30,24 @@ export interface PdfOps {
   merge(inputs: { name: string; data: Buffer }[]): Promise<{ data: Buffer; pages: number }>;
 }
 
-export interface WorkerContext {
+/** What processors may use; each picks the parts it needs (see worker/registry.ts). */
+export interface JobContext {
+  limits: Config['limits'];
+  store: ObjectStore;
+  media: Repositories['media'];
+  folders: Repositories['folders'];
+  organizations: Repositories['organizations'];
+  results: ResultsService;
+  deletion: MediaDeletion;
+  images: ImageOps;
+  pdfs: PdfOps;
+}
+
+export interface WorkerContext extends JobContext {
   config: Config;
   logger: Logger;
   connection: Connection;
   models: Models;
-  store: ObjectStore;
-  media: MediaRepository;
-  folders: FoldersRepository;
-  organizations: OrganizationsRepository;
-  results: ResultsService;
-  images: ImageOps;
-  pdfs: PdfOps;
   close(): Promise<void>;
 }
 
@@ -62,20 +67,19 @@ export async function createWorkerContext(
       store = createObjectStore(config, logger);
       await store.init();
     }
-    const counters = new CountersRepository(models);
-    const media = new MediaRepository(models, counters);
-    const folders = new FoldersRepository(models, counters);
-    const organizations = new OrganizationsRepository(models, counters);
+    const { media, folders, organizations, usage } = createRepositories(models);
     return {
       config,
       logger,
       connection,
       models,
+      limits: config.limits,
       store,
       media,
       folders,
       organizations,
-      results: new ResultsService({ store, media, folders, logger }),
+      results: new ResultsService({ store, media, folders, usage, logger }),
+      deletion: new MediaDeletion({ media, usage, store, logger }),
       images: adapters.images,
       pdfs: adapters.pdfs,
       close: () => connection.close(),

@@ -3,9 +3,15 @@
  * refuses to start when a job name of shared/jobs.ts has no processor, or two,
  * or when a processor names a job that does not exist.
  */
-import { JOB_NAMES, type JobName, type JobPayloads, type JobResults } from '@shared/jobs';
+import {
+  JOB_NAMES,
+  type JobName,
+  type JobPayloads,
+  type JobProgress,
+  type JobResults,
+} from '@shared/jobs';
 import type { Logger } from '@shared/logger';
-import type { WorkerContext } from './context';
+import type { JobContext } from './context';
 
 /** What a processor sees of a job (BullMQ stays in the transport). */
 export interface ProcessorJob<N extends JobName> {
@@ -16,14 +22,20 @@ export interface ProcessorJob<N extends JobName> {
   timestamp: number;
   attemptsMade: number;
   log: Logger;
+  /** Reports how far a long job has come (its status URL shows it). */
+  progress(progress: JobProgress): Promise<void>;
 }
 
-export interface Processor<N extends JobName> {
+/**
+ * A job's processor. `Needs` names the parts of the context it uses; it is
+ * given only those (the worker holds the whole context).
+ */
+export interface Processor<N extends JobName, Needs extends keyof JobContext = keyof JobContext> {
   name: N;
-  process(job: ProcessorJob<N>, ctx: WorkerContext): Promise<JobResults[N]>;
+  process(job: ProcessorJob<N>, ctx: Pick<JobContext, Needs>): Promise<JobResults[N]>;
 }
 
-export type AnyProcessor = { [N in JobName]: Processor<N> }[JobName];
+export type AnyProcessor = { [N in JobName]: Processor<N, keyof JobContext> }[JobName];
 
 export type Registry = ReadonlyMap<JobName, AnyProcessor>;
 

@@ -18,7 +18,7 @@ import { pingMongo } from '@shared/db/connection';
 import { createWorkerMetrics, type WorkerMetrics } from '@shared/metrics';
 import { createRedis } from '@shared/queue/redis';
 import type { ReadinessChecks } from '@shared/readiness';
-import type { WorkerContext } from './context';
+import type { JobContext, WorkerContext } from './context';
 import type { ProcessorJob, Registry } from './registry';
 
 export interface RunningWorker {
@@ -62,10 +62,11 @@ export function createWorker(
         timestamp: job.timestamp,
         attemptsMade: job.attemptsMade,
         log,
+        progress: (progress) => job.updateProgress(progress),
       };
       // The registry guarantees the processor matches the job's name.
       const result = await (
-        processor.process as (j: typeof view, c: WorkerContext) => Promise<unknown>
+        processor.process as (j: typeof view, c: JobContext) => Promise<unknown>
       )(view, ctx);
       log.info({ ms: Math.round(performance.now() - started) }, 'job completed');
       observe('completed');

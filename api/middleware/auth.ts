@@ -4,11 +4,13 @@
  * malformed, unknown, expired or revoked token is a 401 with
  * `WWW-Authenticate: Bearer` in the error envelope.
  */
-import type { RequestHandler } from 'express';
+import type { Request, RequestHandler } from 'express';
 import passport from 'passport';
 import { Strategy as BearerStrategy } from 'passport-http-bearer';
 import { Errors } from '@shared/errors';
-import type { Principal, TokensService } from '../services/tokens.service';
+import type { Caller } from '../services/caller';
+import type { Principal, Scope, TokensService } from '../services/tokens.service';
+import { originOf } from './request-context';
 
 declare module 'express-serve-static-core' {
   interface Request {
@@ -52,4 +54,20 @@ export function bearerAuth(tokens: TokensService): RequestHandler {
 export function principalOf(req: { principal?: Principal }): Principal {
   if (!req.principal) throw Errors.unauthorized();
   return req.principal;
+}
+
+/** The caller as services see it: organization, token and the request's origin. */
+export function callerOf(req: Request): Caller {
+  const { organization, tokenId } = principalOf(req);
+  return { organization, tokenId, origin: originOf(req) };
+}
+
+/**
+ * Refuses a token without `scope` with 403 INSUFFICIENT_SCOPE and
+ * `WWW-Authenticate: Bearer error="insufficient_scope"` (RFC 6750).
+ */
+export function requireScope(scope: Scope): RequestHandler {
+  return (req, _res, next) => {
+    next(principalOf(req).scopes.has(scope) ? undefined : Errors.insufficientScope(scope));
+  };
 }

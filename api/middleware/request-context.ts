@@ -22,7 +22,17 @@ export function requestContext(logger: Logger) {
       res.setHeader('X-Request-Id', id);
       return id;
     },
-    customProps: (req) => ({ requestId: req.id }),
+    // Who made it (set by bearer auth): the organization and the token's public id, never the token.
+    customProps: (req) => {
+      const principal = (req as { principal?: { organization: { id: number }; tokenId: string } })
+        .principal;
+      return {
+        requestId: req.id,
+        ...(principal
+          ? { organizationId: principal.organization.id, tokenId: principal.tokenId }
+          : {}),
+      };
+    },
     customLogLevel: (_req, res, err) =>
       err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'info',
     serializers: {

@@ -11,7 +11,7 @@ import { pipeline } from 'node:stream/promises';
 import { Errors } from '@shared/errors';
 import type { MediaRecord } from '@shared/repositories/media.repository';
 import type { ByteRange } from '@shared/storage/object-store';
-import { principalOf } from '../middleware/auth';
+import { principalOf, requireScope } from '../middleware/auth';
 import type { DownloadService } from '../services/download.service';
 
 const etagOf = (record: MediaRecord) => `"${record.checksum.replace(/^sha256:/, '')}"`;
@@ -46,7 +46,7 @@ function requestedRange(
 export function downloadRoutes(deps: { downloads: DownloadService }): Router {
   const router = Router();
 
-  router.get('/media/download', async (req: Request, res: Response) => {
+  router.get('/media/download', requireScope('read'), async (req: Request, res: Response) => {
     const org = principalOf(req).organization;
     const key = req.query.media;
     if (typeof key !== 'string' || key === '') {

@@ -6,15 +6,15 @@
  * waits for the job. `Prefer: respond-async` answers 202 at once with the
  * job id and its URL.
  */
-import express, { Router, type Request, type Response } from 'express';
+import express, { Router, type Request } from 'express';
 import { z } from 'zod';
 import { CONVERT_FORMAT_NAMES } from '@shared/media/formats';
 import { multipartForm, readFields } from '../forms/multipart-form';
-import { principalOf } from '../middleware/auth';
+import { principalOf, requireScope } from '../middleware/auth';
 import { originOf, requestIdOf } from '../middleware/request-context';
-import { success } from '../respond';
-import type { JobAnswer, JobsService } from '../services/jobs.service';
+import type { JobsService } from '../services/jobs.service';
 import type { JobRequest, MediaJobsService } from '../services/media-jobs.service';
+import { respondToJob } from './job-answer';
 import { parseInput } from './validate';
 
 const FORMAT_NAMES = CONVERT_FORMAT_NAMES;
@@ -25,21 +25,12 @@ function prefersAsync(req: Request): boolean {
 }
 
 function jobRequest(req: Request): JobRequest {
-  return { requestId: requestIdOf(req), origin: originOf(req), async: prefersAsync(req) };
-}
-
-/** Sends a job answer: the finished result, or 202 with where to ask. */
-function respond(res: Response, answer: JobAnswer): void {
-  if (answer.kind === 'done') {
-    success(res, answer.data, answer.creates ? 201 : 200);
-    return;
-  }
-  res.setHeader('Location', answer.statusUrl);
-  res.status(202).json({
-    statusCode: 202,
-    message: 'Accepted',
-    data: { jobId: answer.jobId, state: answer.state, statusUrl: answer.statusUrl },
-  });
+  return {
+    requestId: requestIdOf(req),
+    origin: originOf(req),
+    tokenId: principalOf(req).tokenId,
+    async: prefersAsync(req),
+  };
 }
 
 const metadataInput = z.object({
@@ -69,19 +60,19 @@ export function jobRoutes(deps: { jobs: JobsService; mediaJobs: MediaJobsService
     express.urlencoded({ limit: '64kb', extended: false }),
   ];
 
-  router.get('/media/metadata', ...bodies, async (req, res) => {
+  router.get('/media/metadata', requireScope('read'), ...bodies, async (req, res) => {
     const { mediaKey } = parseInput(metadataInput, await readFields(req, ['mediaKey']));
     const org = principalOf(req).organization;
-    respond(res, await mediaJobs.metadata(org, mediaKey, jobRequest(req)));
+    respondToJob(res, await mediaJobs.metadata(org, mediaKey, jobRequest(req)));
   });
 
-  router.post('/media/convert', ...bodies, async (req, res) => {
+  router.post('/media/convert', requireScope('write'), ...bodies, async (req, res) => {
     const input = parseInput(
       convertInput,
       await readFields(req, ['mediaKey', 'format', 'quality']),
     );
     const org = principalOf(req).organization;
-    respond(
+    respondToJob(
       res,
       await mediaJobs.convert(
         org,
@@ -91,16 +82,15 @@ export function jobRoutes(deps: { jobs: JobsService; mediaJobs: MediaJobsService
     );
   });
 
-  router.post('/media/merge-pdfs', async (req, res) => {
+  router.post('/media/merge-pdfs', requireScope('write'), async (req, res) => {
     const org = principalOf(req).organization;
-    respond(res, await mediaJobs.merge(org, multipartForm(req), jobRequest(req)));
+    respondToJob(res, await mediaJobs.merge(org, multipartForm(req), jobRequest(req)));
   });
 
-  router.get('/media/jobs/:id', async (req, res) => {
+  router.get('/media/jobs/:id', requireScope('read'), async (req, res) => {
     const org = principalOf(req).organization;
-    const answer = await jobs.status(org, String(req.params.id));
-    if (answer.kind === 'done') success(res, answer.data, 200);
-    else respond(res, answer);
+    // Once finished, the original request's answer, with 200 (also for a 201).
+    respondToJob(res, await jobs.status(org, String(req.params.id)), 200);
   });
 
   return router;

@@ -10,8 +10,7 @@ import { z } from 'zod';
 import type { Config } from '@shared/config';
 import type { ApiMetrics } from '@shared/metrics';
 import { multipartForm } from '../forms/multipart-form';
-import { principalOf } from '../middleware/auth';
-import { originOf } from '../middleware/request-context';
+import { callerOf, requireScope } from '../middleware/auth';
 import { success } from '../respond';
 import { toMediaView } from '../services/media-view';
 import type { UploadService } from '../services/upload.service';
@@ -38,25 +37,21 @@ export function uploadRoutes(deps: {
   const { uploads, config, metrics } = deps;
   const views = { publicBaseUrl: config.publicBaseUrl, bucket: config.bucket };
 
-  router.post('/media/upload', async (req, res) => {
-    const [record] = await uploads.uploadForm(
-      principalOf(req).organization,
-      originOf(req),
-      multipartForm(req),
-      { fileFields: ['file'], maxFiles: 1 },
-    );
+  router.post('/media/upload', requireScope('write'), async (req, res) => {
+    const [record] = await uploads.uploadForm(callerOf(req), multipartForm(req), {
+      fileFields: ['file'],
+      maxFiles: 1,
+    });
     metrics.bytesStored('/media/upload', record!.bytes);
     // The interface shows no folderId in the answers of upload and upload/multiple.
     success(res, toMediaView(record!, views, { folderId: false }), 201);
   });
 
-  router.post('/media/upload/multiple', async (req, res) => {
-    const records = await uploads.uploadForm(
-      principalOf(req).organization,
-      originOf(req),
-      multipartForm(req),
-      { fileFields: ['files', 'files[]'], maxFiles: config.limits.maxFiles },
-    );
+  router.post('/media/upload/multiple', requireScope('write'), async (req, res) => {
+    const records = await uploads.uploadForm(callerOf(req), multipartForm(req), {
+      fileFields: ['files', 'files[]'],
+      maxFiles: config.limits.maxFiles,
+    });
     metrics.bytesStored('/media/upload/multiple', sumBytes(records));
     success(res, { media: records.map((r) => toMediaView(r, views, { folderId: false })) }, 201);
   });
@@ -66,15 +61,12 @@ export function uploadRoutes(deps: {
 
   router.post(
     '/media/upload/base64',
+    requireScope('write'),
     express.json({ limit: jsonLimit, type: ['application/json', 'application/*+json'] }),
     express.urlencoded({ limit: jsonLimit, extended: false }),
     async (req, res) => {
       const body = parseInput(base64Body, req.body ?? {});
-      const record = await uploads.uploadDataUrl(
-        principalOf(req).organization,
-        originOf(req),
-        body,
-      );
+      const record = await uploads.uploadDataUrl(callerOf(req), body);
       metrics.bytesStored('/media/upload/base64', record.bytes);
       success(res, toMediaView(record, views, { folderId: true }), 201);
     },

@@ -1,11 +1,31 @@
 /**
- * Folders as requests name them: `folder` (a name) finds or creates the
- * organization's folder of that name, `folderId` must name one of its
- * folders (404 otherwise), and both given must agree (400 otherwise).
+ * Folders: as uploads name them (`folder`, a name, finds or creates the
+ * organization's folder of that name; `folderId` must name one of its folders,
+ * 404 otherwise; both given must agree, 400 otherwise), and as resources
+ * (list with each folder's files and bytes, create, get, rename, delete).
+ * A rename changes the name (and the folder's part of new keys), never an
+ * existing key. Deleting a folder that holds files is refused (409) unless
+ * asked to be recursive: then a job deletes its files and the folder.
  */
 import { Errors } from '@shared/errors';
 import type { Folder, FoldersRepository } from '@shared/repositories/folders.repository';
+import type { MediaRepository } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
+import type { JobAnswer, JobsService } from './jobs.service';
+
+/** A folder as the API shows it. */
+export interface FolderView {
+  id: number;
+  name: string;
+  files: number;
+  /** Bytes of its files. */
+  bytes: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** The most a folder name may hold. */
+export const MAX_FOLDER_NAME = 200;
 
 /** `folder` (a name) and/or `folderId` as they came in the request. */
 export interface FolderSpec {
@@ -14,7 +34,75 @@ export interface FolderSpec {
 }
 
 export class FoldersService {
-  constructor(private readonly deps: { folders: FoldersRepository }) {}
+  constructor(
+    private readonly deps: {
+      folders: FoldersRepository;
+      media: MediaRepository;
+      /** For a recursive delete (a job); absent where only `resolve` is used. */
+      jobs?: JobsService;
+    },
+  ) {}
+
+  async list(org: Organization): Promise<FolderView[]> {
+    const [folders, usage] = await Promise.all([
+      this.deps.folders.list(org.id),
+      this.deps.media.folderUsage(org.id),
+    ]);
+    return folders.map((f) => view(f, usage.get(f.id)));
+  }
+
+  async get(org: Organization, id: number): Promise<FolderView> {
+    const folder = await this.require(org, id);
+    const usage = await this.deps.media.folderUsage(org.id, [id]);
+    return view(folder, usage.get(id));
+  }
+
+  async create(org: Organization, name: string): Promise<FolderView> {
+    const folder = await this.deps.folders.create(org.id, checkName(name));
+    if (!folder) throw Errors.conflict(`A folder named "${name.trim()}" exists already`);
+    return view(folder, undefined);
+  }
+
+  async rename(org: Organization, id: number, name: string): Promise<FolderView> {
+    const renamed = await this.deps.folders.rename(org.id, id, checkName(name));
+    if (renamed === null) throw Errors.folderNotFound(id);
+    if (renamed === 'taken')
+      throw Errors.conflict(`A folder named "${name.trim()}" exists already`);
+    const usage = await this.deps.media.folderUsage(org.id, [id]);
+    return view(renamed, usage.get(id));
+  }
+
+  /**
+   * Deletes an empty folder (answering it), or refuses with 409 when it holds
+   * files, unless `recursive`: then a job deletes its files and the folder,
+   * and the answer is the job's (202 with its status URL, unless waited for).
+   */
+  async delete(
+    org: Organization,
+    id: number,
+    options: { recursive: boolean; requestId: string; async: boolean },
+  ): Promise<{ deleted: FolderView } | { job: JobAnswer }> {
+    const folder = await this.require(org, id);
+    const usage = (await this.deps.media.folderUsage(org.id, [id])).get(id);
+    if (!usage?.files) {
+      if (!(await this.deps.folders.remove(org.id, id))) throw Errors.folderNotFound(id);
+      return { deleted: view(folder, usage) };
+    }
+    if (!options.recursive) throw Errors.folderNotEmpty(id, usage.files);
+    if (!this.deps.jobs) throw new Error('FoldersService: no JobsService for a recursive delete');
+    const job = await this.deps.jobs.run(
+      'media.delete-folder',
+      { organizationId: org.id, requestId: options.requestId, folderId: id },
+      { async: options.async },
+    );
+    return { job };
+  }
+
+  private async require(org: Organization, id: number): Promise<Folder> {
+    const folder = await this.deps.folders.findById(org.id, id);
+    if (!folder) throw Errors.folderNotFound(id);
+    return folder;
+  }
 
   /** Validates and resolves a folder spec: a name finds or creates, an id must exist; both must agree. */
   async resolve(org: Organization, spec: FolderSpec): Promise<Folder | null> {
@@ -31,9 +119,9 @@ export class FoldersService {
       if (!byId) throw Errors.folderNotFound(rawId);
     }
     if (name !== undefined && name !== '') {
-      if (name.length > 200) {
+      if (name.length > MAX_FOLDER_NAME) {
         throw Errors.validation([
-          { field: 'folder', message: 'folder must be at most 200 characters' },
+          { field: 'folder', message: `folder must be at most ${MAX_FOLDER_NAME} characters` },
         ]);
       }
       if (byId) {
@@ -44,4 +132,25 @@ export class FoldersService {
     }
     return byId;
   }
+}
+
+function checkName(raw: string): string {
+  const name = raw.trim();
+  if (name === '' || name.length > MAX_FOLDER_NAME) {
+    throw Errors.validation([
+      { field: 'name', message: `name must be 1 to ${MAX_FOLDER_NAME} characters` },
+    ]);
+  }
+  return name;
+}
+
+function view(folder: Folder, usage: { files: number; bytes: number } | undefined): FolderView {
+  return {
+    id: folder.id,
+    name: folder.name,
+    files: usage?.files ?? 0,
+    bytes: usage?.bytes ?? 0,
+    createdAt: folder.createdAt.toISOString(),
+    updatedAt: folder.updatedAt.toISOString(),
+  };
 }

@@ -22,6 +22,16 @@ import type { Folder } from '@shared/repositories/folders.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
 import type { ObjectStore } from '@shared/storage/object-store';
 
+/**
+ * What one request may still store under its organization's quota: the
+ * quota, and the bytes left under it when the request began. Every file of
+ * the request draws on it as its bytes flow; past it the upload is cut off.
+ */
+export interface QuotaBudget {
+  quota: number;
+  remaining: number;
+}
+
 export interface IngestLimits {
   maxFileSize: number;
   acceptedTypes: readonly string[];
@@ -52,12 +62,14 @@ export class IngestService {
     source: Readable,
     filename: string | undefined,
     folder: Folder | null,
+    budget?: QuotaBudget,
   ): Promise<StoredObject> {
     const stored = await this.streamToStore(
       source,
       filename,
       this.deps.limits.acceptedTypes,
       (name, type) => this.keyFor(org, name, type, folder),
+      budget,
     );
     return { ...stored, keyFolder: folder };
   }
@@ -86,6 +98,7 @@ export class IngestService {
     filename: string | undefined,
     acceptedTypes: readonly string[],
     keyOf: (name: string, type: MediaType) => string,
+    budget?: QuotaBudget,
   ): Promise<Omit<StoredObject, 'keyFolder'>> {
     const iterator = source[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
     const head = await readHead(iterator, DETECTION_BYTES);
@@ -98,6 +111,8 @@ export class IngestService {
     const meter = (chunk: Buffer) => {
       bytes += chunk.length;
       if (bytes > maxFileSize) throw Errors.fileTooLarge(maxFileSize, name);
+      if (budget && (budget.remaining -= chunk.length) < 0)
+        throw Errors.quotaExceeded(budget.quota);
       hash.update(chunk);
       return chunk;
     };
@@ -122,10 +137,12 @@ export class IngestService {
     filename: string | undefined,
     folder: Folder | null,
     declaredType?: string,
+    budget?: QuotaBudget,
   ): Promise<StoredObject> {
     if (data.length > this.deps.limits.maxFileSize) {
       throw Errors.fileTooLarge(this.deps.limits.maxFileSize, filename);
     }
+    if (budget && (budget.remaining -= data.length) < 0) throw Errors.quotaExceeded(budget.quota);
     const type = await this.acceptType(data.subarray(0, DETECTION_BYTES), filename);
     if (declaredType && normaliseMime(declaredType) !== type.mime) {
       this.deps.logger.debug(

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Errors } from '@shared/errors';
-import type { JobName, JobPayloads, JobResults } from '@shared/jobs';
+import type { JobName, JobPayloads, JobProgress, JobResults } from '@shared/jobs';
 import type { JobQueue, JobSnapshot } from '@shared/queue/job-queue';
 import type { MediaRepository } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
@@ -15,8 +15,14 @@ import { toMediaView, type MediaView } from './media-view';
 export type JobAnswer =
   /** The job finished: what the endpoint answers (metadata, or the new record). */
   | { kind: 'done'; data: unknown; creates: boolean }
-  /** Not finished (yet): the job id and where to ask. */
-  | { kind: 'pending'; jobId: string; state: string; statusUrl: string };
+  /** Not finished (yet): the job id and where to ask (and how far a long job has come). */
+  | {
+      kind: 'pending';
+      jobId: string;
+      state: string;
+      statusUrl: string;
+      progress?: JobProgress | undefined;
+    };
 
 export class JobsService {
   constructor(
@@ -80,7 +86,13 @@ export class JobsService {
     if (job.state === 'failed') {
       throw (job.error ?? Errors.internal()).withExtra({ jobId: job.id });
     }
-    return { kind: 'pending', jobId: job.id, state: job.state, statusUrl: this.statusUrl(job.id) };
+    return {
+      kind: 'pending',
+      jobId: job.id,
+      state: job.state,
+      statusUrl: this.statusUrl(job.id),
+      progress: job.progress,
+    };
   }
 
   private async answer<N extends JobName>(
@@ -89,9 +101,10 @@ export class JobsService {
     organizationId: number,
   ): Promise<JobAnswer> {
     if ('metadata' in result) return { kind: 'done', data: result.metadata, creates: false };
+    if ('folder' in result) return { kind: 'done', data: result, creates: false };
     const record = await this.deps.media.findById(organizationId, result.mediaId);
-    if (!record)
-      throw Errors.internal(new Error(`job ${name} made media ${result.mediaId}, which is gone`));
+    // Deleted since the job made it.
+    if (!record) throw Errors.mediaIdNotFound(result.mediaId);
     // convert and merge-pdfs answer with folderId, as the interface shows.
     const view: MediaView = toMediaView(record, this.deps, { folderId: true });
     return { kind: 'done', data: view, creates: true };

@@ -26,6 +26,8 @@ import type { JobAnswer, JobsService } from './jobs.service';
 export interface JobRequest {
   requestId: string;
   origin: RequestOrigin;
+  /** The API token making the request (kept on the record a job creates). */
+  tokenId: string;
   /** Answer at once with the job id (`Prefer: respond-async`) instead of waiting. */
   async: boolean;
 }
@@ -68,6 +70,7 @@ export class MediaJobsService {
         organizationId: org.id,
         requestId: request.requestId,
         origin: request.origin,
+        tokenId: request.tokenId,
         key: record.key,
         format: input.format,
         ...(input.quality === undefined ? {} : { quality: input.quality }),
@@ -148,6 +151,7 @@ export class MediaJobsService {
           organizationId: org.id,
           requestId: request.requestId,
           origin: request.origin,
+          tokenId: request.tokenId,
           inputs: resolved,
           folderId: folder?.id ?? null,
           temporaryKeys: temporary.map((t) => t.key),

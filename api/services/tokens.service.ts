@@ -8,6 +8,7 @@
  * random bits, so a fast hash is enough (no password-style stretching needed).
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { SCOPES, type Scope } from '@shared/db/models';
 import { Errors } from '@shared/errors';
 import type {
   Organization,
@@ -17,9 +18,13 @@ import type { StoredToken, TokensRepository } from '@shared/repositories/tokens.
 
 const TOKEN_PATTERN = /^mst_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$/;
 
+export type { Scope };
+export { SCOPES };
+
 export interface IssuedToken {
   token: string;
   tokenId: string;
+  scopes: Scope[];
   expiresAt: string | null;
 }
 
@@ -27,6 +32,7 @@ export interface TokenInfo {
   tokenId: string;
   name: string | null;
   organizationId: number;
+  scopes: Scope[];
   createdAt: string;
   expiresAt: string | null;
   revokedAt: string | null;
@@ -37,7 +43,12 @@ export interface TokenInfo {
 export interface Principal {
   organization: Organization;
   tokenId: string;
+  /** What the token may do. */
+  scopes: ReadonlySet<Scope>;
 }
+
+/** A token's scopes; tokens made before scopes existed may do everything. */
+const scopesOf = (t: StoredToken): Scope[] => t.scopes ?? [...SCOPES];
 
 const hashToken = (token: string) => createHash('sha256').update(token).digest('hex');
 
@@ -50,8 +61,10 @@ export class TokensService {
 
   async issue(
     organizationId: number,
-    options: { name?: string | null; expiresInMs?: number | null } = {},
+    options: { name?: string | null; expiresInMs?: number | null; scopes?: Scope[] } = {},
   ): Promise<IssuedToken> {
+    const scopes = SCOPES.filter((s) => (options.scopes ?? SCOPES).includes(s));
+    if (scopes.length === 0) throw Errors.badRequest('A token needs at least one scope');
     const tokenId = randomBytes(8).toString('hex');
     const token = `mst_${tokenId}_${randomBytes(32).toString('base64url')}`;
     const expiresAt = options.expiresInMs
@@ -62,9 +75,10 @@ export class TokensService {
       organizationId,
       name: options.name ?? null,
       hash: hashToken(token),
+      scopes,
       expiresAt,
     });
-    return { token, tokenId, expiresAt: expiresAt?.toISOString() ?? null };
+    return { token, tokenId, scopes, expiresAt: expiresAt?.toISOString() ?? null };
   }
 
   /** The principal a token stands for, or null when it is malformed, unknown, expired or revoked. */
@@ -80,7 +94,7 @@ export class TokensService {
     const organization = await this.organizations.findById(stored.organizationId);
     if (!organization) return null;
     void this.tokens.touch(stored.tokenId).catch(() => undefined);
-    return { organization, tokenId: stored.tokenId };
+    return { organization, tokenId: stored.tokenId, scopes: new Set(scopesOf(stored)) };
   }
 
   async revoke(tokenId: string): Promise<TokenInfo> {
@@ -104,6 +118,7 @@ export class TokensService {
       tokenId: t.tokenId,
       name: t.name ?? null,
       organizationId: t.organizationId,
+      scopes: scopesOf(t),
       createdAt: t.createdAt.toISOString(),
       expiresAt: t.expiresAt?.toISOString() ?? null,
       revokedAt: t.revokedAt?.toISOString() ?? null,

@@ -8,15 +8,12 @@
 import { Errors } from '@shared/errors';
 import { DataUrlError, parseDataUrl } from '@shared/media/data-url';
 import type { Folder } from '@shared/repositories/folders.repository';
-import type {
-  MediaRecord,
-  MediaRepository,
-  RequestOrigin,
-} from '@shared/repositories/media.repository';
-import type { Organization } from '@shared/repositories/organizations.repository';
+import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
+import type { UsageRepository } from '@shared/repositories/usage.repository';
+import type { Caller } from './caller';
 import type { FolderSpec, FoldersService } from './folders.service';
 import { lastField, type FormFields, type FormReader } from './form';
-import type { IngestService, StoredObject } from './ingest.service';
+import type { IngestService, QuotaBudget, StoredObject } from './ingest.service';
 
 /** A data URL upload's input, as the client sent it. */
 export interface DataUrlUpload {
@@ -35,6 +32,7 @@ export class UploadService {
       ingest: IngestService;
       folders: FoldersService;
       media: MediaRepository;
+      usage: UsageRepository;
       /** Decoded bytes of a data URL upload. */
       maxBase64Size: number;
       maxFileSize: number;
@@ -49,12 +47,13 @@ export class UploadService {
    * request stored.
    */
   async uploadForm(
-    org: Organization,
-    origin: RequestOrigin,
+    caller: Caller,
     form: FormReader,
     options: { fileFields: string[]; maxFiles: number },
   ): Promise<MediaRecord[]> {
+    const org = caller.organization;
     const [fileField] = options.fileFields as [string];
+    const budget = await this.budgetOf(caller);
     const stored: StoredObject[] = [];
     let earlyFolder: { spec: string; folder: Promise<Folder | null> } | undefined;
     try {
@@ -89,6 +88,7 @@ export class UploadService {
               part.stream,
               part.filename,
               folder,
+              budget,
             );
             stored.push(object);
             return object;
@@ -101,7 +101,7 @@ export class UploadService {
         ]);
       }
       const folder = await this.deps.folders.resolve(org, folderSpecOf(fields));
-      return await this.commit(org, files, folder, origin);
+      return await this.commit(caller, files, folder);
     } catch (err) {
       await this.deps.ingest.discard(stored);
       throw err;
@@ -109,11 +109,8 @@ export class UploadService {
   }
 
   /** Stores a file sent as a base64 data URL; the type detected from the bytes wins over the declared one. */
-  async uploadDataUrl(
-    org: Organization,
-    origin: RequestOrigin,
-    input: DataUrlUpload,
-  ): Promise<MediaRecord> {
+  async uploadDataUrl(caller: Caller, input: DataUrlUpload): Promise<MediaRecord> {
+    const org = caller.organization;
     let dataUrl;
     try {
       dataUrl = parseDataUrl(input.file);
@@ -133,25 +130,32 @@ export class UploadService {
       input.name ?? 'file',
       folder,
       input.mimetype ?? dataUrl.declaredType,
+      await this.budgetOf(caller),
     );
-    const [record] = await this.commit(org, [object], folder, origin);
+    const [record] = await this.commit(caller, [object], folder);
     return record!;
   }
 
   /**
    * Makes stored objects permanent: moves any whose key was built for another
-   * folder (or staged), then writes their records in one all-or-nothing write.
-   * On failure every object is removed and the error is rethrown.
+   * folder (or staged), counts them against the organization's quota (refused
+   * atomically when they would pass it), then writes their records in one
+   * all-or-nothing write. On failure every object is removed, the count
+   * given back, and the error rethrown.
    */
-  async commit(
-    org: Organization,
+  private async commit(
+    caller: Caller,
     objects: StoredObject[],
     folder: Folder | null,
-    origin: RequestOrigin,
   ): Promise<MediaRecord[]> {
+    const org = caller.organization;
     const placed: StoredObject[] = [];
+    const usage = { bytes: objects.reduce((n, o) => n + o.bytes, 0), files: objects.length };
+    let reserved = false;
     try {
       for (const object of objects) placed.push(await this.deps.ingest.place(org, object, folder));
+      reserved = await this.deps.usage.reserve(org.id, usage, org.quotaBytes);
+      if (!reserved) throw Errors.quotaExceeded(org.quotaBytes ?? 0);
       return await this.deps.media.insertAll(
         placed.map((o) => ({
           organizationId: org.id,
@@ -161,13 +165,23 @@ export class UploadService {
           mimetype: o.type.mime,
           bytes: o.bytes,
           checksum: o.checksum,
-          metaData: origin,
+          metaData: caller.origin,
+          createdBy: caller.tokenId,
         })),
       );
     } catch (err) {
+      if (reserved) await this.deps.usage.release(org.id, usage).catch(() => undefined);
       await this.deps.ingest.discard([...objects, ...placed]);
       throw err;
     }
+  }
+
+  /** What the request may store under the organization's quota (none without a quota). */
+  private async budgetOf(caller: Caller): Promise<QuotaBudget | undefined> {
+    const quota = caller.organization.quotaBytes;
+    if (quota === null) return undefined;
+    const { bytes } = await this.deps.usage.get(caller.organization.id);
+    return { quota, remaining: quota - bytes };
   }
 }
 

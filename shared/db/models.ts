@@ -13,6 +13,8 @@ export interface OrganizationDoc {
   id: number;
   slug: string;
   name: string;
+  /** Bytes the organization may store; null: no quota. */
+  quotaBytes: number | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -24,6 +26,8 @@ export interface ApiTokenDoc {
   name: string | null;
   /** SHA-256 of the whole token, hex. The token itself is never stored. */
   hash: string;
+  /** What the token may do; absent on tokens made before scopes existed (they may do everything). */
+  scopes?: Scope[];
   expiresAt: Date | null;
   revokedAt: Date | null;
   lastUsedAt: Date | null;
@@ -38,6 +42,10 @@ export interface FolderDoc {
   createdAt: Date;
   updatedAt: Date;
 }
+
+/** What a token may do: read (download, metadata, list, get, usage), write (uploads, jobs, folders), delete. */
+export const SCOPES = ['read', 'write', 'delete'] as const;
+export type Scope = (typeof SCOPES)[number];
 
 /** Where the request that created a record came from (the record's `metaData`). */
 export interface RequestOrigin {
@@ -57,10 +65,22 @@ export interface MediaDoc {
   bytes: number;
   checksum: string;
   metaData: RequestOrigin;
+  /** The API token whose request created the record (null for records made before it was kept). */
+  createdBy: string | null;
+  /** Set when a delete began (the object goes next, then the record); reconcile finishes cut-off deletes. */
+  deletingAt: Date | null;
   /** The job that produced this record (convert, merge), for idempotent retries. */
   jobId?: string;
   createdAt: Date;
   updatedAt: Date;
+}
+
+/** What an organization has recorded, kept as records are written and deleted (the quota's count). */
+export interface UsageDoc {
+  /** The organization's id. */
+  _id: number;
+  bytes: number;
+  files: number;
 }
 
 /**
@@ -88,6 +108,7 @@ const organizationSchema = new Schema<OrganizationDoc>(
     id: { type: Number, required: true, unique: true },
     slug: { type: String, required: true, unique: true },
     name: { type: String, required: true },
+    quotaBytes: { type: Number, default: null },
   },
   options,
 );
@@ -98,6 +119,7 @@ const apiTokenSchema = new Schema<ApiTokenDoc>(
     organizationId: { type: Number, required: true, index: true },
     name: { type: String, default: null },
     hash: { type: String, required: true },
+    scopes: { type: [String], default: undefined },
     expiresAt: { type: Date, default: null },
     revokedAt: { type: Date, default: null },
     lastUsedAt: { type: Date, default: null },
@@ -136,13 +158,32 @@ const mediaSchema = new Schema<MediaDoc>(
       ),
       default: () => ({ ipAddress: '', userAgent: '' }),
     },
+    createdBy: { type: String, default: null },
+    deletingAt: { type: Date, default: null },
     // Absent (not null) unless a job made the record, so the sparse unique index skips it.
     jobId: { type: String, required: false },
   },
   options,
 );
+// Every lookup and list filter starts with the organization (GET /media: newest first by id).
 mediaSchema.index({ organizationId: 1, key: 1 });
+mediaSchema.index({ organizationId: 1, id: -1 });
+mediaSchema.index({ organizationId: 1, folderId: 1, id: -1 });
+mediaSchema.index({ organizationId: 1, mimetype: 1, id: -1 });
+mediaSchema.index({ organizationId: 1, name: 1, id: -1 });
+mediaSchema.index({ organizationId: 1, createdAt: -1, id: -1 });
 mediaSchema.index({ jobId: 1 }, { unique: true, sparse: true });
+// Deletes cut off half-way, for reconcile to finish (few at any time).
+mediaSchema.index({ deletingAt: 1 }, { sparse: true });
+
+const usageSchema = new Schema<UsageDoc>(
+  {
+    _id: { type: Number, required: true },
+    bytes: { type: Number, required: true, default: 0 },
+    files: { type: Number, required: true, default: 0 },
+  },
+  { versionKey: false },
+);
 
 const keyClaimSchema = new Schema<KeyClaimDoc>(
   {
@@ -160,6 +201,7 @@ export interface Models {
   Folder: Model<FolderDoc>;
   Media: Model<MediaDoc>;
   KeyClaim: Model<KeyClaimDoc>;
+  Usage: Model<UsageDoc>;
 }
 
 export function createModels(connection: Connection): Models {
@@ -174,6 +216,7 @@ export function createModels(connection: Connection): Models {
     Folder: connection.model<FolderDoc>('Folder', folderSchema, 'folders'),
     Media: connection.model<MediaDoc>('Media', mediaSchema, 'media'),
     KeyClaim: connection.model<KeyClaimDoc>('KeyClaim', keyClaimSchema, 'key_claims'),
+    Usage: connection.model<UsageDoc>('Usage', usageSchema, 'usage'),
   };
 }
 

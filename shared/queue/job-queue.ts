@@ -9,6 +9,7 @@ import type { Redis } from 'ioredis';
 import { QUEUE_NAMES, type Config, type QueueName } from '../config';
 import { Errors, isAppError, type AppError } from '../errors';
 import {
+  type JobProgress,
   JOB_OPTIONS,
   JOB_QUEUES,
   decodeJobError,
@@ -54,6 +55,8 @@ export interface JobSnapshot {
   /** Why it failed, once failed for good. */
   error?: AppError;
   attemptsMade: number;
+  /** What the processor reported of its progress (long jobs), if anything. */
+  progress?: JobProgress;
 }
 
 export type JobOutcome<N extends JobName> =
@@ -247,6 +250,7 @@ export class BullJobQueue implements JobQueue {
       result: state === 'completed' ? (job.returnvalue as unknown) : undefined,
       error: state === 'failed' ? errorOfFailure(job.failedReason) : undefined,
       attemptsMade: job.attemptsMade,
+      progress: isProgress(job.progress) ? job.progress : undefined,
     };
   }
 
@@ -304,4 +308,9 @@ export class BullJobQueue implements JobQueue {
     await Promise.allSettled([...this.queues.values()].map((q) => q.close()));
     for (const c of this.connections) c.disconnect();
   }
+}
+
+function isProgress(value: unknown): value is JobProgress {
+  const p = value as Partial<JobProgress> | null;
+  return typeof p?.done === 'number' && typeof p.total === 'number';
 }

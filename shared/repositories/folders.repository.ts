@@ -7,7 +7,10 @@ export interface Folder {
   id: number;
   organizationId: number;
   name: string;
+  /** The folder's part of new keys (from its name; existing keys keep theirs on a rename). */
   slug: string;
+  createdAt: Date;
+  updatedAt: Date;
 }
 
 const toFolder = (doc: FolderDoc): Folder => ({
@@ -15,6 +18,8 @@ const toFolder = (doc: FolderDoc): Folder => ({
   organizationId: doc.organizationId,
   name: doc.name,
   slug: doc.slug,
+  createdAt: doc.createdAt,
+  updatedAt: doc.updatedAt,
 });
 
 export class FoldersRepository {
@@ -31,6 +36,59 @@ export class FoldersRepository {
   async findByName(organizationId: number, name: string): Promise<Folder | null> {
     const doc = await db(() => this.models.Folder.findOne({ organizationId, name }).lean().exec());
     return doc ? toFolder(doc) : null;
+  }
+
+  /** The organization's folders, by name. */
+  async list(organizationId: number): Promise<Folder[]> {
+    const docs = await db(() =>
+      this.models.Folder.find({ organizationId }).sort({ name: 1 }).lean().exec(),
+    );
+    return docs.map(toFolder);
+  }
+
+  /** Creates a folder; null when the organization has one of that name. */
+  async create(organizationId: number, name: string): Promise<Folder | null> {
+    const id = await this.counters.next('folders');
+    try {
+      const doc = await db(() =>
+        this.models.Folder.create({ id, organizationId, name, slug: folderSlug(name) }),
+      );
+      return toFolder(doc);
+    } catch (err) {
+      if (isDuplicateKey(err)) return null;
+      throw err;
+    }
+  }
+
+  /**
+   * Renames a folder (its slug follows, for new keys only); 'taken' when
+   * another folder has that name, null when there is no such folder.
+   */
+  async rename(organizationId: number, id: number, name: string): Promise<Folder | 'taken' | null> {
+    try {
+      const doc = await db(() =>
+        this.models.Folder.findOneAndUpdate(
+          { organizationId, id },
+          { $set: { name, slug: folderSlug(name) } },
+          { returnDocument: 'after', lean: true },
+        ).exec(),
+      );
+      return doc ? toFolder(doc) : null;
+    } catch (err) {
+      if (isDuplicateKey(err)) return 'taken';
+      throw err;
+    }
+  }
+
+  /** Removes a folder (its records must be gone); false when there was none. */
+  async remove(organizationId: number, id: number): Promise<boolean> {
+    const result = await db(() => this.models.Folder.deleteOne({ organizationId, id }).exec());
+    return result.deletedCount === 1;
+  }
+
+  async removeAll(organizationId: number): Promise<number> {
+    const result = await db(() => this.models.Folder.deleteMany({ organizationId }).exec());
+    return result.deletedCount;
   }
 
   /** Finds the organization's folder of this name, creating it when missing (safe under races). */

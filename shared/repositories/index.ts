@@ -5,6 +5,7 @@ import { FoldersRepository } from './folders.repository';
 import { MediaRepository } from './media.repository';
 import { OrganizationsRepository } from './organizations.repository';
 import { TokensRepository } from './tokens.repository';
+import { UsageRepository } from './usage.repository';
 
 export interface Repositories {
   counters: CountersRepository;
@@ -12,6 +13,7 @@ export interface Repositories {
   tokens: TokensRepository;
   folders: FoldersRepository;
   media: MediaRepository;
+  usage: UsageRepository;
 }
 
 export function createRepositories(models: Models): Repositories {
@@ -22,5 +24,6 @@ export function createRepositories(models: Models): Repositories {
     tokens: new TokensRepository(models),
     folders: new FoldersRepository(models, counters),
     media: new MediaRepository(models, counters),
+    usage: new UsageRepository(models),
   };
 }

@@ -4,7 +4,24 @@ import type { CountersRepository } from './counters.repository';
 
 export type { RequestOrigin };
 export type MediaRecord = Omit<MediaDoc, 'jobId'> & { jobId: string | null };
-export type NewMedia = Omit<MediaDoc, 'id' | 'createdAt' | 'updatedAt'>;
+export type NewMedia = Omit<MediaDoc, 'id' | 'createdAt' | 'updatedAt' | 'deletingAt'>;
+
+/** What GET /media filters on; every filter is served by an index that starts with the organization. */
+export interface MediaFilter {
+  folderId?: number | undefined;
+  /** An exact MIME type, or a top-level type as a prefix (`image/`). */
+  mimetype?: string | undefined;
+  mimetypePrefix?: string | undefined;
+  /** Records whose name starts with this. */
+  namePrefix?: string | undefined;
+  createdAfter?: Date | undefined;
+  createdBefore?: Date | undefined;
+}
+
+/** Records that are not being deleted (a delete marks its record first). */
+const LIVE = { deletingAt: null } as const;
+
+const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 const toRecord = (doc: MediaDoc): MediaRecord => ({
   id: doc.id,
@@ -19,6 +36,8 @@ const toRecord = (doc: MediaDoc): MediaRecord => ({
     ipAddress: doc.metaData?.ipAddress ?? '',
     userAgent: doc.metaData?.userAgent ?? '',
   },
+  createdBy: doc.createdBy ?? null,
+  deletingAt: doc.deletingAt ?? null,
   jobId: doc.jobId ?? null,
   createdAt: doc.createdAt,
   updatedAt: doc.updatedAt,
@@ -53,7 +72,11 @@ export class MediaRepository {
   }
 
   async findByKey(organizationId: number, key: string): Promise<MediaRecord | null> {
-    const doc = await db(() => this.models.Media.findOne({ organizationId, key }).lean().exec());
+    const doc = await db(() =>
+      this.models.Media.findOne({ organizationId, key, ...LIVE })
+        .lean()
+        .exec(),
+    );
     return doc ? toRecord(doc) : null;
   }
 
@@ -61,7 +84,7 @@ export class MediaRepository {
   async findByKeys(organizationId: number, keys: string[]): Promise<Map<string, MediaRecord>> {
     if (keys.length === 0) return new Map();
     const docs = await db(() =>
-      this.models.Media.find({ organizationId, key: { $in: [...new Set(keys)] } })
+      this.models.Media.find({ organizationId, key: { $in: [...new Set(keys)] }, ...LIVE })
         .lean()
         .exec(),
     );
@@ -69,8 +92,119 @@ export class MediaRepository {
   }
 
   async findById(organizationId: number, id: number): Promise<MediaRecord | null> {
-    const doc = await db(() => this.models.Media.findOne({ organizationId, id }).lean().exec());
+    const doc = await db(() =>
+      this.models.Media.findOne({ organizationId, id, ...LIVE })
+        .lean()
+        .exec(),
+    );
     return doc ? toRecord(doc) : null;
+  }
+
+  /**
+   * One page of an organization's records, newest first (by id, which only
+   * grows): `limit` records with an id below `beforeId`. Records inserted
+   * meanwhile have higher ids, so paging on never repeats or skips one.
+   */
+  async list(
+    organizationId: number,
+    filter: MediaFilter,
+    page: { limit: number; beforeId?: number | undefined },
+  ): Promise<MediaRecord[]> {
+    const query: Record<string, unknown> = { organizationId, ...LIVE };
+    if (filter.folderId !== undefined) query.folderId = filter.folderId;
+    if (filter.mimetype !== undefined) query.mimetype = filter.mimetype;
+    else if (filter.mimetypePrefix !== undefined) {
+      query.mimetype = { $regex: `^${escapeRegex(filter.mimetypePrefix)}` };
+    }
+    if (filter.namePrefix !== undefined) {
+      query.name = { $regex: `^${escapeRegex(filter.namePrefix)}` };
+    }
+    if (filter.createdAfter || filter.createdBefore) {
+      query.createdAt = {
+        ...(filter.createdAfter ? { $gt: filter.createdAfter } : {}),
+        ...(filter.createdBefore ? { $lt: filter.createdBefore } : {}),
+      };
+    }
+    if (page.beforeId !== undefined) query.id = { $lt: page.beforeId };
+    const docs = await db(() =>
+      this.models.Media.find(query).sort({ id: -1 }).limit(page.limit).lean().exec(),
+    );
+    return docs.map(toRecord);
+  }
+
+  /** Files and bytes of an organization's records, by MIME type. */
+  async usageByType(
+    organizationId: number,
+  ): Promise<Map<string, { files: number; bytes: number }>> {
+    const rows = await db(() =>
+      this.models.Media.aggregate<{ _id: string; files: number; bytes: number }>([
+        { $match: { organizationId, ...LIVE } },
+        { $group: { _id: '$mimetype', files: { $sum: 1 }, bytes: { $sum: '$bytes' } } },
+      ]).exec(),
+    );
+    return new Map(rows.map((r) => [r._id, { files: r.files, bytes: r.bytes }]));
+  }
+
+  /** Files and bytes per folder of an organization (folders without files are absent). */
+  async folderUsage(
+    organizationId: number,
+    folderIds?: number[],
+  ): Promise<Map<number, { files: number; bytes: number }>> {
+    const rows = await db(() =>
+      this.models.Media.aggregate<{ _id: number; files: number; bytes: number }>([
+        {
+          $match: {
+            organizationId,
+            ...LIVE,
+            folderId: folderIds ? { $in: folderIds } : { $ne: null },
+          },
+        },
+        { $group: { _id: '$folderId', files: { $sum: 1 }, bytes: { $sum: '$bytes' } } },
+      ]).exec(),
+    );
+    return new Map(rows.map((r) => [r._id, { files: r.files, bytes: r.bytes }]));
+  }
+
+  /** Ids of an organization's records in a folder, a batch at a time (for a folder's deletion). */
+  async idsInFolder(organizationId: number, folderId: number, limit: number): Promise<number[]> {
+    const docs = await db(() =>
+      this.models.Media.find({ organizationId, folderId, ...LIVE }, { id: 1, _id: 0 })
+        .sort({ id: 1 })
+        .limit(limit)
+        .lean()
+        .exec(),
+    );
+    return docs.map((d) => d.id);
+  }
+
+  /**
+   * Marks a record as being deleted; false when it is gone or already being
+   * deleted (so of two concurrent deletes only one goes on).
+   */
+  async markDeleting(id: number, at: Date): Promise<boolean> {
+    const result = await db(() =>
+      this.models.Media.updateOne({ id, ...LIVE }, { $set: { deletingAt: at } }).exec(),
+    );
+    return result.modifiedCount === 1;
+  }
+
+  /** A record by id whatever its state (a delete in progress included). */
+  async findAnyById(id: number): Promise<MediaRecord | null> {
+    const doc = await db(() => this.models.Media.findOne({ id }).lean().exec());
+    return doc ? toRecord(doc) : null;
+  }
+
+  /** Records whose delete began before `before` (and was cut off), of one organization or all. */
+  async deletingBefore(before: Date, organizationId: number | null): Promise<MediaRecord[]> {
+    const docs = await db(() =>
+      this.models.Media.find({
+        ...(organizationId === null ? {} : { organizationId }),
+        deletingAt: { $ne: null, $lt: before },
+      })
+        .lean()
+        .exec(),
+    );
+    return docs.map(toRecord);
   }
 
   async findByJobId(jobId: string): Promise<MediaRecord | null> {
@@ -102,7 +236,7 @@ export class MediaRepository {
     );
   }
 
-  /** Records of one organization (or all) created before `before`, in id order, read in batches. */
+  /** Live records of one organization (or all) created before `before`, in id order, read in batches. */
   async *createdBefore(
     before: Date,
     organizationId: number | null,
@@ -111,6 +245,7 @@ export class MediaRepository {
     const cursor = this.models.Media.find({
       ...(organizationId === null ? {} : { organizationId }),
       createdAt: { $lt: before },
+      ...LIVE,
     })
       .sort({ id: 1 })
       .lean()

@@ -6,12 +6,15 @@ export interface Organization {
   id: number;
   slug: string;
   name: string;
+  /** Bytes it may store; null: no quota. */
+  quotaBytes: number | null;
 }
 
 const toOrganization = (doc: OrganizationDoc): Organization => ({
   id: doc.id,
   slug: doc.slug,
   name: doc.name,
+  quotaBytes: doc.quotaBytes ?? null,
 });
 
 export class OrganizationsRepository {
@@ -35,6 +38,27 @@ export class OrganizationsRepository {
   async findById(id: number): Promise<Organization | null> {
     const doc = await db(() => this.models.Organization.findOne({ id }).lean().exec());
     return doc ? toOrganization(doc) : null;
+  }
+
+  async list(): Promise<Organization[]> {
+    const docs = await db(() => this.models.Organization.find().sort({ id: 1 }).lean().exec());
+    return docs.map(toOrganization);
+  }
+
+  /** Sets (a number of bytes) or removes (null) the organization's quota. */
+  async setQuota(id: number, quotaBytes: number | null): Promise<Organization | null> {
+    const doc = await db(() =>
+      this.models.Organization.findOneAndUpdate(
+        { id },
+        { $set: { quotaBytes } },
+        { returnDocument: 'after', lean: true },
+      ).exec(),
+    );
+    return doc ? toOrganization(doc) : null;
+  }
+
+  async remove(id: number): Promise<void> {
+    await db(() => this.models.Organization.deleteOne({ id }).exec());
   }
 
   async count(): Promise<number> {

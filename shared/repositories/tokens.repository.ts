@@ -7,6 +7,7 @@ export type StoredToken = Pick<
   | 'organizationId'
   | 'name'
   | 'hash'
+  | 'scopes'
   | 'expiresAt'
   | 'revokedAt'
   | 'lastUsedAt'

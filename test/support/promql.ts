@@ -35,7 +35,8 @@ export const EMPTY_REPORT: ReconcileReport = {
 /** Every metric name a scrape of the API, a worker or the reconcile push can carry. */
 export async function exportedMetricNames(): Promise<Set<string>> {
   const api = createApiMetrics({
-    queueCounts: () => Promise.resolve({ image: { waiting: 0 }, pdf: { waiting: 0 } }),
+    queueCounts: () =>
+      Promise.resolve({ image: { waiting: 0 }, pdf: { waiting: 0 }, maintenance: { waiting: 0 } }),
   });
   api.observeRequest('GET', '/media/download', 200, 0.01);
   api.bytesStored('/media/upload', 1);

@@ -22,6 +22,8 @@ import { JobsService } from '../../api/services/jobs.service';
 import type { FoldersService } from '../../api/services/folders.service';
 import type { IngestService } from '../../api/services/ingest.service';
 import { MediaJobsService } from '../../api/services/media-jobs.service';
+import { SCOPES } from '../../api/services/tokens.service';
+import type { MediaService } from '../../api/services/media.service';
 import { toMediaView } from '../../api/services/media-view';
 import type { TokensService } from '../../api/services/tokens.service';
 import type { UploadService } from '../../api/services/upload.service';
@@ -153,6 +155,8 @@ function appRoutes(): string[] {
     downloads: {} as DownloadService,
     jobs: {} as JobsService,
     mediaJobs: {} as MediaJobsService,
+    mediaService: {} as MediaService,
+    folders: {} as FoldersService,
     metrics: createApiMetrics(),
     readiness: {},
   };
@@ -170,6 +174,8 @@ const sampleRecord = (): MediaRecord => ({
   bytes: 251505,
   checksum: 'sha256:03d87850d2dd2c31b14aeb15125caefe33ce700feabd79c5c5c0b33ecf075e8f',
   metaData: { ipAddress: '::ffff:127.0.0.1', userAgent: 'curl/8.5.0' },
+  createdBy: 'f00dfeedf00dfeed',
+  deletingAt: null,
   jobId: null,
   createdAt: new Date('2025-11-22T06:52:11.408Z'),
   updatedAt: new Date('2025-11-22T06:52:11.408Z'),
@@ -232,6 +238,13 @@ const sampleErrors: Record<keyof typeof Errors, () => AppError> = {
   folderMismatch: () => Errors.folderMismatch('Photos', 8),
   unauthorized: () => Errors.unauthorized(),
   notFound: () => Errors.notFound(),
+  insufficientScope: () => Errors.insufficientScope('write'),
+  mediaIdNotFound: () => Errors.mediaIdNotFound(42),
+  folderNameNotFound: () => Errors.folderNameNotFound('Photos'),
+  folderNotEmpty: () => Errors.folderNotEmpty(7, 3),
+  idempotencyKeyInUse: () => Errors.idempotencyKeyInUse(),
+  idempotencyKeyReused: () => Errors.idempotencyKeyReused(),
+  quotaExceeded: () => Errors.quotaExceeded(10 * 1024 * 1024 * 1024),
   methodNotAllowed: () => Errors.methodNotAllowed('GET'),
   mediaNotFound: () => Errors.mediaNotFound('acme/photos/holiday-ILm6DTZ4Wc-R.jpg'),
   folderNotFound: () => Errors.folderNotFound(99),
@@ -363,11 +376,19 @@ describe('api/openapi.yaml', () => {
       }
       const statuses = Object.keys(op.responses as JsonObject);
       if (!statuses.some((s) => /^2\d\d$/.test(s))) problems.push(`${where}: no 2xx response`);
-      if (path.startsWith('/media/')) {
-        if (JSON.stringify(op.security) !== JSON.stringify([{ bearerAuth: [] }])) {
-          problems.push(`${where}: must require bearerAuth`);
+      if (path === '/media' || path.startsWith('/media/')) {
+        // The scope an operation needs follows its method: reads, deletes, the rest writes.
+        const scope =
+          method === 'GET' || method === 'HEAD' ? 'read' : method === 'DELETE' ? 'delete' : 'write';
+        if (JSON.stringify(op.security) !== JSON.stringify([{ bearerAuth: [scope] }])) {
+          problems.push(`${where}: must require bearerAuth with the "${scope}" scope`);
         }
-        for (const status of ['400', '401', '500', '503']) {
+        // A 400 is possible only where the client sends something besides its request id.
+        const params = ((op.parameters ?? []) as JsonObject[]).filter(
+          (p) => p.$ref !== '#/components/parameters/RequestId',
+        );
+        const takesInput = params.length > 0 || op.requestBody !== undefined;
+        for (const status of [...(takesInput ? ['400'] : []), '401', '403', '500', '503']) {
           if (!statuses.includes(status)) problems.push(`${where}: no ${status} response`);
         }
       } else if (JSON.stringify(op.security) !== '[]') {
@@ -779,7 +800,7 @@ describe('the job endpoints in api/openapi.yaml', () => {
  * records and the token check: what the code answers matches the document.
  */
 describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-in queue)', () => {
-  const org = { id: 3, slug: 'acme', name: 'Acme' };
+  const org = { id: 3, slug: 'acme', name: 'Acme', quotaBytes: null };
   const publicBaseUrl = 'http://localhost:3000';
   const at = new Date('2025-11-22T06:52:11.408Z');
   const record = (id: number, key: string, mimetype: string, name: string): MediaRecord => ({
@@ -792,6 +813,8 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
     bytes: 2048,
     checksum: `sha256:${'0'.repeat(64)}`,
     metaData: { ipAddress: '::ffff:127.0.0.1', userAgent: '' },
+    createdBy: null,
+    deletingAt: null,
     jobId: null,
     createdAt: at,
     updatedAt: at,
@@ -864,9 +887,13 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
     verify: (token: string) =>
       Promise.resolve(
         token === 'mine'
-          ? { organization: org, tokenId: 't1' }
+          ? { organization: org, tokenId: 't1', scopes: new Set(SCOPES) }
           : token === 'theirs'
-            ? { organization: { id: 4, slug: 'other', name: 'Other' }, tokenId: 't2' }
+            ? {
+                organization: { id: 4, slug: 'other', name: 'Other', quotaBytes: null },
+                tokenId: 't2',
+                scopes: new Set(SCOPES),
+              }
             : null,
       ),
   } as unknown as TokensService;
@@ -882,6 +909,8 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
       downloads: {} as DownloadService,
       jobs: jobsService,
       mediaJobs,
+      mediaService: {} as MediaService,
+      folders: {} as FoldersService,
       metrics: createApiMetrics(),
       readiness: {},
     });

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { isAppError } from '../../shared/errors';
 import { createLogger } from '../../shared/logger';
+import type { UsageRepository } from '../../shared/repositories/usage.repository';
 import type { FoldersRepository } from '../../shared/repositories/folders.repository';
 import type { MediaRepository } from '../../shared/repositories/media.repository';
 import { FsObjectStore } from '../../shared/storage/fs-object-store';
@@ -46,6 +47,7 @@ beforeEach(async () => {
     // readMany touches neither repository.
     media: {} as MediaRepository,
     folders: {} as FoldersRepository,
+    usage: {} as UsageRepository,
     logger: createLogger({ level: 'silent' }),
   });
 });

@@ -5,15 +5,18 @@
 import type { Processor } from '../registry';
 import { requireMedia, requireOrganization } from './inputs';
 
-export const convertProcessor: Processor<'image.convert'> = {
+export const convertProcessor: Processor<
+  'image.convert',
+  'results' | 'organizations' | 'media' | 'images' | 'limits'
+> = {
   name: 'image.convert',
   async process(job, ctx) {
     const done = await ctx.results.existing(job.id);
     if (done) return { mediaId: done.id };
-    const { organizationId, key, format, quality, origin } = job.data;
+    const { organizationId, key, format, quality, origin, tokenId } = job.data;
     const organization = await requireOrganization(ctx, organizationId);
     const source = await requireMedia(ctx, organizationId, key);
-    const input = await ctx.results.read(source.key, ctx.config.limits.maxFileSize);
+    const input = await ctx.results.read(source.key, ctx.limits.maxFileSize);
     const output = await ctx.images.convert(
       input,
       format,
@@ -28,6 +31,7 @@ export const convertProcessor: Processor<'image.convert'> = {
       ext: output.ext,
       data: output.data,
       origin,
+      createdBy: tokenId,
     });
     job.log.info({ source: source.key, key: record.key, bytes: record.bytes }, 'converted');
     return { mediaId: record.id };

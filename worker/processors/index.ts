@@ -1,6 +1,7 @@
 /** Every processor of the worker; the registry checks this list at boot. */
 import type { AnyProcessor } from '../registry';
 import { convertProcessor } from './convert.processor';
+import { deleteFolderProcessor } from './delete-folder.processor';
 import { mergePdfsProcessor } from './merge-pdfs.processor';
 import { metadataProcessor } from './metadata.processor';
 
@@ -8,4 +9,5 @@ export const PROCESSORS: readonly AnyProcessor[] = [
   metadataProcessor,
   convertProcessor,
   mergePdfsProcessor,
+  deleteFolderProcessor,
 ];

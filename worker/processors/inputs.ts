@@ -2,16 +2,19 @@
 import { Errors } from '@shared/errors';
 import type { MediaRecord } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
-import type { WorkerContext } from '../context';
+import type { JobContext } from '../context';
 
-export async function requireOrganization(ctx: WorkerContext, id: number): Promise<Organization> {
+export async function requireOrganization(
+  ctx: Pick<JobContext, 'organizations'>,
+  id: number,
+): Promise<Organization> {
   const org = await ctx.organizations.findById(id);
   if (!org) throw Errors.notFound(`No organization with id ${id}`);
   return org;
 }
 
 export async function requireMedia(
-  ctx: WorkerContext,
+  ctx: Pick<JobContext, 'media'>,
   organizationId: number,
   key: string,
 ): Promise<MediaRecord> {

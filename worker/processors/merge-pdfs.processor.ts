@@ -12,7 +12,10 @@ import { mergedKey } from '@shared/media/naming';
 import type { Processor } from '../registry';
 import { requireOrganization } from './inputs';
 
-export const mergePdfsProcessor: Processor<'pdf.merge'> = {
+export const mergePdfsProcessor: Processor<
+  'pdf.merge',
+  'results' | 'store' | 'organizations' | 'pdfs' | 'media' | 'limits'
+> = {
   name: 'pdf.merge',
   async process(job, ctx) {
     const done = await ctx.results.existing(job.id);
@@ -20,12 +23,12 @@ export const mergePdfsProcessor: Processor<'pdf.merge'> = {
       await ctx.store.removeMany(job.data.temporaryKeys);
       return { mediaId: done.id };
     }
-    const { organizationId, inputs, folderId, origin } = job.data;
+    const { organizationId, inputs, folderId, origin, tokenId } = job.data;
     const organization = await requireOrganization(ctx, organizationId);
     // Each distinct key is read once, even when it is merged several times; several at once.
     const bytes = await ctx.results.readMany(
       inputs.map(({ key }) => key),
-      ctx.config.limits.maxFileSize,
+      ctx.limits.maxFileSize,
     );
     const merged = await ctx.pdfs.merge(
       inputs.map(({ key, name }) => ({ name, data: bytes.get(key)! })),
@@ -41,6 +44,7 @@ export const mergePdfsProcessor: Processor<'pdf.merge'> = {
       ext: 'pdf',
       data: merged.data,
       origin,
+      createdBy: tokenId,
     });
     await ctx.store.removeMany(job.data.temporaryKeys);
     job.log.info({ key: record.key, inputs: inputs.length, pages: merged.pages }, 'merged');

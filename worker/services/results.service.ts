@@ -6,6 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
+import { isDuplicateKey } from '@shared/db/errors';
 import { Errors } from '@shared/errors';
 import type { Logger } from '@shared/logger';
 import { buildKey, keyBaseName } from '@shared/media/naming';
@@ -16,6 +17,7 @@ import type {
   RequestOrigin,
 } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
+import type { UsageRepository } from '@shared/repositories/usage.repository';
 import type { ObjectStore } from '@shared/storage/object-store';
 
 export interface JobOutput {
@@ -29,6 +31,8 @@ export interface JobOutput {
   data: Buffer;
   /** The request that asked for the job (the record's `metaData`). */
   origin: RequestOrigin;
+  /** The API token of that request (null for jobs queued before tokens were kept). */
+  createdBy: string | null | undefined;
   /**
    * The object's key, claimed beforehand (merged PDFs at the bucket's root);
    * otherwise built like an upload's from the organization, folder and name,
@@ -51,6 +55,7 @@ export class ResultsService {
       store: ObjectStore;
       media: MediaRepository;
       folders: FoldersRepository;
+      usage: UsageRepository;
       logger: Logger;
     },
   ) {}
@@ -79,7 +84,22 @@ export class ResultsService {
         },
         tokenOfJob(output.jobId),
       );
-    await this.deps.store.put(key, output.data, { contentType: output.mimetype });
+    // Counted against the quota first (refused atomically past it), given back on failure.
+    const usage = { bytes: output.data.length, files: 1 };
+    const { id: orgId, quotaBytes } = output.organization;
+    if (!(await this.deps.usage.reserve(orgId, usage, quotaBytes))) {
+      throw Errors.quotaExceeded(quotaBytes ?? 0);
+    }
+    const release = () =>
+      this.deps.usage.release(orgId, usage).catch((err: unknown) => {
+        this.deps.logger.warn({ err, orgId }, 'could not give back a failed result’s usage');
+      });
+    try {
+      await this.deps.store.put(key, output.data, { contentType: output.mimetype });
+    } catch (err) {
+      await release();
+      throw err;
+    }
     try {
       return await this.deps.media.insert({
         organizationId: output.organization.id,
@@ -90,6 +110,7 @@ export class ResultsService {
         bytes: output.data.length,
         checksum: `sha256:${createHash('sha256').update(output.data).digest('hex')}`,
         metaData: output.origin,
+        createdBy: output.createdBy ?? null,
         jobId: output.jobId,
       });
     } catch (err) {
@@ -97,7 +118,13 @@ export class ResultsService {
       // concurrent attempt of the same job may have won: either way its record
       // points at this key.
       const written = await this.existing(output.jobId).catch(() => undefined);
-      if (written) return written;
+      if (written) {
+        // Another attempt's record (ours refused as a duplicate) counted itself; after a
+        // lost reply the record is ours and so is the count.
+        if (isDuplicateKey(err)) await release();
+        return written;
+      }
+      await release();
       if (written === null) {
         // Certainly no record: remove the object (a retry writes it again).
         await this.deps.store

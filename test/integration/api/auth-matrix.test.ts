@@ -125,7 +125,40 @@ const REQUESTS: Record<string, () => { path: string; init: RequestInit }> = {
     },
   }),
   'GET /media/jobs/{id}': () => ({ path: `/media/jobs/image-${randomUUID()}`, init: {} }),
+  'GET /media/{id}': () => ({ path: '/media/999999', init: {} }),
+  'DELETE /media/{id}': () => ({ path: '/media/999999', init: { method: 'DELETE' } }),
+  'GET /media/folders/{id}': () => ({ path: '/media/folders/999999', init: {} }),
+  'PATCH /media/folders/{id}': () => ({
+    path: '/media/folders/999999',
+    init: {
+      method: 'PATCH',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ name: 'renamed' }),
+    },
+  }),
+  'DELETE /media/folders/{id}': () => ({
+    path: '/media/folders/999999',
+    init: { method: 'DELETE' },
+  }),
+  'POST /media/folders': () => ({
+    path: '/media/folders',
+    init: {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ name: `folder-${randomUUID()}` }),
+    },
+  }),
 };
+
+/** The scope an operation needs, as its security requirement in the spec names it. */
+function scopeOf({ method, path }: Operation): string {
+  const op = nodeAt(pointerOf(['paths', path, method.toLowerCase()])) as {
+    security?: { bearerAuth?: string[] }[];
+  };
+  const scopes = op.security?.[0]?.bearerAuth ?? [];
+  if (scopes.length !== 1) throw new Error(`${method} ${path} must name exactly one scope`);
+  return scopes[0]!;
+}
 
 function requestFor({ method, path }: Operation): { path: string; init: RequestInit } {
   const known = REQUESTS[`${method} ${path}`];
@@ -235,6 +268,54 @@ describe('bad credentials get 401 on every protected operation', () => {
     // The uploads really ran: the control is not vacuous.
     expect(await api.ctx.models.Media.countDocuments({})).toBe(4);
   });
+});
+
+describe('scopes: a token without the scope an operation names gets 403 on it', () => {
+  const SCOPES = ['read', 'write', 'delete'] as const;
+  /** A token with every scope but one, and one with only that one. */
+  const tokens: Record<string, { without: string; only: string }> = {};
+  beforeAll(async () => {
+    const { tokens: service } = api.ctx;
+    const orgId = org.organization.id;
+    for (const scope of SCOPES) {
+      const without = await service.issue(orgId, { scopes: SCOPES.filter((s) => s !== scope) });
+      const only = await service.issue(orgId, { scopes: [scope] });
+      tokens[scope] = { without: `Bearer ${without.token}`, only: `Bearer ${only.token}` };
+    }
+  });
+
+  it('every protected operation names one scope, by its method', () => {
+    for (const op of protectedOps) {
+      const expected = ['GET', 'HEAD'].includes(op.method)
+        ? 'read'
+        : op.method === 'DELETE'
+          ? 'delete'
+          : 'write';
+      expect(`${op.method} ${op.path}: ${scopeOf(op)}`).toBe(
+        `${op.method} ${op.path}: ${expected}`,
+      );
+    }
+  });
+
+  it.each(protectedOps.map((op): [string, string, Operation] => [op.method, op.path, op]))(
+    '%s %s: 403 INSUFFICIENT_SCOPE without its scope, past the scope check with it alone',
+    async (_m, _p, operation) => {
+      const scope = scopeOf(operation);
+      const denied = await send(operation, tokens[scope]!.without);
+      expect(denied.res.status).toBe(403);
+      expect(denied.res.headers.get('www-authenticate')).toBe(
+        `Bearer realm="media", error="insufficient_scope", scope="${scope}"`,
+      );
+      if (operation.method !== 'HEAD') {
+        expect(denied.body).toMatchObject({ statusCode: 403, error: 'INSUFFICIENT_SCOPE' });
+      }
+      expectMatchesSpec(operation.method, operation.path, 403, denied.text, denied.res.headers);
+      const allowed = await send(operation, tokens[scope]!.only);
+      expect(`${operation.method} ${operation.path} → ${allowed.res.status}`).not.toMatch(
+        / → (401|403)$/,
+      );
+    },
+  );
 });
 
 describe('the Bull dashboard, beyond dashboard.test.ts: its actions need operator credentials', () => {

@@ -35,7 +35,7 @@ describe('with operator credentials configured', () => {
     });
     expect(res.status).toBe(200);
     const body = (await res.json()) as { queues: { name: string }[] };
-    expect(body.queues.map((q) => q.name).sort()).toEqual(['image', 'pdf']);
+    expect(body.queues.map((q) => q.name).sort()).toEqual(['image', 'maintenance', 'pdf']);
   });
 });
 

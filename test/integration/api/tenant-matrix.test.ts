@@ -26,6 +26,15 @@ const ID_INPUTS: Record<string, string> = {
   folderId: 'FOLDER_NOT_FOUND',
   id: 'JOB_NOT_FOUND',
 };
+/** `{id}` names a job, a record or a folder, by path. */
+const codeFor = (row: Row): string =>
+  row.input !== 'id'
+    ? ID_INPUTS[row.input]!
+    : row.path.startsWith('/media/folders/')
+      ? 'FOLDER_NOT_FOUND'
+      : row.path === '/media/{id}'
+        ? 'MEDIA_NOT_FOUND'
+        : ID_INPUTS.id!;
 /** Names that look like a key or an id: each must be in ID_INPUTS (or this test needs a look). */
 const LOOKS_LIKE_ID = /(?:key|id)s?(?:\[\])?$/i;
 
@@ -68,7 +77,18 @@ let api: TestApi;
 let alpha: TestOrg;
 let beta: TestOrg;
 /** alpha's things, which beta must not reach. */
-const owned = { jpegKey: '', pdfKey: '', folderId: 0, jobId: '' };
+const owned = {
+  jpegKey: '',
+  jpegId: 0,
+  pdfKey: '',
+  folderId: 0,
+  jobId: '',
+  /** Deleted by the controls of the delete rows (each its own). */
+  doomedKey: '',
+  doomedId: 0,
+  doomedFolderId: 0,
+  renamedFolderId: 0,
+};
 
 beforeAll(async () => {
   api = await startApi('tenantmatrix');
@@ -81,8 +101,21 @@ beforeAll(async () => {
       body: fd,
     });
     expect(res.status).toBe(201);
-    return ((await res.json()) as { data: { key: string } }).data;
+    return ((await res.json()) as { data: { key: string; id: number } }).data;
   };
+  const folder = async (name: string) => {
+    const res = await fetch(`${api.url}/media/folders`, {
+      method: 'POST',
+      headers: { ...alpha.auth, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ name }),
+    });
+    expect(res.status).toBe(201);
+    return ((await res.json()) as { data: { id: number } }).data.id;
+  };
+  const doomed = [
+    await upload(form([['file', fixture('Canon_40D.jpg'), 'doomed-by-key.jpg']])),
+    await upload(form([['file', fixture('Canon_40D.jpg'), 'doomed-by-id.jpg']])),
+  ];
   const jpeg = await upload(
     form([
       ['folder', 'private'],
@@ -96,6 +129,11 @@ beforeAll(async () => {
   expect(job.status).toBe(202);
   Object.assign(owned, {
     jpegKey: jpeg.key,
+    jpegId: jpeg.id,
+    doomedKey: doomed[0]!.key,
+    doomedId: doomed[1]!.id,
+    doomedFolderId: await folder('doomed'),
+    renamedFolderId: await folder('to rename'),
     pdfKey: pdf.key,
     // Upload answers carry no folderId (the interface's form): the folder's id from MongoDB.
     folderId: (await api.ctx.models.Folder.findOne({
@@ -225,6 +263,25 @@ const REQUESTS: Record<string, (org: TestOrg) => Promise<Answer>> = {
     }),
   'GET /media/jobs/{id} id (path)': (org) =>
     viaFetch(`/media/jobs/${encodeURIComponent(owned.jobId)}`, { headers: org.auth }),
+  'GET /media folderId (query)': (org) =>
+    viaFetch(`/media?folderId=${owned.folderId}`, { headers: org.auth }),
+  'GET /media/record media (query)': (org) =>
+    viaFetch(`/media/record?media=${owned.jpegKey}`, { headers: org.auth }),
+  'DELETE /media/record media (query)': (org) =>
+    viaFetch(`/media/record?media=${owned.doomedKey}`, { method: 'DELETE', headers: org.auth }),
+  'GET /media/{id} id (path)': (org) => viaFetch(`/media/${owned.jpegId}`, { headers: org.auth }),
+  'DELETE /media/{id} id (path)': (org) =>
+    viaFetch(`/media/${owned.doomedId}`, { method: 'DELETE', headers: org.auth }),
+  'GET /media/folders/{id} id (path)': (org) =>
+    viaFetch(`/media/folders/${owned.folderId}`, { headers: org.auth }),
+  'PATCH /media/folders/{id} id (path)': (org) =>
+    viaFetch(`/media/folders/${owned.renamedFolderId}`, {
+      method: 'PATCH',
+      headers: { ...org.auth, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ name: 'renamed' }),
+    }),
+  'DELETE /media/folders/{id} id (path)': (org) =>
+    viaFetch(`/media/folders/${owned.doomedFolderId}`, { method: 'DELETE', headers: org.auth }),
 };
 
 const { rows, unknown } = specRows();
@@ -245,6 +302,14 @@ describe('the table', () => {
       'POST /media/upload',
       'POST /media/upload/multiple',
       'POST /media/upload/base64',
+      'GET /media',
+      'GET /media/record',
+      'DELETE /media/record',
+      'GET /media/{id}',
+      'DELETE /media/{id}',
+      'GET /media/folders/{id}',
+      'PATCH /media/folders/{id}',
+      'DELETE /media/folders/{id}',
     ]) {
       expect([...ops]).toContain(op);
     }
@@ -257,7 +322,7 @@ describe("another organization's key, folder id or job id is a 404", () => {
   it.each(rows.map((r): [string, Row] => [nameOf(r), r]))('%s', async (name, row) => {
     const make = REQUESTS[name];
     if (!make) throw new Error(`no request for ${name}`);
-    const expectedCode = ID_INPUTS[row.input]!;
+    const expectedCode = codeFor(row);
 
     const refused = await make(beta);
     expect(refused.status).toBe(404);

@@ -195,12 +195,14 @@ describe('with a worker', () => {
         organizationId: org.organization.id,
         requestId: 'r',
         origin: { ipAddress: '::ffff:127.0.0.1', userAgent: 'jobs-test' },
+        tokenId: org.tokenId,
         key: source.key,
         format: 'png' as const,
       },
       timestamp: Date.now(),
       attemptsMade: 0,
       log: worker.ctx.logger,
+      progress: () => Promise.resolve(),
     };
     const first = await convertProcessor.process(job, worker.ctx);
     const second = await convertProcessor.process({ ...job, attemptsMade: 1 }, worker.ctx);
@@ -239,6 +241,11 @@ describe('queue selection', () => {
   });
 
   it('every job name belongs to a queue a worker can take', () => {
-    expect(JOB_NAMES.sort()).toEqual(['image.convert', 'image.metadata', 'pdf.merge']);
+    expect(JOB_NAMES.sort()).toEqual([
+      'image.convert',
+      'image.metadata',
+      'media.delete-folder',
+      'pdf.merge',
+    ]);
   });
 });

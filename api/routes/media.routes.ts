@@ -1,0 +1,102 @@
+/**
+ * What an organization holds: GET /media (list, filtered, newest first,
+ * cursor pages), GET and DELETE /media/record?media=<key> and /media/{id}
+ * (one record; a delete removes the object, the record and what was derived
+ * from it, and answers the deleted record), GET /media/usage.
+ */
+import { Router, type NextFunction, type Request } from 'express';
+import { z } from 'zod';
+import type { Config } from '@shared/config';
+import { principalOf, requireScope } from '../middleware/auth';
+import { success } from '../respond';
+import { toMediaView } from '../services/media-view';
+import type { MediaRef, MediaService } from '../services/media.service';
+import { parseInput } from './validate';
+
+const MIME_TYPE = /^[a-z]+\/[a-z0-9][a-z0-9.+-]*$/i;
+
+const date = (field: string) =>
+  z.iso
+    .datetime({ offset: true, error: `${field} must be an ISO 8601 date-time` })
+    .transform((s) => new Date(s))
+    .optional();
+
+const listQuery = z
+  .object({
+    folderId: z.coerce
+      .number({ error: 'folderId must be a positive integer' })
+      .int('folderId must be a positive integer')
+      .positive('folderId must be a positive integer')
+      .optional(),
+    folder: z.string().min(1).max(200).optional(),
+    type: z
+      .string()
+      .refine((t) => t === 'image' || t === 'pdf' || MIME_TYPE.test(t), {
+        error: 'type must be image, pdf or a MIME type',
+      })
+      .optional(),
+    name: z.string().min(1).max(255).optional(),
+    createdAfter: date('createdAfter'),
+    createdBefore: date('createdBefore'),
+    limit: z.coerce
+      .number({ error: 'limit must be an integer from 1 to 1000' })
+      .int('limit must be an integer from 1 to 1000')
+      .min(1, 'limit must be an integer from 1 to 1000')
+      .max(1000, 'limit must be an integer from 1 to 1000')
+      .default(50),
+    cursor: z.string().min(1).max(512).optional(),
+  })
+  .strict();
+
+const keyQuery = z.object({
+  media: z.string({ error: 'media (a key) is required' }).min(1, 'media (a key) is required'),
+});
+
+/** `{id}` of /media/{id}: only digits name a record (any other word is another route, or none). */
+const ID = /^[1-9]\d{0,15}$/;
+
+export function mediaRoutes(deps: { media: MediaService; config: Config }): Router {
+  const router = Router();
+  const views = { publicBaseUrl: deps.config.publicBaseUrl, bucket: deps.config.bucket };
+  const show = (record: Parameters<typeof toMediaView>[0]) =>
+    toMediaView(record, views, { folderId: true });
+
+  router.get('/media', requireScope('read'), async (req, res) => {
+    const query = parseInput(listQuery, req.query);
+    const page = await deps.media.list(principalOf(req).organization, query);
+    success(res, { media: page.media.map(show), nextCursor: page.nextCursor });
+  });
+
+  router.get('/media/usage', requireScope('read'), async (req, res) => {
+    success(res, await deps.media.usage(principalOf(req).organization));
+  });
+
+  router.get('/media/record', requireScope('read'), async (req, res) => {
+    const { media } = parseInput(keyQuery, req.query);
+    success(res, show(await deps.media.get(principalOf(req).organization, { key: media })));
+  });
+
+  router.delete('/media/record', requireScope('delete'), async (req, res) => {
+    const { media } = parseInput(keyQuery, req.query);
+    success(res, show(await deps.media.delete(principalOf(req).organization, { key: media })));
+  });
+
+  /** `/media/{id}`, for digits only: anything else goes on to the other routes (or 404). */
+  const byId = (req: Request, next: NextFunction): MediaRef | undefined => {
+    const id = String(req.params.id);
+    if (!ID.test(id)) return void next();
+    return { id: Number(id) };
+  };
+
+  router.get('/media/:id', requireScope('read'), async (req, res, next) => {
+    const ref = byId(req, next);
+    if (ref) success(res, show(await deps.media.get(principalOf(req).organization, ref)));
+  });
+
+  router.delete('/media/:id', requireScope('delete'), async (req, res, next) => {
+    const ref = byId(req, next);
+    if (ref) success(res, show(await deps.media.delete(principalOf(req).organization, ref)));
+  });
+
+  return router;
+}
