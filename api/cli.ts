@@ -3,21 +3,26 @@
  * (2 for usage errors). Uses the same configuration as the server.
  *
  *   org:create --slug <slug> --name <name>
- *   token:create --org <slug> [--name <label>] [--expires-in <30d|12h|…>]
+ *   org:list
+ *   org:update --org <slug> --quota <10GB|none>
+ *   org:delete --org <slug> --confirm <slug>
+ *   token:create --org <slug> [--name <label>] [--expires-in <30d|12h|…>] [--scopes read,write,delete]
  *   token:revoke --id <tokenId>
  *   token:list --org <slug>
  *   reconcile [--org <slug>] [--older-than <1h>] [--fix] [--pushgateway <url>]
  */
 import { parseArgs } from 'node:util';
+import bytes from 'bytes';
 import ms from 'ms';
 import { ConfigError, getConfig } from '@shared/config';
 import { isAppError } from '@shared/errors';
 import { createLogger } from '@shared/logger';
-import { CountersRepository } from '@shared/repositories/counters.repository';
-import { MediaRepository } from '@shared/repositories/media.repository';
+import { MediaDeletion } from '@shared/media-deletion';
 import { BullJobQueue } from '@shared/queue/job-queue';
 import { createObjectStore } from '@shared/storage/create-object-store';
 import { createDataContext, type DataContext } from './context';
+import { OffboardingService } from './services/offboarding.service';
+import { SCOPES, type Scope } from './services/tokens.service';
 import { adoptDevState } from './dev-state';
 import { pushMetrics, reconcileMetrics } from './services/reconcile-metrics';
 import { ReconcileService, type ReconcileReport } from './services/reconcile.service';
@@ -58,6 +63,46 @@ function parseDuration(value: string): number {
   return parsed;
 }
 
+/** `--quota 10GB` (1024-based units, as the `bytes` package reads them) or `none`. */
+function parseQuota(value: string): number | null {
+  if (value.trim().toLowerCase() === 'none') return null;
+  const parsed = bytes.parse(value);
+  if (parsed === null || !Number.isSafeInteger(parsed) || parsed <= 0) {
+    throw new UsageError(`--quota must be a size such as 10GB, 500MB, or none (got "${value}")`);
+  }
+  return parsed;
+}
+
+function parseScopes(value: string): Scope[] {
+  const scopes = value.split(',').map((s) => s.trim());
+  const unknown = scopes.filter((s) => !(SCOPES as readonly string[]).includes(s));
+  if (unknown.length > 0 || scopes.length === 0) {
+    throw new UsageError(`--scopes takes ${SCOPES.join(', ')} (comma-separated); got "${value}"`);
+  }
+  return scopes as Scope[];
+}
+
+/** Builds what a command needing storage and the queues uses, and closes it afterwards. */
+async function withStorageAndQueues<T>(
+  ctx: DataContext,
+  run: (deps: {
+    store: ReturnType<typeof createObjectStore>;
+    queue: BullJobQueue | undefined;
+    deletion: MediaDeletion;
+  }) => Promise<T>,
+): Promise<T> {
+  const store = createObjectStore(ctx.config, ctx.logger);
+  await store.ping();
+  const queue = ctx.config.redisUrl ? new BullJobQueue(ctx.config, ctx.logger) : undefined;
+  const { media, usage } = ctx.repositories;
+  const deletion = new MediaDeletion({ media, usage, store, logger: ctx.logger });
+  try {
+    return await run({ store, queue, deletion });
+  } finally {
+    await queue?.close();
+  }
+}
+
 /**
  * reconcile's default grace period: an upload in flight has its object (or its
  * open multipart upload) before its record, for as long as the client takes to
@@ -77,17 +122,72 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
       return { organization, token: token.token, tokenId: token.tokenId };
     },
   },
+  'org:list': {
+    usage: 'org:list',
+    run: async (ctx, args) => {
+      options(args, {});
+      const { organizations, usage } = ctx.repositories;
+      const [orgs, counted] = await Promise.all([organizations.list(), usage.all()]);
+      return {
+        organizations: orgs.map((o) => ({
+          ...o,
+          usage: counted.get(o.id) ?? { bytes: 0, files: 0 },
+        })),
+      };
+    },
+  },
+  'org:update': {
+    usage: 'org:update --org <slug> --quota <10GB|none>',
+    run: async (ctx, args) => {
+      const o = options(args, {
+        org: { type: 'string', required: true },
+        quota: { type: 'string', required: true },
+      });
+      const quotaBytes = parseQuota(o.quota!);
+      const organization = await ctx.organizations.require(o.org!);
+      return {
+        organization: await ctx.repositories.organizations.setQuota(organization.id, quotaBytes),
+      };
+    },
+  },
+  'org:delete': {
+    usage: 'org:delete --org <slug> --confirm <slug>',
+    run: async (ctx, args) => {
+      const o = options(args, {
+        org: { type: 'string', required: true },
+        confirm: { type: 'string', required: true },
+      });
+      if (o.confirm !== o.org) {
+        throw new UsageError('--confirm must repeat the slug given to --org');
+      }
+      const organization = await ctx.organizations.require(o.org!);
+      return withStorageAndQueues(ctx, async ({ store, queue, deletion }) => {
+        if (!queue)
+          throw new Error('REDIS_URL is not set: the organization’s jobs must be removed');
+        return new OffboardingService({
+          repositories: ctx.repositories,
+          store,
+          deletion,
+          jobs: queue,
+          logger: ctx.logger,
+        }).delete(organization);
+      });
+    },
+  },
   'token:create': {
-    usage: 'token:create --org <slug> [--name <label>] [--expires-in <30d>]',
+    usage:
+      'token:create --org <slug> [--name <label>] [--expires-in <30d>] [--scopes read,write,delete]',
     run: async (ctx, args) => {
       const o = options(args, {
         org: { type: 'string', required: true },
         name: { type: 'string' },
         'expires-in': { type: 'string' },
+        scopes: { type: 'string' },
       });
       const expiresInMs = o['expires-in'] ? parseDuration(o['expires-in']) : null;
+      const scopes = o.scopes === undefined ? undefined : parseScopes(o.scopes);
       const organization = await ctx.organizations.require(o.org!);
-      return ctx.tokens.issue(organization.id, { name: o.name ?? null, expiresInMs });
+      return ctx.tokens.issue(organization.id, { name: o.name ?? null, expiresInMs, scopes });
     },
   },
   'token:revoke': {
@@ -133,25 +233,19 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
         );
       }
       const organization = o.org ? await ctx.organizations.require(o.org) : null;
-      const store = createObjectStore(ctx.config, ctx.logger);
-      await store.ping();
-      // Jobs not finished yet own their temporary inputs: the queue says which.
-      const queue = ctx.config.redisUrl ? new BullJobQueue(ctx.config, ctx.logger) : undefined;
       const started = Date.now();
-      let report: ReconcileReport;
-      try {
-        report = await new ReconcileService({
-          store,
-          media: new MediaRepository(ctx.models, new CountersRepository(ctx.models)),
-          jobs: queue,
-        }).run({
-          organization,
-          olderThanMs,
-          fix,
-        });
-      } finally {
-        await queue?.close();
-      }
+      const report: ReconcileReport = await withStorageAndQueues(
+        ctx,
+        ({ store, queue, deletion }) => {
+          const { media, usage } = ctx.repositories;
+          // Jobs not finished yet own their temporary inputs: the queue says which.
+          return new ReconcileService({ store, media, usage, deletion, jobs: queue }).run({
+            organization,
+            olderThanMs,
+            fix,
+          });
+        },
+      );
       if (o.pushgateway !== undefined) {
         const metrics = reconcileMetrics(report, {
           seconds: (Date.now() - started) / 1000,

@@ -30,6 +30,8 @@ export function reconcileMetrics(
       ['{kind="objects_without_record"}', report.objectsWithoutRecord.length],
       ['{kind="records_without_object"}', report.recordsWithoutObject.length],
       ['{kind="incomplete_uploads"}', report.incompleteUploads.length],
+      ['{kind="deletes_in_progress"}', report.deletesInProgress.length],
+      ['{kind="usage_drift"}', report.usageDrift.length],
     ],
   );
   gauge(

@@ -5,10 +5,13 @@
  *   clean-up failed too; a job's temporary input left by a job that vanished),
  * - records whose object is missing,
  * - multipart uploads still open (a put cut off by an outage or a crash),
+ * - deletes cut off half-way (a record marked as being deleted),
+ * - usage counters (the quota's count) that differ from the records,
  *
- * and, with `fix`, removes the objects, aborts the uploads and deletes the
+ * and, with `fix`, removes the objects, aborts the uploads, deletes the
  * records (a record without its bytes can never be served; the report lists
- * each deleted record in full).
+ * each deleted record in full), finishes the deletes and sets the counters
+ * from the records.
  *
  * Only what is older than `olderThanMs` is considered: an upload in flight has
  * its object (or its open multipart upload) before its record, and that
@@ -21,7 +24,9 @@
  * record (or, with no record, whose key claim) belongs to the organization.
  */
 import { ROOT_KEY_PREFIX } from '@shared/media/naming';
+import type { MediaDeletion } from '@shared/media-deletion';
 import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
+import type { Usage, UsageRepository } from '@shared/repositories/usage.repository';
 import type { ObjectStore } from '@shared/storage/object-store';
 
 /** Objects checked against MongoDB per query; records checked against storage per batch. */
@@ -40,6 +45,8 @@ export interface ReconcileOptions {
   olderThanMs: number;
   /** Remove what was found (otherwise only report it). */
   fix: boolean;
+  /** Compare the usage counters with the records (default true). */
+  checkUsage?: boolean;
   now?: Date;
 }
 
@@ -56,6 +63,13 @@ export type MissingObjectRecord = Omit<MediaRecord, 'createdAt' | 'updatedAt'> &
   createdAt: string;
   updatedAt: string;
 };
+
+/** An organization whose usage counter differs from its records. */
+export interface UsageDrift {
+  organizationId: number;
+  counted: Usage;
+  actual: Usage;
+}
 
 export interface OpenUpload {
   key: string;
@@ -78,6 +92,10 @@ export interface ReconcileReport {
   objectsWithoutRecord: OrphanObject[];
   recordsWithoutObject: MissingObjectRecord[];
   incompleteUploads: OpenUpload[];
+  /** Deletes cut off after their mark (the record is hidden; its object may remain). */
+  deletesInProgress: MissingObjectRecord[];
+  /** Usage counters that differ from the records (uploads in flight differ for a moment too). */
+  usageDrift: UsageDrift[];
   scanned: {
     objects: number;
     records: number;
@@ -100,8 +118,17 @@ export class ReconcileService {
       store: ObjectStore;
       media: Pick<
         MediaRepository,
-        'recordedKeys' | 'ownersOf' | 'countCreatedSince' | 'createdBefore' | 'removeByIds'
+        | 'recordedKeys'
+        | 'ownersOf'
+        | 'countCreatedSince'
+        | 'createdBefore'
+        | 'removeByIds'
+        | 'deletingBefore'
+        | 'usageByOrganization'
       >;
+      usage: Pick<UsageRepository, 'get' | 'all' | 'set'>;
+      /** Finishes a delete that was cut off. */
+      deletion: Pick<MediaDeletion, 'finish'>;
       /** Without it, a temporary input is spared by the grace period only. */
       jobs?: JobInputs;
     },
@@ -214,7 +241,15 @@ export class ReconcileService {
     }
     await checkRecords();
 
+    const deleting = await this.deps.media.deletingBefore(cutoff, org?.id ?? null);
+    const deletesInProgress = deleting.map((r): MissingObjectRecord => ({
+      ...r,
+      createdAt: r.createdAt.toISOString(),
+      updatedAt: r.updatedAt.toISOString(),
+    }));
+
     if (options.fix) {
+      for (const record of deleting) await this.deps.deletion.finish(record);
       for (const upload of toAbort) await this.deps.store.abortIncompleteUpload(upload);
       for (let i = 0; i < objectsWithoutRecord.length; i += REMOVE_BATCH) {
         await this.deps.store.removeMany(
@@ -226,6 +261,9 @@ export class ReconcileService {
         await this.deps.media.removeByIds(ids);
       }
     }
+    // After the fixes, so that they are counted as they leave things.
+    const usageDrift =
+      options.checkUsage === false ? [] : await this.usageDrift(org?.id ?? null, options.fix);
 
     return {
       scope: {
@@ -238,11 +276,35 @@ export class ReconcileService {
       clean:
         objectsWithoutRecord.length === 0 &&
         recordsWithoutObject.length === 0 &&
-        incompleteUploads.length === 0,
+        incompleteUploads.length === 0 &&
+        deletesInProgress.length === 0 &&
+        usageDrift.length === 0,
       objectsWithoutRecord,
       recordsWithoutObject,
       incompleteUploads,
+      deletesInProgress,
+      usageDrift,
       scanned,
     };
+  }
+
+  /** Counters that differ from the records, of one organization or all; `fix` sets them. */
+  private async usageDrift(organizationId: number | null, fix: boolean): Promise<UsageDrift[]> {
+    const actual = await this.deps.media.usageByOrganization(organizationId);
+    const counted =
+      organizationId === null
+        ? await this.deps.usage.all()
+        : new Map([[organizationId, await this.deps.usage.get(organizationId)]]);
+    const zero: Usage = { bytes: 0, files: 0 };
+    const drift: UsageDrift[] = [];
+    for (const id of new Set([...actual.keys(), ...counted.keys()])) {
+      const a = actual.get(id) ?? zero;
+      const c = counted.get(id) ?? zero;
+      if (a.bytes !== c.bytes || a.files !== c.files) {
+        drift.push({ organizationId: id, counted: c, actual: a });
+      }
+    }
+    if (fix) for (const d of drift) await this.deps.usage.set(d.organizationId, d.actual);
+    return drift.sort((x, y) => x.organizationId - y.organizationId);
   }
 }

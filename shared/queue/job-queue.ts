@@ -4,7 +4,7 @@
  * BullMQ itself.
  */
 import type { EventEmitter } from 'node:events';
-import { Job, Queue, QueueEvents } from 'bullmq';
+import { Job, Queue, QueueEvents, type JobType } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { QUEUE_NAMES, type Config, type QueueName } from '../config';
 import { Errors, isAppError, type AppError } from '../errors';
@@ -261,25 +261,50 @@ export class BullJobQueue implements JobQueue {
    */
   async temporaryKeysInUse(): Promise<Set<string>> {
     const keys = new Set<string>();
-    const PAGE = 200;
     // A fresh connection (the CLI's) may not be up yet: wait for it, boundedly.
     await redisCall(() => waitForRedis(this.producer(), 5_000));
+    for await (const job of this.jobsIn(UNFINISHED_STATES)) {
+      const data = job.data as { temporaryKeys?: unknown } | undefined;
+      if (Array.isArray(data?.temporaryKeys)) {
+        for (const key of data.temporaryKeys) if (typeof key === 'string') keys.add(key);
+      }
+    }
+    return keys;
+  }
+
+  /**
+   * Removes an organization's jobs that have not started (waiting, delayed,
+   * prioritized) from every queue; answers how many, and how many of its jobs
+   * are running still (they finish; an organization being deleted waits for them).
+   */
+  async removeUnstartedOf(organizationId: number): Promise<{ removed: number; active: number }> {
+    await redisCall(() => waitForRedis(this.producer(), 5_000));
+    let removed = 0;
+    let active = 0;
+    for await (const job of this.jobsIn(UNFINISHED_STATES)) {
+      if ((job.data as { organizationId?: unknown }).organizationId !== organizationId) continue;
+      if (await redisCall(() => job.isActive())) active++;
+      else {
+        await redisCall(() => job.remove());
+        removed++;
+      }
+    }
+    return { removed, active };
+  }
+
+  /** Every job of every queue in `states`, page by page. */
+  private async *jobsIn(states: readonly JobType[]): AsyncGenerator<Job> {
+    const PAGE = 200;
     for (const name of QUEUE_NAMES) {
       const queue = this.queue(name);
-      for (const state of UNFINISHED_STATES) {
+      for (const state of states) {
         for (let start = 0; ; start += PAGE) {
           const jobs = await redisCall(() => queue.getJobs(state, start, start + PAGE - 1));
-          for (const job of jobs) {
-            const data = job?.data as { temporaryKeys?: unknown } | undefined;
-            if (Array.isArray(data?.temporaryKeys)) {
-              for (const key of data.temporaryKeys) if (typeof key === 'string') keys.add(key);
-            }
-          }
+          for (const job of jobs) if (job) yield job;
           if (jobs.length < PAGE) break;
         }
       }
     }
-    return keys;
   }
 
   async counts(): Promise<Record<QueueName, Record<string, number>>> {

@@ -145,6 +145,19 @@ export class MediaRepository {
     return new Map(rows.map((r) => [r._id, { files: r.files, bytes: r.bytes }]));
   }
 
+  /** Files and bytes of live records per organization (one, or all). */
+  async usageByOrganization(
+    organizationId: number | null,
+  ): Promise<Map<number, { files: number; bytes: number }>> {
+    const rows = await db(() =>
+      this.models.Media.aggregate<{ _id: number; files: number; bytes: number }>([
+        { $match: { ...(organizationId === null ? {} : { organizationId }), ...LIVE } },
+        { $group: { _id: '$organizationId', files: { $sum: 1 }, bytes: { $sum: '$bytes' } } },
+      ]).exec(),
+    );
+    return new Map(rows.map((r) => [r._id, { files: r.files, bytes: r.bytes }]));
+  }
+
   /** Files and bytes per folder of an organization (folders without files are absent). */
   async folderUsage(
     organizationId: number,
@@ -165,10 +178,14 @@ export class MediaRepository {
     return new Map(rows.map((r) => [r._id, { files: r.files, bytes: r.bytes }]));
   }
 
-  /** Ids of an organization's records in a folder, a batch at a time (for a folder's deletion). */
-  async idsInFolder(organizationId: number, folderId: number, limit: number): Promise<number[]> {
+  /**
+   * Ids of an organization's live records (in a folder, when given), oldest
+   * first, a batch at a time (for a folder's or an organization's deletion).
+   */
+  async ids(organizationId: number, folderId: number | undefined, limit: number): Promise<number[]> {
+    const query = { organizationId, ...(folderId === undefined ? {} : { folderId }), ...LIVE };
     const docs = await db(() =>
-      this.models.Media.find({ organizationId, folderId, ...LIVE }, { id: 1, _id: 0 })
+      this.models.Media.find(query, { id: 1, _id: 0 })
         .sort({ id: 1 })
         .limit(limit)
         .lean()
@@ -192,6 +209,18 @@ export class MediaRepository {
   async findAnyById(id: number): Promise<MediaRecord | null> {
     const doc = await db(() => this.models.Media.findOne({ id }).lean().exec());
     return doc ? toRecord(doc) : null;
+  }
+
+  /** Removes an organization's key claims (its merged PDFs' keys), once its objects are gone. */
+  async removeClaimsOf(organizationId: number): Promise<number> {
+    const result = await db(() => this.models.KeyClaim.deleteMany({ organizationId }).exec());
+    return result.deletedCount;
+  }
+
+  /** Keys of root objects (merged PDFs) claimed by an organization. */
+  async claimedKeysOf(organizationId: number): Promise<string[]> {
+    const docs = await db(() => this.models.KeyClaim.find({ organizationId }, { _id: 1 }).lean().exec());
+    return docs.map((d) => d._id);
   }
 
   /** Records whose delete began before `before` (and was cut off), of one organization or all. */

@@ -47,6 +47,22 @@ export class TokensRepository {
     );
   }
 
+  /** Revokes every token of an organization not revoked yet; how many. */
+  async revokeAllOf(organizationId: number, at = new Date()): Promise<number> {
+    const result = await db(() =>
+      this.models.ApiToken.updateMany(
+        { organizationId, revokedAt: null },
+        { $set: { revokedAt: at } },
+      ).exec(),
+    );
+    return result.modifiedCount;
+  }
+
+  async removeAllOf(organizationId: number): Promise<number> {
+    const result = await db(() => this.models.ApiToken.deleteMany({ organizationId }).exec());
+    return result.deletedCount;
+  }
+
   /** Best effort; a failure here must never fail the request. */
   async touch(tokenId: string, at = new Date()): Promise<void> {
     await this.models.ApiToken.updateOne({ tokenId }, { $set: { lastUsedAt: at } }).exec();

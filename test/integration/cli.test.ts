@@ -1,10 +1,13 @@
 /**
  * The operator CLI, run as operators run it (`npm run --silent cli -- …`):
- * JSON on stdout, errors on stderr with a non-zero exit, and tokens that the
- * API accepts until they are revoked.
+ * JSON on stdout, errors on stderr with a non-zero exit, tokens (with scopes)
+ * that the API accepts until they are revoked, quotas, and an organization's
+ * offboarding that leaves nothing of it behind.
  */
 import { runCli } from '../support/cli';
 import { startApi, type TestApi } from '../support/api';
+import { fixture, form } from '../support/files';
+import { startWorker } from '../support/worker';
 
 let api: TestApi;
 beforeAll(async () => {
@@ -33,7 +36,12 @@ it('creates an organization with a token the API accepts, lists and revokes toke
     tokenId: string;
   };
   expect(out).toEqual({
-    organization: { id: expect.any(Number) as number, slug: 'acme', name: 'Acme' },
+    organization: {
+      id: expect.any(Number) as number,
+      slug: 'acme',
+      name: 'Acme',
+      quotaBytes: null,
+    },
     token: expect.stringMatching(/^mst_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/) as string,
     tokenId: expect.stringMatching(/^[0-9a-f]{16}$/) as string,
   });
@@ -91,4 +99,115 @@ it('reports errors as JSON on stderr with a non-zero exit', async () => {
   const noOrg = await cli('token:list', '--org', 'nobody');
   expect(noOrg.code).toBe(1);
   expect(errorOf(noOrg.stderr)).toMatchObject({ error: 'NOT_FOUND' });
+});
+
+it('makes tokens with scopes: a read-only token reads and cannot write (403)', async () => {
+  await cli('org:create', '--slug', 'scoped', '--name', 'Scoped');
+  const made = await cli('token:create', '--org', 'scoped', '--scopes', 'read');
+  expect(made.code).toBe(0);
+  const token = JSON.parse(made.stdout) as { token: string; scopes: string[] };
+  expect(token.scopes).toEqual(['read']);
+  expect((await download(token.token)).status).toBe(404);
+  const write = await fetch(`${api.url}/media/folders`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${token.token}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ name: 'nope' }),
+  });
+  expect(write.status).toBe(403);
+  const bad = await cli('token:create', '--org', 'scoped', '--scopes', 'read,admin');
+  expect([bad.code, (errorOf(bad.stderr) as { error: string }).error]).toEqual([2, 'USAGE']);
+});
+
+it('lists organizations with their usage, sets and removes a quota', async () => {
+  await cli('org:create', '--slug', 'quota', '--name', 'Quota');
+  const set = await cli('org:update', '--org', 'quota', '--quota', '10GB');
+  expect(set.code).toBe(0);
+  expect(JSON.parse(set.stdout)).toMatchObject({
+    organization: { slug: 'quota', quotaBytes: 10 * 1024 ** 3 },
+  });
+  const listed = JSON.parse((await cli('org:list')).stdout) as {
+    organizations: { slug: string; quotaBytes: number | null; usage: unknown }[];
+  };
+  expect(listed.organizations.find((o) => o.slug === 'quota')).toEqual(
+    expect.objectContaining({ quotaBytes: 10 * 1024 ** 3, usage: { bytes: 0, files: 0 } }),
+  );
+  const none = await cli('org:update', '--org', 'quota', '--quota', 'none');
+  expect(JSON.parse(none.stdout)).toMatchObject({ organization: { quotaBytes: null } });
+  const bad = await cli('org:update', '--org', 'quota', '--quota', 'lots');
+  expect(bad.code).toBe(2);
+});
+
+it('deletes an organization and everything it had, and nothing of another', async () => {
+  const created = JSON.parse(
+    (await cli('org:create', '--slug', 'leaving', '--name', 'Leaving')).stdout,
+  ) as {
+    organization: { id: number };
+    token: string;
+  };
+  const other = await api.createOrg('staying');
+  const auth = { Authorization: `Bearer ${created.token}` };
+  const upload = async (headers: Record<string, string>, name: string, folder?: string) => {
+    const res = await fetch(`${api.url}/media/upload`, {
+      method: 'POST',
+      headers,
+      body: form([
+        ...(folder ? [['folder', folder] as const] : []),
+        ['file', fixture('Canon_40D.jpg'), name],
+      ]),
+    });
+    expect(res.status).toBe(201);
+    return ((await res.json()) as { data: { key: string } }).data.key;
+  };
+  await upload(auth, 'a.jpg', 'Album');
+  await upload(auth, 'b.jpg');
+  const kept = await upload(other.auth, 'kept.jpg');
+  // A merged PDF (at the bucket's root) and a job still queued.
+  const worker = await startWorker(api.env.env);
+  try {
+    const merged = await fetch(`${api.url}/media/merge-pdfs`, {
+      method: 'POST',
+      headers: auth,
+      body: form([['files', fixture('minimal-document.pdf'), 'x.pdf']]),
+    });
+    expect(merged.status).toBe(201);
+  } finally {
+    await worker.close();
+  }
+  const queued = await fetch(`${api.url}/media/merge-pdfs`, {
+    method: 'POST',
+    headers: { ...auth, Prefer: 'respond-async' },
+    body: form([['files', fixture('minimal-document.pdf'), 'y.pdf']]),
+  });
+  expect(queued.status).toBe(202);
+
+  const wrong = await cli('org:delete', '--org', 'leaving', '--confirm', 'staying');
+  expect(wrong.code).toBe(2);
+  const out = await cli('org:delete', '--org', 'leaving', '--confirm', 'leaving');
+  expect(out.code).toBe(0);
+  const report = JSON.parse(out.stdout) as Record<string, unknown>;
+  expect(report).toMatchObject({
+    tokensRevoked: 1,
+    jobsRemoved: 1,
+    files: { count: 3 },
+    folders: 1,
+    tokens: 1,
+  });
+  const id = created.organization.id;
+  const { models } = api.ctx;
+  expect(await models.Organization.countDocuments({ id })).toBe(0);
+  expect(await models.Media.countDocuments({ organizationId: id })).toBe(0);
+  expect(await models.Folder.countDocuments({ organizationId: id })).toBe(0);
+  expect(await models.ApiToken.countDocuments({ organizationId: id })).toBe(0);
+  expect(await models.KeyClaim.countDocuments({ organizationId: id })).toBe(0);
+  expect(await models.Usage.countDocuments({ _id: id })).toBe(0);
+  expect(await api.objectKeys('leaving/')).toEqual([]);
+  expect((await api.objectKeys('merged_')).length).toBe(0);
+  expect((await download(created.token)).status).toBe(401);
+  // The other organization is untouched.
+  expect(await api.objectKeys('staying/')).toEqual([kept]);
+  // No job of it is left waiting.
+  const counts = await api.ctx.queue.counts();
+  for (const byState of Object.values(counts)) {
+    expect((byState.waiting ?? 0) + (byState.delayed ?? 0) + (byState.active ?? 0)).toBe(0);
+  }
 });

@@ -29,6 +29,8 @@ export const EMPTY_REPORT: ReconcileReport = {
   objectsWithoutRecord: [],
   recordsWithoutObject: [],
   incompleteUploads: [],
+  deletesInProgress: [],
+  usageDrift: [],
   scanned: { objects: 0, records: 0, incompleteUploads: 0, tooRecent: 0, ownedByJobs: 0 },
 };
 

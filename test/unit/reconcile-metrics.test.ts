@@ -22,6 +22,8 @@ const report: ReconcileReport = {
   ],
   recordsWithoutObject: [],
   incompleteUploads: [{ key: 'acme/c.jpg', uploadId: 'u1', initiated: '2025-12-31T00:00:00Z' }],
+  deletesInProgress: [],
+  usageDrift: [],
   scanned: { objects: 120, records: 118, incompleteUploads: 1, tooRecent: 3, ownedByJobs: 2 },
 };
 
@@ -46,6 +48,8 @@ describe('reconcileMetrics', () => {
   it('has a gauge per finding kind, the scan counts, the duration and the time of success', () => {
     expect(Object.fromEntries(samples(text))).toEqual({
       'media_reconcile_findings{kind="objects_without_record"}': 2,
+      'media_reconcile_findings{kind="deletes_in_progress"}': 0,
+      'media_reconcile_findings{kind="usage_drift"}': 0,
       'media_reconcile_findings{kind="records_without_object"}': 0,
       'media_reconcile_findings{kind="incomplete_uploads"}': 1,
       media_reconcile_fixed: 0,

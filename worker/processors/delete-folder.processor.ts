@@ -23,7 +23,7 @@ export const deleteFolderProcessor: Processor<
     const deleted = { files: 0, bytes: 0 };
     await job.progress({ done: 0, total: total?.files ?? 0 });
     for (;;) {
-      const ids = await ctx.media.idsInFolder(organizationId, folderId, BATCH);
+      const ids = await ctx.media.ids(organizationId, folderId, BATCH);
       if (ids.length === 0) break;
       for (const id of ids) {
         const record = await ctx.media.findById(organizationId, id);
