@@ -182,14 +182,14 @@ export class MediaRepository {
    * Ids of an organization's live records (in a folder, when given), oldest
    * first, a batch at a time (for a folder's or an organization's deletion).
    */
-  async ids(organizationId: number, folderId: number | undefined, limit: number): Promise<number[]> {
+  async ids(
+    organizationId: number,
+    folderId: number | undefined,
+    limit: number,
+  ): Promise<number[]> {
     const query = { organizationId, ...(folderId === undefined ? {} : { folderId }), ...LIVE };
     const docs = await db(() =>
-      this.models.Media.find(query, { id: 1, _id: 0 })
-        .sort({ id: 1 })
-        .limit(limit)
-        .lean()
-        .exec(),
+      this.models.Media.find(query, { id: 1, _id: 0 }).sort({ id: 1 }).limit(limit).lean().exec(),
     );
     return docs.map((d) => d.id);
   }
@@ -219,7 +219,9 @@ export class MediaRepository {
 
   /** Keys of root objects (merged PDFs) claimed by an organization. */
   async claimedKeysOf(organizationId: number): Promise<string[]> {
-    const docs = await db(() => this.models.KeyClaim.find({ organizationId }, { _id: 1 }).lean().exec());
+    const docs = await db(() =>
+      this.models.KeyClaim.find({ organizationId }, { _id: 1 }).lean().exec(),
+    );
     return docs.map((d) => d._id);
   }
 

@@ -38,7 +38,7 @@ async function call<T = Json>(
   const res = await fetch(`${api.url}${path}`, {
     method,
     headers: { ...as.auth, ...(json ? { 'Content-Type': 'application/json' } : {}) },
-    body: json ? JSON.stringify(body) : (body),
+    body: json ? JSON.stringify(body) : body,
   });
   const parsed = (await res.json()) as { data: T; error?: string; statusCode: number };
   const template = path
