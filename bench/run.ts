@@ -16,6 +16,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { convert } from './benchmarks/convert';
+import { manage } from './benchmarks/manage';
 import { merge } from './benchmarks/merge';
 import { metadata } from './benchmarks/metadata';
 import { queue } from './benchmarks/queue';
@@ -38,6 +39,7 @@ export const BENCHMARKS: Benchmark[] = [
   metadata,
   merge,
   scaling,
+  manage,
 ];
 
 const root = join(__dirname, '..');

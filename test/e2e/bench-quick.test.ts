@@ -19,7 +19,16 @@ import { redisUrl, s3Endpoint } from '../support/context';
 
 const root = join(__dirname, '..', '..');
 const out = mkdtempSync(join(tmpdir(), 'bench-quick-'));
-const IDS = ['upload', 'upload-memory', 'convert', 'queue', 'metadata', 'merge', 'scaling'];
+const IDS = [
+  'upload',
+  'upload-memory',
+  'convert',
+  'queue',
+  'metadata',
+  'merge',
+  'scaling',
+  'manage',
+];
 
 let run: { code: number; stdout: string; stderr: string; seconds: number };
 let result: RunResult;
@@ -101,6 +110,7 @@ it('measures what each benchmark is about (positive rates, the targets the issue
     ['merge', 'keys'],
     ['merge', 'qpdf'],
     ['scaling', 'rate'],
+    ['manage', 'p50'],
   ] as const) {
     const cells = stats(id, key);
     expect(cells.length).toBeGreaterThan(0);
