@@ -9,7 +9,7 @@ import { bearerAuth } from './middleware/auth';
 import { errorHandler, notFoundHandler } from './middleware/error-handler';
 import { httpMetrics } from './middleware/http-metrics';
 import { idempotency, tapRequestBody } from './middleware/idempotency';
-import { rateLimitPerToken } from './middleware/rate-limit';
+import { rateLimiters } from './middleware/rate-limit';
 import { requestContext } from './middleware/request-context';
 import type { ApiMetrics } from '@shared/metrics';
 import type { ReadinessChecks } from '@shared/readiness';
@@ -79,18 +79,23 @@ export function createApp(deps: AppDeps): Express {
     app.use(dashboardRoutes(deps.queues, deps.config.dashboard));
   }
 
-  app.use('/media', bearerAuth(deps.tokens));
-  if (deps.config.rateLimit) {
-    app.use(
-      '/media',
-      rateLimitPerToken({
+  const limiters = deps.config.rateLimit
+    ? rateLimiters({
         ...deps.config.rateLimit,
         redis: deps.redis,
         keyPrefix: `${deps.config.queuePrefix}:rate-limit:`,
         logger: deps.logger,
-      }),
-    );
-  }
+      })
+    : undefined;
+  // An address that failed authentication too often is refused before its token is looked up.
+  if (limiters) app.use('/media', limiters.authFailureGuard);
+  app.use(
+    '/media',
+    bearerAuth(deps.tokens, {
+      onFailure: limiters ? (req) => limiters.authFailed(req) : undefined,
+    }),
+  );
+  if (limiters) app.use('/media', limiters.perToken);
   app.use(
     '/media',
     idempotency({

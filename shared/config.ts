@@ -221,6 +221,7 @@ const variables = z.object({
   DASHBOARD_PASSWORD: optionalString,
   RATE_LIMIT_MAX: int(600, 0),
   RATE_LIMIT_WINDOW_MS: int(60_000, 1_000, 24 * 60 * 60_000),
+  AUTH_FAILURE_LIMIT: int(30, 0),
 });
 
 const schema = variables.superRefine((env, ctx) => {
@@ -314,8 +315,12 @@ export interface Config {
   shutdownTimeoutMs: number;
   /** Operator credentials of the Bull dashboard; undefined disables it. */
   dashboard: { user: string; password: string } | undefined;
-  /** Requests per window and API token (counters in Redis, shared by replicas); undefined when RATE_LIMIT_MAX=0. */
-  rateLimit: { max: number; windowMs: number } | undefined;
+  /**
+   * Cost units per window and API token, and failed authentications per
+   * window and client address (counters in Redis, shared by replicas);
+   * undefined when RATE_LIMIT_MAX=0.
+   */
+  rateLimit: { max: number; windowMs: number; authFailures: number } | undefined;
 }
 
 export class ConfigError extends Error {
@@ -381,7 +386,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         : undefined,
     rateLimit:
       e.RATE_LIMIT_MAX > 0
-        ? { max: e.RATE_LIMIT_MAX, windowMs: e.RATE_LIMIT_WINDOW_MS }
+        ? {
+            max: e.RATE_LIMIT_MAX,
+            windowMs: e.RATE_LIMIT_WINDOW_MS,
+            authFailures: e.AUTH_FAILURE_LIMIT,
+          }
         : undefined,
   };
 }

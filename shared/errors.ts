@@ -238,14 +238,20 @@ export const Errors = {
     new AppError('UNREADABLE_MEDIA', 422, message, details, { cause }),
   encryptedPdf: (message: string, details?: ErrorDetail[]) =>
     new AppError('ENCRYPTED_PDF', 422, message, details),
-  rateLimited: (retryAfterSeconds: number, policy?: { limit: number; windowMs: number }) => {
+  rateLimited: (
+    retryAfterSeconds: number,
+    policy?: { limit: number; windowMs: number; what?: string },
+  ) => {
     const seconds = Math.max(1, Math.ceil(retryAfterSeconds));
+    const per = policy ? `at most ${policy.limit} per ${+(policy.windowMs / 1000).toFixed(3)} s` : '';
     return new AppError(
       'RATE_LIMITED',
       429,
-      policy
-        ? `Too many requests for this token (at most ${policy.limit} per ${+(policy.windowMs / 1000).toFixed(3)} s); try again in ${seconds} s`
-        : 'Too many requests; slow down',
+      !policy
+        ? 'Too many requests; slow down'
+        : policy.what
+          ? `Too many ${policy.what} (${per}); try again in ${seconds} s`
+          : `Too many requests for this token (${per}, counted in cost units); try again in ${seconds} s`,
       undefined,
       { headers: { 'Retry-After': String(seconds) } },
     );

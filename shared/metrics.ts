@@ -9,6 +9,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { QueueName } from './config';
+import { withTimeout } from './with-timeout';
 
 /** What a scrape answers. */
 export interface MetricsSource {
@@ -38,14 +39,6 @@ function sourceOf(registry: Registry): MetricsSource {
   };
 }
 
-/** Rejects after `ms` when `promise` has not settled by then. */
-export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
 
 export interface ApiMetrics extends MetricsSource {
   /** One HTTP request answered: `route` is the Express route pattern (or `unmatched`). */

@@ -1,9 +1,11 @@
 /**
  * Readiness checks shared by the API and the worker: each dependency is
  * checked concurrently, each with its own short timeout, and reported by name
- * with how long it took (and why it failed).
+ * with how long it took (and why it failed). `cachedReadiness` answers every
+ * probe of the same second with one round of checks, so a flood of probes
+ * costs the dependencies nothing more.
  */
-import { withTimeout } from './metrics';
+import { withTimeout } from './with-timeout';
 
 /** A named dependency check: resolves when the dependency answers. */
 export type ReadinessChecks = Record<string, () => Promise<void>>;
@@ -36,4 +38,24 @@ export async function checkReadiness(
   );
   const ready = results.every(([, r]) => r.ok);
   return { status: ready ? 'ready' : 'not ready', checks: Object.fromEntries(results) };
+}
+
+/** `checkReadiness` at most once per `ttlMs` (default 1 s): callers within it share the answer. */
+export function cachedReadiness(
+  checks: ReadinessChecks,
+  ttlMs = 1_000,
+  timeoutMs = READINESS_TIMEOUT_MS,
+): () => Promise<Readiness> {
+  let last: { at: number; answer: Promise<Readiness> } | undefined;
+  return () => {
+    const now = Date.now();
+    if (!last || now - last.at >= ttlMs) {
+      last = { at: now, answer: checkReadiness(checks, timeoutMs) };
+      // A round still running counts from when it ends, not from when it began.
+      void last.answer.then(() => {
+        if (last) last.at = Date.now();
+      });
+    }
+    return last.answer;
+  };
 }

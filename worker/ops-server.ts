@@ -10,7 +10,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { errorBody, Errors, isAppError } from '@shared/errors';
 import type { Logger } from '@shared/logger';
 import { metricsAuthorized, type MetricsSource } from '@shared/metrics';
-import { checkReadiness, type ReadinessChecks } from '@shared/readiness';
+import { cachedReadiness, type ReadinessChecks } from '@shared/readiness';
 
 export interface OpsServerDeps {
   checks: ReadinessChecks;
@@ -35,14 +35,20 @@ function send(
 }
 
 export function createOpsServer(deps: OpsServerDeps): Server {
+  const readiness = cachedReadiness(deps.checks);
   const handle = async (req: IncomingMessage, path: string): Promise<Answer> => {
     if (req.method !== 'GET' && req.method !== 'HEAD') throw Errors.methodNotAllowed('GET');
     switch (path) {
       case '/healthz':
         return { status: 200, body: { status: 'ok' } };
       case '/readyz': {
-        const readiness = await checkReadiness(deps.checks);
-        return { status: readiness.status === 'ready' ? 200 : 503, body: readiness };
+        const answer = await readiness();
+        // Details for operators only (METRICS_TOKEN, when set).
+        const operator = metricsAuthorized(req.headers.authorization, deps.metricsToken);
+        return {
+          status: answer.status === 'ready' ? 200 : 503,
+          body: operator ? answer : { status: answer.status },
+        };
       }
       case '/metrics':
         if (!metricsAuthorized(req.headers.authorization, deps.metricsToken)) {

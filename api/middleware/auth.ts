@@ -18,7 +18,10 @@ declare module 'express-serve-static-core' {
   }
 }
 
-export function bearerAuth(tokens: TokensService): RequestHandler {
+export function bearerAuth(
+  tokens: TokensService,
+  hooks: { onFailure?: ((req: Request) => void) | undefined } = {},
+): RequestHandler {
   const authenticator = new passport.Passport();
   authenticator.use(
     'bearer',
@@ -30,18 +33,21 @@ export function bearerAuth(tokens: TokensService): RequestHandler {
     }),
   );
   return (req, res, next) => {
+    const refuse = (message: string) => {
+      hooks.onFailure?.(req);
+      next(Errors.unauthorized(message));
+    };
     const header = req.headers.authorization;
-    if (!header) return next(Errors.unauthorized('A bearer token is required'));
+    if (!header) return refuse('A bearer token is required');
     if (!/^Bearer [^\s]+$/i.test(header)) {
-      return next(Errors.unauthorized('The Authorization header must read "Bearer <token>"'));
+      return refuse('The Authorization header must read "Bearer <token>"');
     }
     const handler = authenticator.authenticate(
       'bearer',
       { session: false },
       (err: unknown, principal: Principal | false) => {
         if (err) return next(err);
-        if (!principal)
-          return next(Errors.unauthorized('The token is not valid (unknown, expired or revoked)'));
+        if (!principal) return refuse('The token is not valid (unknown, expired or revoked)');
         req.principal = principal;
         next();
       },

@@ -18,6 +18,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Request, RequestHandler, Response } from 'express';
 import type { Redis } from 'ioredis';
 import { Errors } from '@shared/errors';
+import { withTimeout } from '@shared/with-timeout';
 import type { Logger } from '@shared/logger';
 import { closeAfterAnswer } from '../forms/multipart-form';
 import { principalOf } from './auth';
@@ -207,17 +208,9 @@ function parseEntry(raw: string | null): Entry | null {
 
 /** A Redis command whose failure means "Redis is unavailable" (503), bounded in time. */
 async function redisCall<T>(command: () => Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
   try {
-    return await Promise.race([
-      command(),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error('Redis did not answer within 1000 ms')), 1_000);
-      }),
-    ]);
+    return await withTimeout(command(), 1_000, 'Redis');
   } catch (err) {
     throw Errors.unavailable('Redis', err);
-  } finally {
-    clearTimeout(timer);
   }
 }

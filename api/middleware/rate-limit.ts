@@ -1,36 +1,47 @@
 /**
- * Per-token rate limiting: express-rate-limit, with its counters in Redis
- * (rate-limit-redis) so that every API replica counts against the same budget.
+ * Per-token rate limiting by cost, and per-address limiting of failed
+ * authentication, with rate-limiter-flexible: counters in Redis, so every API
+ * replica counts against the same budget.
  *
- * - Mounted after bearer auth, keyed by the token id: each token has its own
- *   budget of `max` requests per fixed window of `windowMs`, and a request
- *   without a valid token (a 401) never spends one.
- * - Over the limit: `429 RATE_LIMITED` in the error envelope, with
- *   `Retry-After` (seconds until the window ends). Every counted response
- *   carries the IETF draft-6 headers `RateLimit-Policy`, `RateLimit-Limit`,
- *   `RateLimit-Remaining` and `RateLimit-Reset`.
+ * - Each operation has a documented cost (`costOf`: a download costs 1, a
+ *   merge 50); a token may spend `max` per fixed window of `windowMs`.
+ *   Mounted after bearer auth, keyed by the token id: a request without a
+ *   valid token (401) never spends any.
+ * - Over the budget: `429 RATE_LIMITED` in the error envelope, with
+ *   `Retry-After`. Counted answers carry the IETF draft-6 headers
+ *   `RateLimit-Policy`, `RateLimit-Limit`, `RateLimit-Remaining` and
+ *   `RateLimit-Reset` (in cost units).
+ * - Requests that fail authentication are counted per client address, and
+ *   past `authFailures` in a window the address gets 429 before its token is
+ *   looked up (before MongoDB).
  * - Fails open: when Redis refuses or does not answer within
  *   `commandTimeoutMs`, the request is served without counting and a warning
- *   is logged (at most one per `warnEveryMs`). With a fail-fast connection
- *   (no offline queue, see shared/queue/redis.ts) a Redis that is down costs
- *   no wait at all; one that hangs costs at most `commandTimeoutMs`.
+ *   is logged (at most one per `warnEveryMs`). The limiter protects capacity;
+ *   it is not a security boundary, and losing Redis must not take uploads
+ *   and downloads down with it.
  */
-import { createHash } from 'node:crypto';
-import type { Request, RequestHandler } from 'express';
-import { rateLimit, type Store } from 'express-rate-limit';
+import type { Request, RequestHandler, Response } from 'express';
 import type { Redis } from 'ioredis';
-import { RedisStore, type RedisReply } from 'rate-limit-redis';
+import {
+  RateLimiterMemory,
+  RateLimiterRedis,
+  RateLimiterRes,
+  type RateLimiterAbstract,
+} from 'rate-limiter-flexible';
 import { Errors } from '@shared/errors';
 import type { Logger } from '@shared/logger';
+import { withTimeout } from '@shared/with-timeout';
 
 export interface RateLimitOptions {
-  /** Requests per window and token (> 0). */
+  /** Cost units per window and token (> 0). */
   max: number;
   /** Length of the fixed window, in milliseconds. */
   windowMs: number;
+  /** Failed authentications per window and client address before 429 (0: unlimited). */
+  authFailures: number;
   /** Where the counters live. Without it they live in this process's memory (tests, one replica). */
-  redis?: Redis;
-  /** Prefix of the counters' keys in Redis (include QUEUE_PREFIX, so deployments and tests never share counters). */
+  redis?: Redis | undefined;
+  /** Prefix of the counters' keys in Redis (include QUEUE_PREFIX, so deployments never share counters). */
   keyPrefix: string;
   logger: Logger;
   /** How long one Redis command may take before the request is let through. Default 1000. */
@@ -39,103 +50,139 @@ export interface RateLimitOptions {
   warnEveryMs?: number;
 }
 
-/** Rejects when `promise` has not settled within `ms`. */
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`Redis did not answer ${what} within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+/**
+ * What each operation costs (docs/api.md, "Rate limits"): reads 1, listing 2,
+ * deletes and folder changes 2, single uploads and metadata 5, multi-file
+ * uploads 10, conversions 20, merges 50.
+ */
+export function costOf(method: string, path: string): number {
+  const p = path.replace(/\/+$/, '');
+  if (method === 'POST') {
+    if (p === '/media/merge-pdfs') return 50;
+    if (p === '/media/convert') return 20;
+    if (p === '/media/upload/multiple') return 10;
+    if (p === '/media/upload' || p === '/media/upload/base64') return 5;
+    return 2;
+  }
+  if (method === 'GET' && p === '/media/metadata') return 5;
+  if (method === 'GET' && p === '/media') return 2;
+  if (method === 'DELETE' || method === 'PATCH') return 2;
+  return 1;
 }
 
-/**
- * The raw-command function rate-limit-redis sends through, over ioredis.
- *
- * rate-limit-redis loads its Lua scripts once (`SCRIPT LOAD`) and keeps the
- * promise of their SHA-1: a load that fails (Redis not yet connected, or down)
- * would leave the store failing for good. So `SCRIPT LOAD` is answered here
- * with the script's SHA-1 (what Redis would answer) and `EVALSHA` falls back
- * to `EVAL` when Redis does not know the script (NOSCRIPT: first use, or
- * after a Redis restart), which also loads it, as ioredis' own scripts do.
- */
-export function redisCommandSender(
-  redis: Redis,
-  timeoutMs: number,
-): (...args: string[]) => Promise<RedisReply> {
-  const scripts = new Map<string, string>();
-  const send = ([command, ...args]: string[]) =>
-    withTimeout(redis.call(command!, ...args) as Promise<RedisReply>, timeoutMs, command!);
-  return async (...args) => {
-    const command = args[0]?.toUpperCase();
-    if (command === 'SCRIPT' && args[1]?.toUpperCase() === 'LOAD' && args[2] !== undefined) {
-      const sha = createHash('sha1').update(args[2]).digest('hex');
-      scripts.set(sha, args[2]);
-      return sha;
+type Consumed = { allowed: boolean; res: RateLimiterRes } | null;
+
+/** A fixed-window counter that fails open (null) when its store does not answer. */
+function counter(
+  options: RateLimitOptions,
+  name: string,
+  points: number,
+  warn: (err: unknown) => void,
+): { consume(key: string, cost: number): Promise<Consumed>; peek(key: string): Promise<Consumed> } {
+  const common = {
+    keyPrefix: `${options.keyPrefix}${name}`,
+    points,
+    duration: Math.max(1, Math.round(options.windowMs / 1000)),
+  };
+  const limiter: RateLimiterAbstract = options.redis
+    ? new RateLimiterRedis({ ...common, storeClient: options.redis, rejectIfRedisNotReady: true })
+    : new RateLimiterMemory(common);
+  const timeoutMs = options.commandTimeoutMs ?? 1_000;
+  const run = async (call: () => Promise<RateLimiterRes | null>): Promise<Consumed> => {
+    try {
+      const res = await withTimeout(call(), timeoutMs, 'Redis (rate limit)');
+      return { allowed: true, res: res ?? new RateLimiterRes(points, 0, 0, true) };
+    } catch (err) {
+      if (err instanceof RateLimiterRes) return { allowed: false, res: err };
+      warn(err);
+      return null;
     }
-    if (command === 'EVALSHA') {
-      const [, sha, ...rest] = args;
-      try {
-        return await send(args);
-      } catch (err) {
-        const source = scripts.get(sha ?? '');
-        if (!source || !(err instanceof Error) || !/^NOSCRIPT\b/.test(err.message)) throw err;
-        return send(['EVAL', source, ...rest]);
-      }
-    }
-    return send(args);
+  };
+  return {
+    consume: (key, cost) => run(() => limiter.consume(key, cost)),
+    peek: async (key) => {
+      const seen = await run(() => limiter.get(key));
+      if (!seen) return null;
+      return { allowed: seen.res.consumedPoints < points, res: seen.res };
+    },
   };
 }
 
 /** Logs the first failure, then at most one per `everyMs` (with how many were not logged). */
-function throttledWarning(
-  logger: Logger,
-  everyMs: number,
-): (err: unknown, message?: string) => void {
+function throttledWarning(logger: Logger, everyMs: number): (err: unknown) => void {
   let last = 0;
   let suppressed = 0;
-  return (err, message) => {
+  return (err) => {
     const now = Date.now();
     if (now - last < everyMs) {
       suppressed++;
       return;
     }
-    logger.warn({ err, suppressed }, message ?? 'rate limiter error');
+    logger.warn({ err, suppressed }, 'rate limiter store failed; serving without counting');
     last = now;
     suppressed = 0;
   };
 }
 
-const secondsUntil = (date: Date | undefined, windowMs: number) =>
-  Math.max(1, Math.ceil(((date?.getTime() ?? Date.now() + windowMs) - Date.now()) / 1000));
+const secondsUntilReset = (res: RateLimiterRes) => Math.max(1, Math.ceil(res.msBeforeNext / 1000));
 
-/** The limiter, to mount right after `bearerAuth` (it needs `req.principal`). */
-export function rateLimitPerToken(options: RateLimitOptions): RequestHandler {
-  const { max, windowMs, redis, keyPrefix } = options;
+function setHeaders(res: Response, max: number, windowMs: number, counted: RateLimiterRes): void {
+  res.setHeader('RateLimit-Policy', `${max};w=${Math.round(windowMs / 1000)}`);
+  res.setHeader('RateLimit-Limit', String(max));
+  res.setHeader('RateLimit-Remaining', String(Math.max(0, counted.remainingPoints)));
+  res.setHeader('RateLimit-Reset', String(secondsUntilReset(counted)));
+}
+
+export interface Limiters {
+  /** Per token, by cost: mount right after `bearerAuth` (it needs `req.principal`). */
+  perToken: RequestHandler;
+  /** Before `bearerAuth`: refuses an address that failed authentication too often. */
+  authFailureGuard: RequestHandler;
+  /** Counts a failed authentication of the request's address (call it on a 401). */
+  authFailed(req: Request): void;
+}
+
+export function rateLimiters(options: RateLimitOptions): Limiters {
+  const { max, windowMs, authFailures } = options;
   const log = options.logger.child({ component: 'rate-limit' });
   const warn = throttledWarning(log, options.warnEveryMs ?? 30_000);
-  const store: Store | undefined = redis
-    ? new RedisStore({
-        sendCommand: redisCommandSender(redis, options.commandTimeoutMs ?? 1_000),
-        prefix: keyPrefix,
-      })
-    : undefined;
-  return rateLimit({
-    windowMs,
-    limit: max,
-    ...(store ? { store } : {}),
-    keyGenerator: (req: Request) => {
+  const tokens = counter(options, 'token:', max, warn);
+  const failures = authFailures > 0 ? counter(options, 'auth-failures:', authFailures, warn) : null;
+  const addressOf = (req: Request) => req.ip ?? req.socket.remoteAddress ?? 'unknown';
+
+  return {
+    perToken: (req, res, next) => {
       // Mounted after bearerAuth, so there is always a principal; be safe anyway.
-      if (!req.principal) throw Errors.unauthorized();
-      return req.principal.tokenId;
+      if (!req.principal) return next(Errors.unauthorized());
+      const cost = costOf(req.method === 'HEAD' ? 'GET' : req.method, req.originalUrl.split('?')[0]!);
+      tokens.consume(req.principal.tokenId, cost).then(
+        (counted) => {
+          if (!counted) return next();
+          setHeaders(res, max, windowMs, counted.res);
+          if (counted.allowed) return next();
+          next(Errors.rateLimited(secondsUntilReset(counted.res), { limit: max, windowMs }));
+        },
+        (err: unknown) => next(err),
+      );
     },
-    standardHeaders: 'draft-6',
-    legacyHeaders: false,
-    passOnStoreError: true,
-    logger: { warn, error: (err, message) => warn(err, message) },
-    handler: (req, _res, next) => {
-      const resetTime = (req as Request & { rateLimit?: { resetTime?: Date } }).rateLimit
-        ?.resetTime;
-      next(Errors.rateLimited(secondsUntil(resetTime, windowMs), { limit: max, windowMs }));
+    authFailureGuard: (req, _res, next) => {
+      if (!failures) return next();
+      failures.peek(addressOf(req)).then(
+        (seen) => {
+          if (!seen || seen.allowed) return next();
+          next(
+            Errors.rateLimited(secondsUntilReset(seen.res), {
+              limit: authFailures,
+              windowMs,
+              what: 'failed authentications from this address',
+            }),
+          );
+        },
+        (err: unknown) => next(err),
+      );
     },
-  });
+    authFailed: (req) => {
+      void failures?.consume(addressOf(req), 1);
+    },
+  };
 }

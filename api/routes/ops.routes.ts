@@ -1,13 +1,14 @@
 /**
  * Operability endpoints, without a bearer token: GET /healthz (the process is
  * up; no dependency is contacted), GET /readyz (MongoDB, Redis and storage
- * answer, each checked concurrently with a short timeout) and GET /metrics
- * (Prometheus text; behind METRICS_TOKEN when it is set).
+ * answer, each checked concurrently with a short timeout, at most once a
+ * second; which one failed is told only to operators: METRICS_TOKEN, when it
+ * is set) and GET /metrics (Prometheus text; behind METRICS_TOKEN when set).
  */
 import { Router } from 'express';
 import { Errors } from '@shared/errors';
 import { metricsAuthorized, type MetricsSource } from '@shared/metrics';
-import { checkReadiness, type ReadinessChecks } from '@shared/readiness';
+import { cachedReadiness, type ReadinessChecks } from '@shared/readiness';
 
 export function opsRoutes(deps: {
   checks: ReadinessChecks;
@@ -15,15 +16,20 @@ export function opsRoutes(deps: {
   metricsToken: string | undefined;
 }): Router {
   const router = Router();
+  const readiness = cachedReadiness(deps.checks);
 
   router.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });
 
-  router.get('/readyz', async (_req, res) => {
-    const readiness = await checkReadiness(deps.checks);
+  router.get('/readyz', async (req, res) => {
+    const answer = await readiness();
     res.setHeader('Cache-Control', 'no-store');
-    res.status(readiness.status === 'ready' ? 200 : 503).json(readiness);
+    // What each dependency answered is for operators (METRICS_TOKEN, when set); others see the status.
+    const operator = metricsAuthorized(req.headers.authorization, deps.metricsToken);
+    res
+      .status(answer.status === 'ready' ? 200 : 503)
+      .json(operator ? answer : { status: answer.status });
   });
 
   router.get('/metrics', async (req, res) => {

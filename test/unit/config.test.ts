@@ -26,7 +26,10 @@ describe('configuration', () => {
         maxBase64Size: 20 * 1024 * 1024,
         maxMergeInputs: 50,
       },
-      worker: { queues: ['image', 'pdf'], concurrency: { image: 2, pdf: 2 } },
+      worker: {
+        queues: ['image', 'pdf', 'maintenance'],
+        concurrency: { image: 2, pdf: 2, maintenance: 2 },
+      },
     });
   });
 
@@ -72,10 +75,12 @@ describe('configuration', () => {
     expect(loadConfig({ WORKER_CONCURRENCY: 'image=1,pdf=4' }).worker.concurrency).toEqual({
       image: 1,
       pdf: 4,
+      maintenance: 1,
     });
     expect(loadConfig({ WORKER_CONCURRENCY: '3' }).worker.concurrency).toEqual({
       image: 3,
       pdf: 3,
+      maintenance: 3,
     });
     expect(problemsOf({ WORKER_CONCURRENCY: 'image=0' })).toEqual([
       expect.stringMatching(/^WORKER_CONCURRENCY: /),
@@ -93,12 +98,12 @@ describe('configuration', () => {
     expect(loadConfig({}).dashboard).toBeUndefined();
   });
 
-  it('limits each token to 600 requests a minute by default; RATE_LIMIT_MAX=0 turns it off', () => {
-    expect(loadConfig({}).rateLimit).toEqual({ max: 600, windowMs: 60_000 });
-    expect(loadConfig({ RATE_LIMIT_MAX: '5', RATE_LIMIT_WINDOW_MS: '2000' }).rateLimit).toEqual({
-      max: 5,
-      windowMs: 2_000,
-    });
+  it('limits each token to 600 cost units a minute by default; RATE_LIMIT_MAX=0 turns it off', () => {
+    expect(loadConfig({}).rateLimit).toEqual({ max: 600, windowMs: 60_000, authFailures: 30 });
+    expect(
+      loadConfig({ RATE_LIMIT_MAX: '5', RATE_LIMIT_WINDOW_MS: '2000', AUTH_FAILURE_LIMIT: '0' })
+        .rateLimit,
+    ).toEqual({ max: 5, windowMs: 2_000, authFailures: 0 });
     expect(loadConfig({ RATE_LIMIT_MAX: '0' }).rateLimit).toBeUndefined();
     expect(problemsOf({ RATE_LIMIT_MAX: '-1', RATE_LIMIT_WINDOW_MS: '10' }).sort()).toEqual([
       expect.stringMatching(/^RATE_LIMIT_MAX: /),

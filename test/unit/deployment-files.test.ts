@@ -10,7 +10,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { QUEUE_NAMES, loadConfig } from '../../shared/config';
+import { QUEUE_NAMES, loadConfig, type QueueName } from '../../shared/config';
 
 const root = join(__dirname, '..', '..');
 const read = (file: string) => readFileSync(join(root, file), 'utf8');
@@ -39,7 +39,16 @@ const environmentOf = (service: string): NodeJS.ProcessEnv =>
   Object.fromEntries(
     Object.entries(compose.services[service]!.environment ?? {}).map(([k, v]) => [k, resolve(v)]),
   );
-const workers = QUEUE_NAMES.map((q) => `worker-${q}`);
+/**
+ * The worker pools (a compose service and a Kubernetes Deployment each) and
+ * the queues each takes: the light maintenance jobs (folder deletes) ride
+ * with the image pool. Every queue is taken by exactly one pool.
+ */
+const POOLS: Record<string, readonly string[]> = {
+  image: ['image', 'maintenance'],
+  pdf: ['pdf'],
+};
+const workers = Object.keys(POOLS).map((p) => `worker-${p}`);
 
 /** Bytes of a compose (`2g`, binary units) or Kubernetes (`2Gi`) memory size. */
 function bytes(size: string): number {
@@ -57,8 +66,9 @@ describe('docker-compose.yml', () => {
       'minio',
       'mongodb',
       'redis',
-      ...QUEUE_NAMES.map((q) => `worker-${q}`),
+      ...workers,
     ]);
+    expect(Object.values(POOLS).flat().sort()).toEqual([...QUEUE_NAMES].sort());
     expect(compose.services['worker-image']!.deploy?.replicas).toBe(2);
     expect(compose.services['worker-pdf']!.deploy?.replicas).toBe(1);
     expect(compose.services.redis!.command).toEqual(
@@ -92,11 +102,11 @@ describe('docker-compose.yml', () => {
     expect(() => loadConfig(env)).not.toThrow();
   });
 
-  it.each(QUEUE_NAMES)(
-    'worker-%s takes its queue only, with the concurrency and memory limit of its Kubernetes pool',
+  it.each(Object.keys(POOLS))(
+    'worker-%s takes its queues only, with the concurrency and memory limit of its Kubernetes pool',
     (queue) => {
       const config = loadConfig(environmentOf(`worker-${queue}`));
-      expect(config.worker.queues).toEqual([queue]);
+      expect(config.worker.queues).toEqual(POOLS[queue]);
       // deploy/kubernetes/base/worker-<queue>.yaml explains both figures.
       const pool = parse(read(`deploy/kubernetes/base/worker-${queue}.yaml`)) as {
         spec: {
@@ -112,7 +122,7 @@ describe('docker-compose.yml', () => {
       };
       const container = pool.spec.template.spec.containers[0]!;
       const podEnv = Object.fromEntries(container.env.map((e) => [e.name, e.value]));
-      expect(config.worker.concurrency[queue]).toBe(Number(podEnv.WORKER_CONCURRENCY));
+      expect(config.worker.concurrency[queue as QueueName]).toBe(Number(podEnv.WORKER_CONCURRENCY));
       const limit = compose.services[`worker-${queue}`]!.deploy?.resources?.limits?.memory;
       expect(limit).toBeDefined();
       expect(bytes(limit!)).toBe(bytes(container.resources.limits.memory));

@@ -412,13 +412,12 @@ describe.each(OVERLAYS)('overlay %s', (overlay) => {
     }
   });
 
-  it('one worker Deployment per queue, each taking only its own queue', () => {
+  it('one worker Deployment per pool (image, with the light maintenance jobs; pdf), every queue in one', () => {
     const workers = all(overlay, 'Deployment').filter((d) => d.metadata.name !== 'media-api');
-    const queues = workers.map((d) => {
+    const queues = workers.flatMap((d) => {
       const config = loadConfig(environment(overlay, containerOf(d)));
-      expect(config.worker.queues).toHaveLength(1);
       expect(d.metadata.name).toBe(`media-worker-${config.worker.queues[0]}`);
-      return config.worker.queues[0];
+      return config.worker.queues;
     });
     expect(queues.sort()).toEqual([...QUEUE_NAMES].sort());
   });

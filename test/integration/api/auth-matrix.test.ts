@@ -40,7 +40,8 @@ let org: TestOrg;
 const badCredentials: Record<string, string | undefined> = {};
 
 beforeAll(async () => {
-  api = await startApi('authmatrix');
+  // Many bad credentials from one address: the per-address limit of failures (rate-limit.test.ts) is off here.
+  api = await startApi('authmatrix', { env: { AUTH_FAILURE_LIMIT: '0' } });
   org = await api.createOrg('authm');
   const { tokens } = api.ctx;
   const orgId = org.organization.id;

@@ -1,10 +1,13 @@
 /**
- * Per-token rate limiting (RATE_LIMIT_MAX per RATE_LIMIT_WINDOW_MS), counted
- * in Redis: a token over its budget gets 429 RATE_LIMITED with Retry-After
- * while other tokens are served; two API instances on the same Redis and
- * QUEUE_PREFIX share the count; the budget comes back after the window;
- * requests that fail authentication spend nothing; and when Redis is down or
- * stops answering, requests are served (fail open) without waiting long.
+ * Per-token rate limiting by cost (RATE_LIMIT_MAX cost units per
+ * RATE_LIMIT_WINDOW_MS), counted in Redis: a token over its budget gets 429
+ * RATE_LIMITED with Retry-After while other tokens are served; each
+ * operation is charged its cost (an upload 5, a merge 50); two API instances
+ * on the same Redis and QUEUE_PREFIX share the count; the budget comes back
+ * after the window; requests that fail authentication spend nothing of the
+ * token's budget, and past AUTH_FAILURE_LIMIT an address is refused before
+ * its token is looked up; and when Redis is down or stops answering,
+ * requests are served (fail open) without waiting long.
  */
 import { randomBytes } from 'node:crypto';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
@@ -13,9 +16,14 @@ import { fixture, form } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 import { hostPortOf, startTcpProxy } from '../../support/tcp-proxy';
 
-const MAX = 3;
+const MAX = 10; // cost units: ten downloads, or two uploads
 const WINDOW_MS = 6_000; // long enough for a slow machine to send a few requests within one window
-const limits = { RATE_LIMIT_MAX: String(MAX), RATE_LIMIT_WINDOW_MS: String(WINDOW_MS) };
+const limits = {
+  RATE_LIMIT_MAX: String(MAX),
+  RATE_LIMIT_WINDOW_MS: String(WINDOW_MS),
+  // Every test here sends from one address; the per-address limit of failures has its own test.
+  AUTH_FAILURE_LIMIT: '0',
+};
 
 let api: TestApi;
 let acme: TestOrg;
@@ -152,7 +160,8 @@ describe('two API instances on the same Redis and QUEUE_PREFIX', () => {
       expect(res.status).toBe(200);
       seen.push(remaining(res));
     }
-    expect(seen).toEqual(['2', '1', '0']);
+    expect(seen).toEqual([String(MAX - 1), String(MAX - 2), String(MAX - 3)]);
+    for (let i = 3; i < MAX; i++) expect((await download(twin, token.auth)).res.status).toBe(200);
     const { res } = await download(twin, token.auth);
     expect(res.status).toBe(429);
     expect(Number(res.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
@@ -164,7 +173,7 @@ describe('when Redis is unreachable, the limit fails open', () => {
     const target = hostPortOf(redisUrl());
     const proxy = await startTcpProxy(target.host, target.port);
     const down = await startApi('ratelimit-down', {
-      env: { REDIS_URL: proxy.via(redisUrl()), RATE_LIMIT_MAX: '2', RATE_LIMIT_WINDOW_MS: '60000' },
+      env: { REDIS_URL: proxy.via(redisUrl()), RATE_LIMIT_MAX: '6', RATE_LIMIT_WINDOW_MS: '60000' },
     });
     try {
       const org = await down.createOrg('down');
@@ -172,8 +181,9 @@ describe('when Redis is unreachable, the limit fails open', () => {
       expect(stored.res.status).toBe(201);
       const token = await newToken(down, org);
       const media = stored.body.data.key;
-      expect((await download(down, token.auth, media)).res.status).toBe(200);
-      expect((await download(down, token.auth, media)).res.status).toBe(200);
+      for (let i = 0; i < 6; i++) {
+        expect((await download(down, token.auth, media)).res.status).toBe(200);
+      }
       expect((await download(down, token.auth, media)).res.status).toBe(429);
 
       await proxy.cut();
@@ -210,7 +220,7 @@ describe('when Redis is unreachable, the limit fails open', () => {
     const hung = await startApi('ratelimit-hung', {
       env: {
         REDIS_URL: proxy.via(redisUrl()),
-        RATE_LIMIT_MAX: '5',
+        RATE_LIMIT_MAX: '20',
       },
     });
     try {
@@ -218,7 +228,7 @@ describe('when Redis is unreachable, the limit fails open', () => {
       const stored = await upload(hung, org.auth.Authorization);
       expect(stored.res.status).toBe(201);
       const before = await download(hung, org.auth.Authorization, stored.body.data.key);
-      expect(before.res.headers.get('ratelimit-limit')).toBe('5');
+      expect(before.res.headers.get('ratelimit-limit')).toBe('20');
 
       proxy.freeze();
       const served = await download(hung, org.auth.Authorization, stored.body.data.key);
@@ -230,6 +240,58 @@ describe('when Redis is unreachable, the limit fails open', () => {
       proxy.thaw();
       await hung.close();
       await proxy.close();
+    }
+  });
+});
+
+describe('costs', () => {
+  it('charges each operation its cost: an upload 5, a merge 50 (refused at once, nothing stored)', async () => {
+    const token = await newToken(api, acme);
+    const stored = await upload(api, token.auth);
+    expect(stored.res.status).toBe(201);
+    expect(remaining(stored.res)).toBe(String(MAX - 5));
+    for (let i = 1; i <= 5; i++) {
+      const { res } = await download(api, token.auth);
+      expect([i, res.status, remaining(res)]).toEqual([i, 200, String(MAX - 5 - i)]);
+    }
+    expect((await download(api, token.auth)).res.status).toBe(429);
+
+    const fresh = await newToken(api, acme);
+    const before = await api.objectKeys();
+    const merge = await fetch(`${api.url}/media/merge-pdfs`, {
+      method: 'POST',
+      headers: { Authorization: fresh.auth },
+      body: form([['files', fixture('minimal-document.pdf'), 'a.pdf']]),
+    });
+    expect(merge.status).toBe(429);
+    expect(await api.objectKeys()).toEqual(before);
+  });
+});
+
+describe('failed authentication, per address', () => {
+  it('refuses an address past AUTH_FAILURE_LIMIT before its token is looked up; other addresses are served', async () => {
+    const guarded = await startApi('ratelimitauth', {
+      env: { ...limits, AUTH_FAILURE_LIMIT: '3', TRUST_PROXY: 'loopback' },
+    });
+    try {
+      const org = await guarded.createOrg('guarded');
+      const valid = await newToken(guarded, org);
+      const from = (address: string, auth: string) =>
+        fetch(`${guarded.url}/media/download?media=none`, {
+          headers: { Authorization: auth, 'X-Forwarded-For': address },
+        });
+      const unknown = () =>
+        `Bearer mst_${randomBytes(8).toString('hex')}_${randomBytes(32).toString('base64url')}`;
+      for (let i = 0; i < 3; i++) expect((await from('203.0.113.9', unknown())).status).toBe(401);
+      const refused = await from('203.0.113.9', unknown());
+      expect(refused.status).toBe(429);
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      // Before authentication: even a valid token from that address is refused now.
+      expect((await from('203.0.113.9', valid.auth)).status).toBe(429);
+      // Another address is not.
+      expect((await from('198.51.100.4', valid.auth)).status).toBe(404);
+    } finally {
+      await guarded.close();
     }
   });
 });

@@ -4,6 +4,7 @@
  * API's readiness answer 503 naming it.
  */
 import { startApi, startApiWithProxiedStorage, type TestApi } from '../../support/api';
+import { eventually } from '../../support/eventually';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker, type TestWorker } from '../../support/worker';
 
@@ -89,7 +90,8 @@ describe('readiness when storage is unreachable', () => {
       // Liveness does not look at dependencies.
       expect((await fetch(`${api.url}/healthz`)).status).toBe(200);
       await proxy.restore();
-      expect((await readyz(api.url)).res.status).toBe(200);
+      // Checks run at most once a second: the next round sees storage back.
+      await eventually(async () => expect((await readyz(api.url)).res.status).toBe(200));
     } finally {
       await close();
     }
