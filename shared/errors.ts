@@ -243,7 +243,9 @@ export const Errors = {
     policy?: { limit: number; windowMs: number; what?: string },
   ) => {
     const seconds = Math.max(1, Math.ceil(retryAfterSeconds));
-    const per = policy ? `at most ${policy.limit} per ${+(policy.windowMs / 1000).toFixed(3)} s` : '';
+    const per = policy
+      ? `at most ${policy.limit} per ${+(policy.windowMs / 1000).toFixed(3)} s`
+      : '';
     return new AppError(
       'RATE_LIMITED',
       429,

@@ -39,7 +39,6 @@ function sourceOf(registry: Registry): MetricsSource {
   };
 }
 
-
 export interface ApiMetrics extends MetricsSource {
   /** One HTTP request answered: `route` is the Express route pattern (or `unmatched`). */
   observeRequest(method: string, route: string, status: number, seconds: number): void;

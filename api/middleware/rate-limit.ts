@@ -154,7 +154,10 @@ export function rateLimiters(options: RateLimitOptions): Limiters {
     perToken: (req, res, next) => {
       // Mounted after bearerAuth, so there is always a principal; be safe anyway.
       if (!req.principal) return next(Errors.unauthorized());
-      const cost = costOf(req.method === 'HEAD' ? 'GET' : req.method, req.originalUrl.split('?')[0]!);
+      const cost = costOf(
+        req.method === 'HEAD' ? 'GET' : req.method,
+        req.originalUrl.split('?')[0]!,
+      );
       tokens.consume(req.principal.tokenId, cost).then(
         (counted) => {
           if (!counted) return next();
