@@ -1,6 +1,11 @@
-// Two tiers share one runner: `unit` (no services, fast) and `integration`
-// (real Redis, S3 and MongoDB resolved once by test/support/global-setup.ts).
-// Tests are transpiled by SWC; `npm run typecheck` is what type-checks them.
+// Four tiers share one runner (docs/testing.md): `unit` (nothing outside the
+// repository: no services, no corpus beside it), `integration` (real Redis, S3
+// and MongoDB, resolved once by test/support/global-setup.ts), `e2e` (real
+// processes: the launcher, killed workers, the production build, the load
+// smoke, services going down) and `bench` (the benchmark suite's quick mode).
+// The last three share the global setup: jest runs it once per run however
+// many of them are selected. Tests are transpiled by SWC; `npm run typecheck`
+// is what type-checks them.
 /** @type {import('jest').Config['projects'][number]} */
 const common = {
   transform: { '^.+\\.(t|j)s$': ['@swc/jest', { jsc: { target: 'es2022' } }] },
@@ -21,18 +26,25 @@ const common = {
   rootDir: __dirname,
 };
 
+/** What the tiers that need the services add (they run them once per run, not once per tier). */
+const withServices = {
+  ...common,
+  globalSetup: '<rootDir>/test/support/global-setup.ts',
+  globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+  setupFiles: ['<rootDir>/test/support/jest-env.ts'],
+};
+
 /** @type {import('jest').Config} */
 module.exports = {
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
     {
-      ...common,
+      ...withServices,
       displayName: 'integration',
-      testMatch: ['<rootDir>/test/integration/**/*.test.ts', '<rootDir>/test/e2e/**/*.test.ts'],
-      globalSetup: '<rootDir>/test/support/global-setup.ts',
-      globalTeardown: '<rootDir>/test/support/global-teardown.ts',
-      setupFiles: ['<rootDir>/test/support/jest-env.ts'],
+      testMatch: ['<rootDir>/test/integration/**/*.test.ts'],
     },
+    { ...withServices, displayName: 'e2e', testMatch: ['<rootDir>/test/e2e/**/*.test.ts'] },
+    { ...withServices, displayName: 'bench', testMatch: ['<rootDir>/test/bench/**/*.test.ts'] },
   ],
   testTimeout: 60_000,
 };

@@ -19,8 +19,7 @@ export interface Benchmark {
   run(ctx: BenchContext): Promise<BenchmarkResult>;
 }
 
-/** The team's sample files: ../shared/corpus beside the repository, or MEDIA_CORPUS_DIR (as the tests). */
-export const CORPUS =
-  process.env.MEDIA_CORPUS_DIR ?? join(__dirname, '..', '..', '..', 'shared', 'corpus');
+/** The team's sample files, copied into the repository (test/fixtures/README.md), as the tests read them. */
+export const CORPUS = join(__dirname, '..', '..', 'test', 'fixtures', 'corpus');
 
 export const MiB = 1024 * 1024;

@@ -13,6 +13,7 @@ import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { eventually, GiveUp } from '../support/eventually';
 import { sha256 } from '../support/files';
 import { freePort } from '../support/services/process';
 
@@ -62,14 +63,12 @@ async function waitForOutput(
   pattern: RegExp,
   timeoutMs = 90_000,
 ): Promise<RegExpMatchArray> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
+  return eventually(() => {
     const match = l.output().match(pattern);
     if (match) return match;
-    if (l.child.exitCode !== null) throw new Error(`launcher exited early:\n${l.output()}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`no ${pattern} within ${timeoutMs} ms:\n${l.output()}`);
+    if (l.child.exitCode !== null) throw new GiveUp(`launcher exited early:\n${l.output()}`);
+    throw new Error(`no ${pattern} within ${timeoutMs} ms:\n${l.output()}`);
+  }, timeoutMs);
 }
 
 const portOpen = (port: number) =>

@@ -20,7 +20,8 @@ import { promisify } from 'node:util';
 import { createConnection } from 'mongoose';
 import { createS3Client } from '../../shared/storage/s3-client';
 import { isolatedEnv, type IsolatedEnv } from '../support/context';
-import { freePort, waitFor } from '../support/services/process';
+import { eventually, GiveUp } from '../support/eventually';
+import { freePort } from '../support/services/process';
 
 const run = promisify(execFile);
 const root = join(__dirname, '..', '..');
@@ -193,16 +194,11 @@ describe('the build on production dependencies only (npm ci --omit=dev)', () => 
     }
     const status = async (url: string) => {
       for (const child of children)
-        if (child.exitCode !== null) throw new Error(`exited early:\n${output.join('')}`);
+        if (child.exitCode !== null) throw new GiveUp(`exited early:\n${output.join('')}`);
       return (await fetch(url, { signal: AbortSignal.timeout(3_000) })).status;
     };
     for (const base of [`http://127.0.0.1:${port}`, `http://127.0.0.1:${workerPort}`]) {
-      await waitFor(
-        `${base}/readyz`,
-        async () => (await status(`${base}/readyz`)) === 200,
-        60_000,
-        250,
-      );
+      await eventually(async () => expect(await status(`${base}/readyz`)).toBe(200), 60_000, 250);
       expect(await status(`${base}/healthz`)).toBe(200);
       const ready = (await (await fetch(`${base}/readyz`)).json()) as {
         checks: Record<string, { ok: boolean }>;
@@ -238,7 +234,8 @@ async function stopGroup(child: ChildProcess): Promise<void> {
     }
   };
   if (!signal('SIGTERM')) return;
-  const deadline = Date.now() + 30_000;
-  while (signal(0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  await eventually(() => {
+    if (signal(0)) throw new Error('the group is still running');
+  }, 30_000).catch(() => undefined); // SIGKILL below
   signal('SIGKILL');
 }

@@ -5,8 +5,8 @@
  * succeeds (or, past the wait limit, the status URL shows success later), and
  * exactly one record and one object come out of it.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import { startApi, type TestApi, type TestOrg } from '../support/api';
+import { eventually } from '../support/eventually';
 import { corpusFile, form } from '../support/files';
 import { startApiProcess, startWorkerProcess, type ServiceProcess } from '../support/processes';
 
@@ -52,13 +52,11 @@ it('a worker killed mid-job: the job completes once, elsewhere', async () => {
   // The only worker takes the job; once it is at work, a second worker joins and the first dies.
   const [first] = workers;
   await first!.waitForLog(/"job":"image.convert"|"msg":"taking jobs"/);
-  let active = false;
-  for (let i = 0; i < 100 && !active; i++) {
-    const counts = await harness.ctx.queue.counts();
-    active = (counts.image.active ?? 0) > 0;
-    if (!active) await sleep(50);
-  }
-  expect(active).toBe(true);
+  await eventually(
+    async () => expect((await harness.ctx.queue.counts()).image.active ?? 0).toBeGreaterThan(0),
+    5_000,
+    50,
+  );
   workers.push(
     await startWorkerProcess({ ...harness.env.env, JOB_LOCK_MS: '4000', WORKER_CONCURRENCY: '1' }),
   );
@@ -95,12 +93,11 @@ it('a worker sent SIGTERM mid-job finishes the job, then exits cleanly', async (
     headers: { ...org.auth, 'Content-Type': 'application/json' },
     body: JSON.stringify({ mediaKey: source.key, format: 'avif' }),
   });
-  let active = false;
-  for (let i = 0; i < 200 && !active; i++) {
-    active = ((await harness.ctx.queue.counts()).image.active ?? 0) > 0;
-    if (!active) await sleep(25);
-  }
-  expect(active).toBe(true);
+  await eventually(
+    async () => expect((await harness.ctx.queue.counts()).image.active ?? 0).toBeGreaterThan(0),
+    5_000,
+    25,
+  );
   const exitCode = worker.kill('SIGTERM');
   const res = await convert;
   expect(res.status).toBe(201);

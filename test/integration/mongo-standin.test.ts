@@ -12,6 +12,7 @@ import { BSON, Double, Int32, Long } from 'bson';
 import mongoose from 'mongoose';
 
 import { startMongoStandin, type MongoStandin } from '../../dev/mongo-standin/server';
+import { eventually } from '../support/eventually';
 
 type Doc = Record<string, unknown>;
 
@@ -876,19 +877,16 @@ describe('npm run mongo-standin', () => {
       process.kill(-child.pid!, 'SIGTERM');
       await exited;
       // The port is released: nothing listens there any more.
-      const deadline = Date.now() + 10_000;
-      let refused = false;
-      while (!refused && Date.now() < deadline) {
-        refused = await RawConnection.open(port).then(
+      await eventually(async () => {
+        const refused = await RawConnection.open(port).then(
           (raw) => {
             raw.destroy();
             return false;
           },
           () => true,
         );
-        if (!refused) await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-      expect(refused).toBe(true);
+        expect(refused).toBe(true);
+      }, 10_000);
     } finally {
       await cliClient?.close();
       try {

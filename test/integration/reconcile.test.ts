@@ -12,6 +12,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { runCli } from '../support/cli';
 import { startApi, type TestApi, type TestOrg } from '../support/api';
+import { eventually } from '../support/eventually';
 import { fixture, form } from '../support/files';
 import { createS3Client } from '../../shared/storage/s3-client';
 
@@ -189,6 +190,7 @@ it("spares a job's temporary input while the job is queued; removes it once the 
   const { jobId } = ((await res.json()) as { data: { jobId: string } }).data;
   const [input] = await api.objectKeys('recon/.tmp/');
   expect(input).toBeDefined();
+  // Storage times have one-second granularity: let a second pass for --older-than 0.
   await sleep(1_100);
 
   const spared = await reconcile('--older-than', '0', '--fix');
@@ -231,11 +233,11 @@ it('run during an upload in flight, --fix never touches it (grace period)', asyn
     body: webStream(body()),
     duplex: 'half',
   });
-  for (let i = 0; i < 200; i++) {
-    if ((await api.ctx.store.listIncompleteUploads('recon/')).length > 0) break;
-    await sleep(50);
-  }
-  expect(await api.ctx.store.listIncompleteUploads('recon/')).toHaveLength(1);
+  await eventually(
+    async () => expect(await api.ctx.store.listIncompleteUploads('recon/')).toHaveLength(1),
+    10_000,
+    50,
+  );
 
   const report = await reconcile('--fix');
   expect(report.incompleteUploads).toEqual([]);

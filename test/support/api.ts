@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { createApp } from '../../api/app';
 import { createApiContext, type ApiContext } from '../../api/context';
 import { createHttpServer } from '../../api/http-server';
+import { TokensService, type IssuedToken } from '../../api/services/tokens.service';
 import { createLogger } from '../../shared/logger';
 import type { Organization } from '../../shared/repositories/organizations.repository';
 import type { ObjectStore } from '../../shared/storage/object-store';
@@ -37,6 +38,12 @@ export interface TestApi {
   env: IsolatedEnv;
   server: Server;
   createOrg(slug?: string): Promise<TestOrg>;
+  /**
+   * A token of the organization that expired an hour ago: issued (for one
+   * minute) by a TokensService on the API's repositories whose clock reads an
+   * hour earlier, so no test waits for a token to expire.
+   */
+  issueExpiredToken(organizationId: number, name?: string): Promise<IssuedToken>;
   /** Every object key in the bucket. */
   objectKeys(prefix?: string): Promise<string[]>;
   close(): Promise<void>;
@@ -77,6 +84,14 @@ export async function startApi(
         tokenId: token.tokenId,
         auth: { Authorization: `Bearer ${token.token}` },
       };
+    },
+    issueExpiredToken(organizationId, name = 'expired') {
+      const anHourAgo = () => new Date(Date.now() - 3_600_000);
+      const { tokens, organizations } = ctx.repositories;
+      return new TokensService(tokens, organizations, anHourAgo).issue(organizationId, {
+        name,
+        expiresInMs: 60_000,
+      });
     },
     async objectKeys(prefix = '') {
       const keys: string[] = [];

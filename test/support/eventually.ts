@@ -1,8 +1,19 @@
-/** Polls `check` until it passes (resolves) or `timeoutMs` has gone by, then rethrows its last failure. */
+/**
+ * The one polling helper of the tests: calls `check` until it returns (or its
+ * promise resolves) without throwing, at most every `intervalMs`, and once
+ * `timeoutMs` has gone by rethrows its last failure. A check that knows
+ * waiting longer cannot help (the process it watches has exited, say) throws
+ * `new GiveUp(reason)`, which is rethrown at once.
+ */
 import { setTimeout as sleep } from 'node:timers/promises';
 
+/** Thrown by a check to stop polling at once (the error is rethrown as it is). */
+export class GiveUp extends Error {
+  override name = 'GiveUp';
+}
+
 export async function eventually<T>(
-  check: () => Promise<T>,
+  check: () => T | Promise<T>,
   timeoutMs = 15_000,
   intervalMs = 100,
 ): Promise<T> {
@@ -11,7 +22,7 @@ export async function eventually<T>(
     try {
       return await check();
     } catch (err) {
-      if (Date.now() > deadline) throw err;
+      if (err instanceof GiveUp || Date.now() > deadline) throw err;
       await sleep(intervalMs);
     }
   }

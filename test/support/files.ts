@@ -1,20 +1,11 @@
-/** Sample files for tests: fixtures in the repository, the team's corpus beside it. */
+/** Sample files for tests, all in the repository (test/fixtures/README.md: sources, licences). */
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export const FIXTURES = join(__dirname, '..', 'fixtures');
-/**
- * The team's sample files: `../shared/corpus` beside the repository (where CI
- * has it), or MEDIA_CORPUS_DIR.
- */
-export const CORPUS =
-  process.env.MEDIA_CORPUS_DIR ?? join(__dirname, '..', '..', '..', 'shared', 'corpus');
-if (!existsSync(CORPUS)) {
-  throw new Error(
-    `The sample corpus is not at ${CORPUS}: put the team's shared/ folder beside the repository, or set MEDIA_CORPUS_DIR`,
-  );
-}
+/** The team's sample corpus, copied into the repository: `images/` and `pdfs/`. */
+export const CORPUS = join(FIXTURES, 'corpus');
 
 export const fixture = (name: string): Buffer => readFileSync(join(FIXTURES, name));
 export const corpusFile = (path: string): Buffer => readFileSync(join(CORPUS, path));

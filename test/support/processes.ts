@@ -5,7 +5,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
-import { freePort, waitFor } from './services/process';
+import { eventually, GiveUp } from './eventually';
+import { freePort } from './services/process';
 
 const root = join(__dirname, '..', '..');
 
@@ -92,7 +93,17 @@ export async function startApiProcess(env: NodeJS.ProcessEnv): Promise<ServicePr
     PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
   });
   proc.url = `http://127.0.0.1:${port}`;
-  await waitFor('API process', async () => (await fetch(`${proc.url}/healthz`)).ok, 60_000, 200);
+  await eventually(
+    async () => {
+      if (proc.child.exitCode !== null) {
+        throw new GiveUp(`the API process exited early:\n${proc.logs.join('\n')}`);
+      }
+      const res = await fetch(`${proc.url}/healthz`);
+      if (!res.ok) throw new Error(`the API process answers /healthz ${res.status}`);
+    },
+    60_000,
+    200,
+  );
   return proc;
 }
 

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { FsObjectStore, META_SUFFIX, TEMP_DIR } from '../../shared/storage/fs-object-store';
+import { eventually } from '../support/eventually';
 
 const type = { contentType: 'image/jpeg' };
 
@@ -100,8 +101,12 @@ describe('FsObjectStore', () => {
     const push = (chunk: Buffer | null) => void body.push(chunk);
     const put = store.put('slow/file.bin', body, type);
     push(Buffer.alloc(1000));
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(await store.listIncompleteUploads('slow/')).toEqual(['slow/file.bin']);
+    // The temporary file appears once the put has opened it.
+    await eventually(
+      async () => expect(await store.listIncompleteUploads('slow/')).toEqual(['slow/file.bin']),
+      5_000,
+      10,
+    );
     expect(await store.listIncompleteUploads('other/')).toEqual([]);
     expect(await keys(store)).toEqual([]);
     push(null);

@@ -1,5 +1,5 @@
 /**
- * The image adapter against the real sample files (../shared/corpus/images):
+ * The image adapter against the real sample files (test/fixtures/corpus/images):
  * metadata is sharp's own, conversions decode and are oriented, damaged and
  * oversized inputs are refused with the right error, HEIC decodes.
  *

@@ -45,10 +45,9 @@ beforeAll(async () => {
   org = await api.createOrg('authm');
   const { tokens } = api.ctx;
   const orgId = org.organization.id;
-  const expired = await tokens.issue(orgId, { name: 'expired', expiresInMs: 1 });
+  const expired = await api.issueExpiredToken(orgId);
   const revoked = await tokens.issue(orgId, { name: 'revoked' });
   await tokens.revoke(revoked.tokenId);
-  await new Promise((resolve) => setTimeout(resolve, 20)); // let `expired` expire
   Object.assign(badCredentials, {
     'missing Authorization header': undefined,
     'another scheme (Basic)': `Basic ${Buffer.from('user:pass').toString('base64')}`,

@@ -6,8 +6,8 @@
  * with a reset that can destroy the 413 before the client reads it.
  */
 import { connect, type Socket } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
+import { eventually } from '../../support/eventually';
 import { fixture } from '../../support/files';
 
 const MiB = 1024 * 1024;
@@ -60,7 +60,7 @@ it('answers 413 while the client still sends, reads the rest, and closes once th
     await write(socket, chunk);
     sent += chunk.length;
   }
-  for (let i = 0; i < 50 && !response.includes('\r\n\r\n'); i++) await sleep(20);
+  await eventually(() => expect(response).toContain('\r\n\r\n'), 1_000, 20); // the whole head
   expect(response).toMatch(/^HTTP\/1\.1 413 /);
   expect(response).toMatch(/\r\nconnection: close\r\n/i);
 

@@ -215,8 +215,7 @@ describe('401 Unauthorized', () => {
     [
       'expired',
       async () => {
-        const t = await api.ctx.tokens.issue(org.organization.id, { expiresInMs: 1 });
-        await new Promise((r) => setTimeout(r, 10));
+        const t = await api.issueExpiredToken(org.organization.id);
         return { Authorization: `Bearer ${t.token}` };
       },
     ],

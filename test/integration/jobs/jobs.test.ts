@@ -3,10 +3,10 @@
  * 504 with a job id and the status URL that answers later, tenant isolation of
  * job ids, queue selection per worker, and idempotent results.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import { JOB_NAMES } from '../../../shared/jobs';
 import { convertProcessor } from '../../../worker/processors/convert.processor';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
+import { eventually } from '../../support/eventually';
 import { corpusFile, fixture, form } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker, type TestWorker } from '../../support/worker';
@@ -82,20 +82,18 @@ describe('with no worker running', () => {
 
       const worker = await startWorker(slow.env.env);
       try {
-        let done: Response | undefined;
-        for (let i = 0; i < 100 && !done; i++) {
+        const done = await eventually(async () => {
           const r = await fetch(`${slow.url}/media/jobs/${body.jobId!}`, { headers: o.auth });
-          if (r.status === 200) done = r;
-          else await sleep(100);
-        }
-        expect(done?.status).toBe(200);
-        const result = (await done!.json()) as Body<Media>;
+          expect(r.status).toBe(200);
+          return r;
+        });
+        const result = (await done.json()) as Body<Media>;
         expect(result).toMatchObject({
           statusCode: 200,
           message: 'Success',
           data: { mimetype: 'image/png', name: 'a.jpg' },
         });
-        expectMatchesSpec('GET', '/media/jobs/{id}', 200, result, done!.headers);
+        expectMatchesSpec('GET', '/media/jobs/{id}', 200, result, done.headers);
       } finally {
         await worker.close();
       }
@@ -144,16 +142,12 @@ describe('with a worker', () => {
     expect(res.status).toBe(202);
     expectMatchesSpec('POST', '/media/convert', 202, body, res.headers);
     expect(res.headers.get('location')).toBe(body.data.statusUrl);
-    let status = 202;
-    let result: Body<Media> | undefined;
-    for (let i = 0; i < 100 && status === 202; i++) {
+    const result = await eventually(async () => {
       const r = await call<Media>('GET', `/media/jobs/${body.data.jobId}`);
-      status = r.res.status;
-      result = r.body;
-      if (status === 202) await sleep(100);
-    }
-    expect(status).toBe(200);
-    expect(result!.data).toMatchObject({ mimetype: 'image/png', name: 'Canon 40D.jpg' });
+      expect(r.res.status).toBe(200);
+      return r.body;
+    });
+    expect(result.data).toMatchObject({ mimetype: 'image/png', name: 'Canon 40D.jpg' });
   });
 
   it("refuses another organization's job id with 404", async () => {
@@ -231,7 +225,16 @@ describe('queue selection', () => {
         body: convertBody('png'),
       });
       expect(res.status).toBe(202);
-      await sleep(1_500);
+      // A pdf job queued after the image job: once the worker has done it, it
+      // was taking jobs all along, and the image job is still waiting.
+      const merged = await call<Media>('POST', '/media/merge-pdfs', {
+        body: form([
+          ['files', fixture('minimal-document.pdf'), 'one.pdf'],
+          ['files', fixture('pdflatex-4-pages.pdf'), 'four.pdf'],
+        ]),
+      });
+      expect(merged.res.status).toBe(201);
+      expect(merged.body.data.mimetype).toBe('application/pdf');
       const status = await call<{ state: string }>('GET', `/media/jobs/${body.data.jobId}`);
       expect(status.res.status).toBe(202);
       expect(status.body.data.state).toBe('waiting');

@@ -1,0 +1,136 @@
+/**
+ * Error answers against api/openapi.yaml: the Error schema matches what the
+ * error handler sends for every error factory of shared/errors.ts, and each
+ * operation describes the errors the code raises for it (with the headers the
+ * routes send along).
+ */
+import { Errors, type AppError } from '../../../shared/errors';
+import { describeAjvErrors, expectMatchesSpec, validatorAt } from '../../support/openapi';
+import { errorResponse, fromJob, IMAGE_JOB, jsonHeaders, PDF_JOB, statusUrl } from './samples';
+
+/** One sample of every error factory (typed: a new factory must be added here). */
+const sampleErrors: Record<keyof typeof Errors, () => AppError> = {
+  badRequest: () => Errors.badRequest('The request must be multipart/form-data'),
+  validation: () => Errors.validation([{ field: 'folderId', message: 'must be an integer' }]),
+  invalidDataUrl: () => Errors.invalidDataUrl('the data URL is not valid base64'),
+  folderMismatch: () => Errors.folderMismatch('Photos', 8),
+  unauthorized: () => Errors.unauthorized(),
+  notFound: () => Errors.notFound(),
+  insufficientScope: () => Errors.insufficientScope('write'),
+  mediaIdNotFound: () => Errors.mediaIdNotFound(42),
+  folderNameNotFound: () => Errors.folderNameNotFound('Photos'),
+  folderNotEmpty: () => Errors.folderNotEmpty(7, 3),
+  idempotencyKeyInUse: () => Errors.idempotencyKeyInUse(),
+  idempotencyKeyReused: () => Errors.idempotencyKeyReused(),
+  quotaExceeded: () => Errors.quotaExceeded(10 * 1024 * 1024 * 1024),
+  methodNotAllowed: () => Errors.methodNotAllowed('GET'),
+  mediaNotFound: () => Errors.mediaNotFound('acme/photos/holiday-ILm6DTZ4Wc-R.jpg'),
+  folderNotFound: () => Errors.folderNotFound(99),
+  jobNotFound: () => Errors.jobNotFound('17'),
+  conflict: () => Errors.conflict('already exists'),
+  rangeNotSatisfiable: () => Errors.rangeNotSatisfiable(251505),
+  fileTooLarge: () => Errors.fileTooLarge(104857600, 'holiday.jpg'),
+  tooManyFiles: () => Errors.tooManyFiles(20),
+  tooManyParts: () => Errors.tooManyParts('The form has too many parts'),
+  payloadTooLarge: () => Errors.payloadTooLarge('The request body is too large'),
+  headersTooLarge: () => Errors.headersTooLarge(16384),
+  unsupportedType: () =>
+    Errors.unsupportedType('not accepted', [{ name: 'logo.svg', message: 'unknown type' }]),
+  unreadable: () => Errors.unreadable('corrupt image', [{ index: 0, message: 'truncated' }]),
+  encryptedPdf: () => Errors.encryptedPdf('encrypted', [{ index: 1, message: 'encrypted' }]),
+  rateLimited: () => Errors.rateLimited(3),
+  unavailable: () => Errors.unavailable('storage'),
+  jobTimeout: () => Errors.jobTimeout('17', 'http://localhost:3000/jobs/17'),
+  internal: () => Errors.internal(new Error('boom')),
+};
+
+describe('error answers and api/openapi.yaml', () => {
+  it('the Error schema matches what the error handler sends for every error factory', () => {
+    const failures: string[] = [];
+    const validate = validatorAt('/components/schemas/Error');
+    for (const [name, make] of Object.entries(sampleErrors)) {
+      const { status, body } = errorResponse(make());
+      if (!validate(body))
+        failures.push(`${name} (${status}):\n${describeAjvErrors(validate.errors)}`);
+    }
+    expect(failures).toEqual([]);
+  });
+
+  it('each operation describes the errors the code raises for it', () => {
+    const downloadHeaders = {
+      etag: '"03d87850d2dd2c31b14aeb15125caefe33ce700feabd79c5c5c0b33ecf075e8f"',
+      'last-modified': 'Sat, 22 Nov 2025 06:52:11 GMT',
+      'accept-ranges': 'bytes',
+    };
+    const raised: [string, string, AppError, Record<string, string>?][] = [
+      ['POST', '/media/upload', Errors.fileTooLarge(104857600, 'holiday.jpg')],
+      ['POST', '/media/upload', Errors.tooManyFiles(1)],
+      ['POST', '/media/upload', Errors.folderNotFound(99)],
+      ['POST', '/media/upload', Errors.folderMismatch('Photos', 8)],
+      ['POST', '/media/upload/multiple', Errors.tooManyParts('The form has too many parts')],
+      ['POST', '/media/upload/multiple', Errors.unsupportedType('not accepted')],
+      ['POST', '/media/upload/base64', Errors.invalidDataUrl('the data URL is not valid base64')],
+      ['POST', '/media/upload/base64', Errors.payloadTooLarge('The request body is too large')],
+      ['POST', '/media/upload/base64', Errors.unavailable('MongoDB')],
+      ['GET', '/media/download', Errors.rangeNotSatisfiable(251505), downloadHeaders],
+      ['GET', '/media/download', Errors.mediaNotFound('acme/x-ILm6DTZ4Wc-R.jpg')],
+      ['GET', '/media/download', Errors.unauthorized()],
+      ['GET', '/media/download', Errors.internal(new Error('boom'))],
+      ['GET', '/media/metadata', Errors.validation([{ field: 'mediaKey', message: 'required' }])],
+      ['GET', '/media/metadata', Errors.mediaNotFound('acme/x-ILm6DTZ4Wc-R.jpg')],
+      ['GET', '/media/metadata', Errors.unsupportedType('"k" is application/pdf, not an image')],
+      ['GET', '/media/metadata', Errors.payloadTooLarge('The request body is too large')],
+      ['GET', '/media/metadata', Errors.unavailable('Redis')],
+      ['GET', '/media/metadata', fromJob(Errors.unreadable('damaged header'))],
+      ['GET', '/media/metadata', Errors.jobTimeout(IMAGE_JOB, statusUrl(IMAGE_JOB))],
+      ['POST', '/media/convert', Errors.tooManyParts('At most 20 fields are accepted per request')],
+      ['POST', '/media/convert', fromJob(Errors.folderNotFound(7))],
+      ['POST', '/media/convert', fromJob(Errors.notFound('No organization with id 3'))],
+      [
+        'POST',
+        '/media/convert',
+        fromJob(
+          Errors.unreadable('too many pixels', [
+            { message: 'too many pixels', width: 20000, height: 20000, limit: 100000000 },
+          ]),
+        ),
+      ],
+      ['POST', '/media/convert', fromJob(Errors.unavailable('storage'))],
+      ['POST', '/media/convert', fromJob(Errors.internal(new Error('boom')))],
+      ['POST', '/media/convert', Errors.jobTimeout(IMAGE_JOB, statusUrl(IMAGE_JOB))],
+      ['POST', '/media/merge-pdfs', Errors.badRequest('The request must be multipart/form-data')],
+      ['POST', '/media/merge-pdfs', Errors.tooManyFiles(50, 'merge inputs')],
+      ['POST', '/media/merge-pdfs', Errors.fileTooLarge(104857600, 'a.pdf').forInput(0, 'a.pdf')],
+      ['POST', '/media/merge-pdfs', Errors.mediaNotFound('acme/k.pdf').forInput(1, 'acme/k.pdf')],
+      ['POST', '/media/merge-pdfs', Errors.unsupportedType('not a PDF').forInput(0, 'a.jpg')],
+      ['POST', '/media/merge-pdfs', Errors.folderMismatch('Contracts', 8)],
+      ['POST', '/media/merge-pdfs', fromJob(Errors.payloadTooLarge('over 10,000 pages'))],
+      [
+        'POST',
+        '/media/merge-pdfs',
+        fromJob(Errors.encryptedPdf('encrypted', [{ index: 1, name: 's.pdf', message: 'x' }])),
+      ],
+      ['POST', '/media/merge-pdfs', Errors.jobTimeout(PDF_JOB, statusUrl(PDF_JOB))],
+      ['GET', '/media/jobs/{id}', Errors.jobNotFound('nonsense')],
+      ['GET', '/media/jobs/{id}', Errors.unavailable('Redis')],
+      ['GET', '/media/jobs/{id}', Errors.internal(new Error('record gone'))],
+      ['GET', '/media/jobs/{id}', fromJob(Errors.badRequest('unknown job "image.x"'))],
+      ['GET', '/media/jobs/{id}', fromJob(Errors.mediaNotFound('acme/k.jpg'))],
+      ['GET', '/media/jobs/{id}', fromJob(Errors.fileTooLarge(104857600, 'acme/k.jpg'))],
+      ['GET', '/media/jobs/{id}', fromJob(Errors.unsupportedType('not a PDF'))],
+      ['GET', '/media/jobs/{id}', fromJob(Errors.unreadable('damaged', [{ message: 'x' }]))],
+      ['GET', '/media/jobs/{id}', fromJob(Errors.unavailable('MongoDB'))],
+      ['GET', '/media/jobs/{id}', fromJob(Errors.internal(new Error('boom')))],
+    ];
+    for (const [method, path, error, routeHeaders] of raised) {
+      const { status, headers, body } = errorResponse(error);
+      expect(() =>
+        expectMatchesSpec(method, path, status, body, {
+          ...jsonHeaders,
+          ...routeHeaders,
+          ...headers,
+        }),
+      ).not.toThrow();
+    }
+  });
+});
