@@ -13,7 +13,7 @@ import { requestContext } from './middleware/request-context';
 import type { ApiMetrics } from '@shared/metrics';
 import type { ReadinessChecks } from '@shared/readiness';
 import type { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '@shared/queue/redis';
 import { dashboardRoutes } from './routes/dashboard.routes';
 import { docsRoutes } from './routes/docs.routes';
 import { downloadRoutes } from './routes/download.routes';
@@ -41,7 +41,7 @@ export interface AppDeps {
   /** The queues the dashboard shows (when DASHBOARD_USER/PASSWORD are set). */
   queues?: Queue[];
   /** Where the per-token rate limit counts (RATE_LIMIT_MAX); without it, in this process's memory. */
-  rateLimitRedis?: Redis;
+  rateLimitRedis?: RedisConnection;
 }
 
 export function createApp(deps: AppDeps): Express {

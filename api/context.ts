@@ -15,8 +15,7 @@ import type { MediaRepository } from '@shared/repositories/media.repository';
 import { createObjectStore } from '@shared/storage/create-object-store';
 import type { ObjectStore } from '@shared/storage/object-store';
 import { BullJobQueue } from '@shared/queue/job-queue';
-import { createRedis, waitForRedis } from '@shared/queue/redis';
-import type { Redis } from 'ioredis';
+import { createRedis, waitForRedis, type RedisConnection } from '@shared/queue/redis';
 import { DownloadService } from './services/download.service';
 import { FoldersService } from './services/folders.service';
 import { IngestService } from './services/ingest.service';
@@ -43,7 +42,7 @@ export interface ApiContext extends DataContext {
   store: ObjectStore;
   queue: BullJobQueue;
   /** The rate limiter's own fail-fast Redis connection; undefined when rate limiting is off. */
-  rateLimitRedis: Redis | undefined;
+  rateLimitRedis: RedisConnection | undefined;
   media: MediaRepository;
   uploads: UploadService;
   downloads: DownloadService;

@@ -10,13 +10,12 @@
  * temporary inputs it owned are removed before the failure is reported.
  */
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { Errors, isAppError } from '@shared/errors';
 import { encodeJobError, type JobName, type JobPayloads } from '@shared/jobs';
 import type { QueueName } from '@shared/config';
 import { pingMongo } from '@shared/db/connection';
 import { createWorkerMetrics, type WorkerMetrics } from '@shared/metrics';
-import { createRedis } from '@shared/queue/redis';
+import { createRedis, type RedisConnection } from '@shared/queue/redis';
 import type { ReadinessChecks } from '@shared/readiness';
 import type { WorkerContext } from './context';
 import type { ProcessorJob, Registry } from './registry';
@@ -38,7 +37,7 @@ export function createWorker(
 ): RunningWorker {
   const { config, logger } = ctx;
   if (!config.redisUrl) throw new Error('REDIS_URL is not set');
-  const connections: Redis[] = [];
+  const connections: RedisConnection[] = [];
 
   const processJob = async (job: Job) => {
     const processor = registry.get(job.name as JobName);

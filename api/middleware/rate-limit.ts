@@ -18,10 +18,10 @@
 import { createHash } from 'node:crypto';
 import type { Request, RequestHandler } from 'express';
 import { rateLimit, type Store } from 'express-rate-limit';
-import type { Redis } from 'ioredis';
 import { RedisStore, type RedisReply } from 'rate-limit-redis';
 import { Errors } from '@shared/errors';
 import type { Logger } from '@shared/logger';
+import type { RedisConnection } from '@shared/queue/redis';
 
 export interface RateLimitOptions {
   /** Requests per window and token (> 0). */
@@ -29,7 +29,7 @@ export interface RateLimitOptions {
   /** Length of the fixed window, in milliseconds. */
   windowMs: number;
   /** Where the counters live. Without it they live in this process's memory (tests, one replica). */
-  redis?: Redis;
+  redis?: RedisConnection;
   /** Prefix of the counters' keys in Redis (include QUEUE_PREFIX, so deployments and tests never share counters). */
   keyPrefix: string;
   logger: Logger;
@@ -59,7 +59,7 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
  * after a Redis restart), which also loads it, as ioredis' own scripts do.
  */
 export function redisCommandSender(
-  redis: Redis,
+  redis: RedisConnection,
   timeoutMs: number,
 ): (...args: string[]) => Promise<RedisReply> {
   const scripts = new Map<string, string>();

@@ -5,7 +5,6 @@
  */
 import type { EventEmitter } from 'node:events';
 import { Job, Queue, QueueEvents } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { QUEUE_NAMES, type Config, type QueueName } from '../config';
 import { Errors, isAppError, type AppError } from '../errors';
 import {
@@ -20,7 +19,7 @@ import {
   type JobResults,
 } from '../jobs';
 import type { Logger } from '../logger';
-import { createRedis, waitForRedis, type RedisRole } from './redis';
+import { createRedis, waitForRedis, type RedisConnection, type RedisRole } from './redis';
 
 /** The states of a job that has not ended (it may still read its inputs). */
 const UNFINISHED_STATES = [
@@ -90,31 +89,31 @@ export class BullJobQueue implements JobQueue {
   private readonly queues = new Map<QueueName, Queue>();
   private readonly events = new Map<QueueName, QueueEvents>();
   /** Each QueueEvents' own connection (watched by `wait`). */
-  private readonly eventsConnections = new Map<QueueName, Redis>();
+  private readonly eventsConnections = new Map<QueueName, RedisConnection>();
   /**
    * The waits to end when a queue's events connection closes: one `close`
    * listener per connection fans out to them (a listener per wait would pile
    * up past EventEmitter's limit under load).
    */
   private readonly onEventsLost = new Map<QueueName, Set<() => void>>();
-  private readonly connections: Redis[] = [];
+  private readonly connections: RedisConnection[] = [];
 
   constructor(
     private readonly config: Pick<Config, 'redisUrl' | 'queuePrefix'>,
     private readonly logger: Logger,
   ) {}
 
-  private connection(role: RedisRole): Redis {
+  private connection(role: RedisRole): RedisConnection {
     if (!this.config.redisUrl) throw new Error('REDIS_URL is not set');
     const redis = createRedis(this.config.redisUrl, role, this.logger);
     this.connections.push(redis);
     return redis;
   }
 
-  private producerConnection: Redis | undefined;
+  private producerConnection: RedisConnection | undefined;
 
   /** One fail-fast connection shared by the producers of every queue. */
-  private producer(): Redis {
+  private producer(): RedisConnection {
     this.producerConnection ??= this.connection('producer');
     return this.producerConnection;
   }
