@@ -79,7 +79,7 @@ export function createApp(deps: AppDeps): Express {
     );
   }
   app.use(uploadRoutes({ uploads: deps.uploads, config: deps.config, metrics: deps.metrics }));
-  app.use(downloadRoutes({ downloads: deps.downloads }));
+  app.use(downloadRoutes({ downloads: deps.downloads, metrics: deps.metrics }));
   app.use(jobRoutes({ jobs: deps.jobs, mediaJobs: deps.mediaJobs }));
 
   app.use(notFoundHandler);

@@ -8,11 +8,12 @@ import { QUEUE_NAMES, type Config } from '@shared/config';
 import { connectMongo, pingMongo } from '@shared/db/connection';
 import { createModels, syncIndexes, type Models } from '@shared/db/models';
 import type { Logger } from '@shared/logger';
-import { createApiMetrics, type ApiMetrics } from '@shared/metrics';
-import type { ReadinessChecks } from '@shared/readiness';
+import { createApiMetrics, type ApiMetrics, type DependencyMetrics } from '@shared/metrics';
+import { observeChecks, type ReadinessChecks } from '@shared/readiness';
 import { createRepositories, type Repositories } from '@shared/repositories';
 import type { MediaRepository } from '@shared/repositories/media.repository';
 import { createObjectStore } from '@shared/storage/create-object-store';
+import { observeObjectStore } from '@shared/storage/observed-object-store';
 import type { ObjectStore } from '@shared/storage/object-store';
 import { BullJobQueue } from '@shared/queue/job-queue';
 import { createRedis, waitForRedis, type RedisConnection } from '@shared/queue/redis';
@@ -59,8 +60,17 @@ function requireSetting<T>(value: T | undefined, name: string): T {
 }
 
 /** MongoDB, repositories and the token/organization services (what the CLI needs). */
-export async function createDataContext(config: Config, logger: Logger): Promise<DataContext> {
-  const connection = await connectMongo(requireSetting(config.mongodbUri, 'MONGODB_URI'), logger);
+export async function createDataContext(
+  config: Config,
+  logger: Logger,
+  /** Times MongoDB's commands (the API's; the CLI has none). */
+  metrics?: DependencyMetrics,
+): Promise<DataContext> {
+  const connection = await connectMongo(
+    requireSetting(config.mongodbUri, 'MONGODB_URI'),
+    logger,
+    metrics ? { metrics } : {},
+  );
   const models = createModels(connection);
   await syncIndexes(models);
   const repositories = createRepositories(models);
@@ -82,9 +92,15 @@ export async function createApiContext(
   logger: Logger,
   overrides: { store?: ObjectStore } = {},
 ): Promise<ApiContext> {
-  const data = await createDataContext(config, logger);
+  // The queue depth gauge reads the queue (made below, timed by these metrics) on each scrape.
+  const made: { queue?: BullJobQueue } = {};
+  const metrics = createApiMetrics({
+    queueCounts: () => made.queue?.counts() ?? Promise.reject(new Error('no queue yet')),
+  });
+  const data = await createDataContext(config, logger, metrics);
   try {
-    const store = overrides.store ?? createObjectStore(config, logger);
+    // Every storage call is timed and traced (shared/storage/observed-object-store.ts).
+    const store = observeObjectStore(overrides.store ?? createObjectStore(config, logger), metrics);
     if (!overrides.store) await store.init();
     const { media } = data.repositories;
     const folders = new FoldersService({ folders: data.repositories.folders });
@@ -96,7 +112,8 @@ export async function createApiContext(
       },
       logger,
     });
-    const queue = new BullJobQueue(config, logger);
+    const queue = new BullJobQueue(config, logger, metrics);
+    made.queue = queue;
     await queue.init();
     const rateLimitRedis =
       config.rateLimit && config.redisUrl
@@ -147,12 +164,15 @@ export async function createApiContext(
         maxBase64Size: config.limits.maxBase64Size,
       }),
       downloads: new DownloadService({ media, store }),
-      metrics: createApiMetrics({ queueCounts: () => queue.counts() }),
-      readiness: {
-        mongodb: () => pingMongo(data.connection),
-        redis: () => queue.ping(),
-        storage: () => store.ping(),
-      },
+      metrics,
+      readiness: observeChecks(
+        {
+          mongodb: () => pingMongo(data.connection),
+          redis: () => queue.ping(),
+          storage: () => store.ping(),
+        },
+        metrics,
+      ),
     };
   } catch (err) {
     await data.close();

@@ -3,7 +3,7 @@
  * checked concurrently, each with its own short timeout, and reported by name
  * with how long it took (and why it failed).
  */
-import { withTimeout } from './metrics';
+import { timeDependency, withTimeout, type Dependency, type DependencyMetrics } from './metrics';
 
 /** A named dependency check: resolves when the dependency answers. */
 export type ReadinessChecks = Record<string, () => Promise<void>>;
@@ -16,6 +16,27 @@ export interface Readiness {
 }
 
 export const READINESS_TIMEOUT_MS = 2_000;
+
+/**
+ * The checks of the three dependencies, each timed for the dependency metrics
+ * (operation `readiness`); a check still running after `timeoutMs` counts as
+ * an error, as /readyz reports it.
+ */
+export function observeChecks(
+  checks: Record<Dependency, () => Promise<void>>,
+  metrics: DependencyMetrics | undefined,
+  timeoutMs = READINESS_TIMEOUT_MS,
+): ReadinessChecks {
+  return Object.fromEntries(
+    (Object.entries(checks) as [Dependency, () => Promise<void>][]).map(([name, check]) => [
+      name,
+      () =>
+        timeDependency(metrics, name, 'readiness', () =>
+          withTimeout(Promise.resolve().then(check), timeoutMs, name),
+        ),
+    ]),
+  );
+}
 
 export async function checkReadiness(
   checks: ReadinessChecks,

@@ -8,12 +8,14 @@ import type { JobPayloads } from '@shared/jobs';
 import { connectMongo } from '@shared/db/connection';
 import { createModels, syncIndexes, type Models } from '@shared/db/models';
 import type { Logger } from '@shared/logger';
+import type { DependencyMetrics } from '@shared/metrics';
 import { CountersRepository } from '@shared/repositories/counters.repository';
 import { FoldersRepository } from '@shared/repositories/folders.repository';
 import { MediaRepository } from '@shared/repositories/media.repository';
 import { OrganizationsRepository } from '@shared/repositories/organizations.repository';
 import type { ObjectStore } from '@shared/storage/object-store';
 import { createObjectStore } from '@shared/storage/create-object-store';
+import { observeObjectStore } from '@shared/storage/observed-object-store';
 import { ResultsService } from './services/results.service';
 
 /** Image work (over sharp): what the image processors need. */
@@ -50,18 +52,21 @@ export async function createWorkerContext(
   config: Config,
   logger: Logger,
   adapters: { images: ImageOps; pdfs: PdfOps },
-  overrides: { store?: ObjectStore } = {},
+  overrides: {
+    store?: ObjectStore;
+    /** Times MongoDB commands and storage calls (the worker's metrics). */
+    metrics?: DependencyMetrics;
+  } = {},
 ): Promise<WorkerContext> {
   if (!config.mongodbUri) throw new Error('MONGODB_URI is not set');
-  const connection = await connectMongo(config.mongodbUri, logger);
+  const { metrics } = overrides;
+  const connection = await connectMongo(config.mongodbUri, logger, metrics ? { metrics } : {});
   try {
     const models = createModels(connection);
     await syncIndexes(models);
-    let store = overrides.store;
-    if (!store) {
-      store = createObjectStore(config, logger);
-      await store.init();
-    }
+    // Every storage call is timed and traced (shared/storage/observed-object-store.ts).
+    const store = observeObjectStore(overrides.store ?? createObjectStore(config, logger), metrics);
+    if (!overrides.store) await store.init();
     const counters = new CountersRepository(models);
     const media = new MediaRepository(models, counters);
     const folders = new FoldersRepository(models, counters);

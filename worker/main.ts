@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { getConfig } from '@shared/config';
 import { runMain } from '@shared/run-main';
 import { createLogger } from '@shared/logger';
+import { createWorkerMetrics } from '@shared/metrics';
 import { installCrashHandlers, onShutdown } from '@shared/shutdown';
 import { createAdapters } from './adapters';
 import { createWorkerContext } from './context';
@@ -23,8 +24,11 @@ async function main(): Promise<void> {
   installCrashHandlers(logger);
   // Refuse to start before connecting anywhere if a job has no processor, or two.
   const registry = buildRegistry(PROCESSORS);
-  const ctx = await createWorkerContext(config, logger, createAdapters(config, logger));
-  const worker = createWorker(ctx, registry);
+  const metrics = createWorkerMetrics();
+  const ctx = await createWorkerContext(config, logger, createAdapters(config, logger), {
+    metrics,
+  });
+  const worker = createWorker(ctx, registry, metrics);
   const ops = createOpsServer({
     checks: worker.readiness,
     metrics: worker.metrics,

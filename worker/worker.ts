@@ -16,7 +16,7 @@ import type { QueueName } from '@shared/config';
 import { pingMongo } from '@shared/db/connection';
 import { createWorkerMetrics, type WorkerMetrics } from '@shared/metrics';
 import { createRedis, type RedisConnection } from '@shared/queue/redis';
-import type { ReadinessChecks } from '@shared/readiness';
+import { observeChecks, type ReadinessChecks } from '@shared/readiness';
 import type { WorkerContext } from './context';
 import type { ProcessorJob, Registry } from './registry';
 
@@ -40,6 +40,10 @@ export function createWorker(
   const connections: RedisConnection[] = [];
 
   const processJob = async (job: Job) => {
+    // Queue wait: added → first attempt started (BullMQ's timestamps; a retry's wait includes its backoff).
+    if (job.attemptsMade === 0 && job.attemptsStarted <= 1 && job.processedOn) {
+      metrics.observeWait(job.queueName, job.name, (job.processedOn - job.timestamp) / 1000);
+    }
     const processor = registry.get(job.name as JobName);
     const log = logger.child({
       jobId: job.id,
@@ -48,7 +52,9 @@ export function createWorker(
       attempt: job.attemptsMade + 1,
     });
     if (!processor || !job.id) {
-      throw new UnrecoverableError(encodeJobError(Errors.badRequest(`unknown job "${job.name}"`)));
+      const unknown = Errors.badRequest(`unknown job "${job.name}"`);
+      metrics.jobFailed(job.queueName, job.name, unknown.code, 'failed');
+      throw new UnrecoverableError(encodeJobError(unknown));
     }
     const started = performance.now();
     const observe = (outcome: 'completed' | 'failed' | 'retried') =>
@@ -74,6 +80,12 @@ export function createWorker(
       const refused = isAppError(err) && err.status < 500;
       const final = refused || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
       observe(final ? 'failed' : 'retried');
+      metrics.jobFailed(
+        job.queueName,
+        job.name,
+        isAppError(err) ? err.code : 'INTERNAL',
+        final ? 'failed' : 'retried',
+      );
       // A job that has failed for good removes the temporary inputs it owned,
       // before its failure is reported (the client then finds nothing left).
       if (final) await removeTemporaryInputs(job);
@@ -120,17 +132,20 @@ export function createWorker(
   return {
     workers,
     metrics,
-    readiness: {
-      mongodb: () => pingMongo(ctx.connection),
-      redis: async () => {
-        const stopped = workers.filter((w) => !w.isRunning() || w.closing !== undefined);
-        if (stopped.length) {
-          throw new Error(`not taking jobs from ${stopped.map((w) => w.name).join(', ')}`);
-        }
-        await Promise.all(connections.map((c) => c.ping()));
+    readiness: observeChecks(
+      {
+        mongodb: () => pingMongo(ctx.connection),
+        redis: async () => {
+          const stopped = workers.filter((w) => !w.isRunning() || w.closing !== undefined);
+          if (stopped.length) {
+            throw new Error(`not taking jobs from ${stopped.map((w) => w.name).join(', ')}`);
+          }
+          await Promise.all(connections.map((c) => c.ping()));
+        },
+        storage: () => ctx.store.ping(),
       },
-      storage: () => ctx.store.ping(),
-    },
+      metrics,
+    ),
     async close() {
       await Promise.all(workers.map((w) => w.close()));
       for (const c of connections) c.disconnect();

@@ -19,6 +19,7 @@ import {
   type JobResults,
 } from '../jobs';
 import type { Logger } from '../logger';
+import { timeDependency, type DependencyMetrics } from '../metrics';
 import { createRedis, waitForRedis, type RedisConnection, type RedisRole } from './redis';
 
 /** The states of a job that has not ended (it may still read its inputs). */
@@ -101,7 +102,20 @@ export class BullJobQueue implements JobQueue {
   constructor(
     private readonly config: Pick<Config, 'redisUrl' | 'queuePrefix'>,
     private readonly logger: Logger,
+    /** Times the producer's calls to Redis (add, get, counts, ping…) for the dependency metrics. */
+    private readonly metrics?: DependencyMetrics,
   ) {}
+
+  /** A call to Redis: timed, and a 503 when Redis itself fails. */
+  private call<T>(operation: string, fn: () => Promise<T>): Promise<T> {
+    return timeDependency(
+      this.metrics,
+      'redis',
+      operation,
+      () => redisCall(fn),
+      (err) => !isAppError(err) || err.status >= 500,
+    );
+  }
 
   private connection(role: RedisRole): RedisConnection {
     if (!this.config.redisUrl) throw new Error('REDIS_URL is not set');
@@ -163,7 +177,7 @@ export class BullJobQueue implements JobQueue {
 
   async add<N extends JobName>(name: N, payload: JobPayloads[N], jobUuid: string): Promise<string> {
     const jobId = newJobId(name, jobUuid);
-    await redisCall(() =>
+    await this.call('add', () =>
       this.queue(JOB_QUEUES[name]).add(name, payload, { ...JOB_OPTIONS, jobId }),
     );
     return jobId;
@@ -219,9 +233,9 @@ export class BullJobQueue implements JobQueue {
           }
           // The state first, then the job: a job read while still active has no return
           // value yet, and may complete before its state is asked.
-          const state = await redisCall(() => queue.getJobState(jobId));
+          const state = await this.call('getJobState', () => queue.getJobState(jobId));
           if (state !== 'completed' && state !== 'failed') return;
-          const job = await redisCall(() => Job.fromId(queue, jobId));
+          const job = await this.call('getJob', () => Job.fromId(queue, jobId));
           if (!job) return;
           if (state === 'completed') onCompleted({ returnvalue: job.returnvalue });
           else onFailed({ failedReason: job.failedReason });
@@ -235,9 +249,9 @@ export class BullJobQueue implements JobQueue {
   async get(jobId: string): Promise<JobSnapshot | null> {
     const queueName = queueOfJobId(jobId);
     if (!queueName) return null;
-    const job = await redisCall(() => this.queue(queueName).getJob(jobId));
+    const job = await this.call('getJob', () => this.queue(queueName).getJob(jobId));
     if (!job?.id) return null;
-    const state = await redisCall<string>(() => job.getState());
+    const state = await this.call<string>('getJobState', () => job.getState());
     return {
       id: job.id,
       name: job.name as JobName,
@@ -263,7 +277,9 @@ export class BullJobQueue implements JobQueue {
       const queue = this.queue(name);
       for (const state of UNFINISHED_STATES) {
         for (let start = 0; ; start += PAGE) {
-          const jobs = await redisCall(() => queue.getJobs(state, start, start + PAGE - 1));
+          const jobs = await this.call('getJobs', () =>
+            queue.getJobs(state, start, start + PAGE - 1),
+          );
           for (const job of jobs) {
             const data = job?.data as { temporaryKeys?: unknown } | undefined;
             if (Array.isArray(data?.temporaryKeys)) {
@@ -280,7 +296,7 @@ export class BullJobQueue implements JobQueue {
   async counts(): Promise<Record<QueueName, Record<string, number>>> {
     const out = {} as Record<QueueName, Record<string, number>>;
     for (const q of QUEUE_NAMES) {
-      out[q] = await redisCall(() =>
+      out[q] = await this.call('getJobCounts', () =>
         this.queue(q).getJobCounts(
           'waiting',
           'active',
@@ -295,7 +311,7 @@ export class BullJobQueue implements JobQueue {
   }
 
   async ping(): Promise<void> {
-    await redisCall(() => this.producer().ping());
+    await this.call('ping', () => this.producer().ping());
   }
 
   async close(): Promise<void> {
