@@ -4,6 +4,8 @@
  * lets active jobs finish (bounded by SHUTDOWN_TIMEOUT_MS; a job still running
  * then is handed back: its lock expires and another worker retries it).
  */
+// First: tracing instruments the modules loaded after it (worker/tracing.ts).
+import { tracing } from './tracing';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { getConfig } from '@shared/config';
@@ -61,6 +63,8 @@ async function main(): Promise<void> {
         }),
     },
     { name: 'mongodb', run: () => ctx.close() },
+    // The spans of the last jobs are exported before the process exits.
+    { name: 'tracing', run: () => tracing?.shutdown() ?? Promise.resolve() },
   ]);
 }
 

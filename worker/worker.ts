@@ -16,6 +16,7 @@ import type { QueueName } from '@shared/config';
 import { pingMongo } from '@shared/db/connection';
 import { createWorkerMetrics, type WorkerMetrics } from '@shared/metrics';
 import { createRedis, type RedisConnection } from '@shared/queue/redis';
+import { inSpan, jobContext, SpanKind, type JobTrace } from '@shared/tracing';
 import { observeChecks, type ReadinessChecks } from '@shared/readiness';
 import type { WorkerContext } from './context';
 import type { ProcessorJob, Registry } from './registry';
@@ -39,7 +40,24 @@ export function createWorker(
   if (!config.redisUrl) throw new Error('REDIS_URL is not set');
   const connections: RedisConnection[] = [];
 
-  const processJob = async (job: Job) => {
+  // One `process` span per attempt, a child of the API's `send` span (its context is in the job).
+  const processJob = (job: Job) =>
+    inSpan(
+      `process ${job.queueName}`,
+      SpanKind.CONSUMER,
+      {
+        'messaging.system': 'bullmq',
+        'messaging.operation.type': 'process',
+        'messaging.destination.name': job.queueName,
+        'messaging.message.id': job.id ?? '',
+        'media.job.name': job.name,
+        'media.job.attempt': job.attemptsMade + 1,
+      },
+      () => runJob(job),
+      jobContext((job.data as { trace?: JobTrace }).trace),
+    );
+
+  const runJob = async (job: Job) => {
     // Queue wait: added → first attempt started (BullMQ's timestamps; a retry's wait includes its backoff).
     if (job.attemptsMade === 0 && job.attemptsStarted <= 1 && job.processedOn) {
       metrics.observeWait(job.queueName, job.name, (job.processedOn - job.timestamp) / 1000);

@@ -20,6 +20,7 @@ import {
 } from '../jobs';
 import type { Logger } from '../logger';
 import { timeDependency, type DependencyMetrics } from '../metrics';
+import { currentJobTrace, inSpan, SpanKind } from '../tracing';
 import { createRedis, waitForRedis, type RedisConnection, type RedisRole } from './redis';
 
 /** The states of a job that has not ended (it may still read its inputs). */
@@ -177,8 +178,23 @@ export class BullJobQueue implements JobQueue {
 
   async add<N extends JobName>(name: N, payload: JobPayloads[N], jobUuid: string): Promise<string> {
     const jobId = newJobId(name, jobUuid);
-    await this.call('add', () =>
-      this.queue(JOB_QUEUES[name]).add(name, payload, { ...JOB_OPTIONS, jobId }),
+    const queue = JOB_QUEUES[name];
+    // The worker's `process` span is a child of this one: its context travels in the payload.
+    await inSpan(
+      `send ${queue}`,
+      SpanKind.PRODUCER,
+      {
+        'messaging.system': 'bullmq',
+        'messaging.operation.type': 'send',
+        'messaging.destination.name': queue,
+        'messaging.message.id': jobId,
+        'media.job.name': name,
+      },
+      () => {
+        const trace = currentJobTrace();
+        const data = trace ? { ...payload, trace } : payload;
+        return this.call('add', () => this.queue(queue).add(name, data, { ...JOB_OPTIONS, jobId }));
+      },
     );
     return jobId;
   }
