@@ -180,7 +180,8 @@ export function createApiMetrics(options: ApiMetricsOptions = {}): ApiMetrics {
     bytesServed(bytes) {
       if (bytes > 0) served.inc(bytes);
     },
-    observeDependency: dependencies.observeDependency,
+    observeDependency: (dependency, operation, seconds, ok) =>
+      dependencies.observeDependency(dependency, operation, seconds, ok),
   };
 }
 
@@ -229,7 +230,8 @@ export function createWorkerMetrics(): WorkerMetrics {
     jobFailed(queue, name, code, outcome) {
       failures.inc({ queue, name, code, outcome });
     },
-    observeDependency: dependencies.observeDependency,
+    observeDependency: (dependency, operation, seconds, ok) =>
+      dependencies.observeDependency(dependency, operation, seconds, ok),
   };
 }
 

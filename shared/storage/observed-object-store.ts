@@ -14,7 +14,6 @@
  * until the caller has read it; `list` and `incompleteUploads` (reconciliation
  * only) pass through untimed.
  */
-import type { Readable } from 'node:stream';
 import { SpanKind, SpanStatusCode, trace, type Attributes } from '@opentelemetry/api';
 import { isAppError } from '../errors';
 import type { DependencyMetrics } from '../metrics';
@@ -74,7 +73,7 @@ export function observeObjectStore(
     ping: () => call('ping', {}, () => store.ping()),
     put(key, body, options) {
       let bodyFailed = false;
-      if (!Buffer.isBuffer(body)) (body as Readable).once('error', () => (bodyFailed = true));
+      if (!Buffer.isBuffer(body)) body.once('error', () => (bodyFailed = true));
       return call(
         'put',
         keyed(key),

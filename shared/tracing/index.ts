@@ -24,8 +24,9 @@ import {
   type Attributes,
   type Span,
 } from '@opentelemetry/api';
-// (type only: erased from the compiled code, so the SDK is not loaded by it)
+// (types only: erased from the compiled code, so they load no SDK)
 import type { SpanExporter } from '@opentelemetry/sdk-trace';
+import type * as Sdk from './sdk';
 import { getConfig, type TracingConfig } from '../config';
 
 /** The W3C trace context a job carries from the request that made it. */
@@ -60,7 +61,7 @@ export function startTracing(
   // Loaded only when tracing is on: the SDK, its exporters and instrumentations stay out of a
   // process that does not trace. (A static import would load them all.)
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const sdk = require('./sdk') as typeof import('./sdk');
+  const sdk = require('./sdk') as typeof Sdk;
   return sdk.startSdk(config, options);
 }
 

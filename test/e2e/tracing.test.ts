@@ -141,7 +141,9 @@ it('one trace from the HTTP request through the queue to the worker, with storag
   // SIGTERM: each process exports what its batch still holds before it exits.
   expect(await worker.kill('SIGTERM')).toBe(0);
   expect(await api.kill('SIGTERM')).toBe(0);
-  await eventually(async () => expect(spans.some((s) => s.name === 'process image')).toBe(true));
+  await eventually(() =>
+    Promise.resolve().then(() => expect(spans.some((s) => s.name === 'process image')).toBe(true)),
+  );
 
   const byId = new Map(spans.map((s) => [s.spanId, s]));
   const processSpan = spans.find(
@@ -188,6 +190,7 @@ it('one trace from the HTTP request through the queue to the worker, with storag
   // Probes and scrapes are not traced.
   const paths = spans
     .filter((s) => s.kind === SERVER)
-    .map((s) => String(s.attributes['url.path'] ?? s.attributes['http.target'] ?? ''));
+    .map((s) => s.attributes['url.path'] ?? s.attributes['http.target'])
+    .map((p) => (typeof p === 'string' ? p : ''));
   expect(paths.filter((p) => /^\/(healthz|readyz|metrics)/.test(p))).toEqual([]);
 }, 60_000);
