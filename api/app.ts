@@ -14,7 +14,7 @@ import { requestContext } from './middleware/request-context';
 import type { ApiMetrics } from '@shared/metrics';
 import type { ReadinessChecks } from '@shared/readiness';
 import type { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '@shared/queue/redis';
 import { dashboardRoutes } from './routes/dashboard.routes';
 import { docsRoutes } from './routes/docs.routes';
 import { folderRoutes } from './routes/folders.routes';
@@ -52,7 +52,7 @@ export interface AppDeps {
    * (without it, in this process's memory) and idempotency keys are kept
    * (without it, a request carrying one is refused).
    */
-  redis?: Redis | undefined;
+  redis?: RedisConnection | undefined;
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -105,7 +105,7 @@ export function createApp(deps: AppDeps): Express {
     }),
   );
   app.use(uploadRoutes({ uploads: deps.uploads, config: deps.config, metrics: deps.metrics }));
-  app.use(downloadRoutes({ downloads: deps.downloads }));
+  app.use(downloadRoutes({ downloads: deps.downloads, metrics: deps.metrics }));
   app.use(jobRoutes({ jobs: deps.jobs, mediaJobs: deps.mediaJobs }));
   app.use(folderRoutes({ folders: deps.folders }));
   // Last: its /media/{id} takes what no other /media route named.

@@ -9,15 +9,15 @@ import { connectMongo, pingMongo } from '@shared/db/connection';
 import { createModels, syncIndexes, type Models } from '@shared/db/models';
 import type { Logger } from '@shared/logger';
 import { MediaDeletion } from '@shared/media-deletion';
-import { createApiMetrics, type ApiMetrics } from '@shared/metrics';
-import type { ReadinessChecks } from '@shared/readiness';
+import { createApiMetrics, type ApiMetrics, type DependencyMetrics } from '@shared/metrics';
+import { observeChecks, type ReadinessChecks } from '@shared/readiness';
 import { createRepositories, type Repositories } from '@shared/repositories';
 import type { MediaRepository } from '@shared/repositories/media.repository';
 import { createObjectStore } from '@shared/storage/create-object-store';
+import { observeObjectStore } from '@shared/storage/observed-object-store';
 import type { ObjectStore } from '@shared/storage/object-store';
 import { BullJobQueue } from '@shared/queue/job-queue';
-import { createRedis, waitForRedis } from '@shared/queue/redis';
-import type { Redis } from 'ioredis';
+import { createRedis, waitForRedis, type RedisConnection } from '@shared/queue/redis';
 import { DownloadService } from './services/download.service';
 import { FoldersService } from './services/folders.service';
 import { IngestService } from './services/ingest.service';
@@ -45,7 +45,7 @@ export interface ApiContext extends DataContext {
   store: ObjectStore;
   queue: BullJobQueue;
   /** The API's own fail-fast Redis connection (rate limits, idempotency keys); undefined without REDIS_URL. */
-  redis: Redis | undefined;
+  redis: RedisConnection | undefined;
   media: MediaRepository;
   uploads: UploadService;
   downloads: DownloadService;
@@ -64,8 +64,17 @@ function requireSetting<T>(value: T | undefined, name: string): T {
 }
 
 /** MongoDB, repositories and the token/organization services (what the CLI needs). */
-export async function createDataContext(config: Config, logger: Logger): Promise<DataContext> {
-  const connection = await connectMongo(requireSetting(config.mongodbUri, 'MONGODB_URI'), logger);
+export async function createDataContext(
+  config: Config,
+  logger: Logger,
+  /** Times MongoDB's commands (the API's; the CLI has none). */
+  metrics?: DependencyMetrics,
+): Promise<DataContext> {
+  const connection = await connectMongo(
+    requireSetting(config.mongodbUri, 'MONGODB_URI'),
+    logger,
+    metrics ? { metrics } : {},
+  );
   const models = createModels(connection);
   await syncIndexes(models);
   const repositories = createRepositories(models);
@@ -87,9 +96,15 @@ export async function createApiContext(
   logger: Logger,
   overrides: { store?: ObjectStore } = {},
 ): Promise<ApiContext> {
-  const data = await createDataContext(config, logger);
+  // The queue depth gauge reads the queue (made below, timed by these metrics) on each scrape.
+  const made: { queue?: BullJobQueue } = {};
+  const metrics = createApiMetrics({
+    queueCounts: () => made.queue?.counts() ?? Promise.reject(new Error('no queue yet')),
+  });
+  const data = await createDataContext(config, logger, metrics);
   try {
-    const store = overrides.store ?? createObjectStore(config, logger);
+    // Every storage call is timed and traced (shared/storage/observed-object-store.ts).
+    const store = observeObjectStore(overrides.store ?? createObjectStore(config, logger), metrics);
     if (!overrides.store) await store.init();
     const { media, usage } = data.repositories;
     const ingest = new IngestService({
@@ -100,7 +115,8 @@ export async function createApiContext(
       },
       logger,
     });
-    const queue = new BullJobQueue(config, logger);
+    const queue = new BullJobQueue(config, logger, metrics);
+    made.queue = queue;
     await queue.init();
     const redis = config.redisUrl ? createRedis(config.redisUrl, 'producer', logger) : undefined;
     const jobs = new JobsService({
@@ -158,12 +174,15 @@ export async function createApiContext(
       }),
       folders,
       downloads: new DownloadService({ media, store }),
-      metrics: createApiMetrics({ queueCounts: () => queue.counts() }),
-      readiness: {
-        mongodb: () => pingMongo(data.connection),
-        redis: () => queue.ping(),
-        storage: () => store.ping(),
-      },
+      metrics,
+      readiness: observeChecks(
+        {
+          mongodb: () => pingMongo(data.connection),
+          redis: () => queue.ping(),
+          storage: () => store.ping(),
+        },
+        metrics,
+      ),
     };
   } catch (err) {
     await data.close();

@@ -7,7 +7,7 @@
  * Narrow on purpose:
  * - only the variables in DEV_STATE_VARIABLES are taken (the ones the launcher
  *   writes); anything else in the file is ignored;
- * - a variable already set (non-empty) wins over the file;
+ * - a variable already set (non-empty), or given as `<NAME>_FILE`, wins over the file;
  * - NODE_ENV=production ignores the file altogether;
  * - a file whose launcher is gone (its `pid` no longer runs) is ignored.
  *
@@ -57,7 +57,7 @@ export function adoptDevState(env: NodeJS.ProcessEnv = process.env): string[] {
   const adopted: string[] = [];
   for (const name of DEV_STATE_VARIABLES) {
     const value = (vars as Record<string, unknown>)[name];
-    if (typeof value === 'string' && value && !env[name]) {
+    if (typeof value === 'string' && value && !env[name] && !env[`${name}_FILE`]) {
       env[name] = value;
       adopted.push(name);
     }

@@ -1,4 +1,6 @@
 /** The API process: wires configuration, connections and the app, then listens. */
+// First: tracing instruments the modules loaded after it (api/tracing.ts).
+import { tracing } from './tracing';
 import { once } from 'node:events';
 import { getConfig } from '@shared/config';
 import { runMain } from '@shared/run-main';
@@ -48,6 +50,8 @@ async function main(): Promise<void> {
       },
     },
     { name: 'connections', run: () => context.close() },
+    // The spans of the last requests are exported before the process exits.
+    { name: 'tracing', run: () => tracing?.shutdown() ?? Promise.resolve() },
   ]);
 }
 

@@ -4,7 +4,9 @@
  * variable. Every variable is listed in `.env.example` and the README (a test
  * keeps the three in step).
  */
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { isHashTagged, parseRedisUrl } from './queue/redis-url';
 
 const MB = 1024 * 1024;
 
@@ -39,6 +41,14 @@ const optionalUrl = (protocols: readonly string[]) =>
         message: `must be a ${protocols.join(' or ')} URL`,
       })
       .optional(),
+  );
+const bool = (def: boolean) =>
+  z.preprocess(
+    emptyToUndefined,
+    z
+      .enum(['true', 'false'], { message: 'must be true or false' })
+      .default(def ? 'true' : 'false')
+      .transform((v) => v === 'true'),
   );
 const int = (def: number, min = 1, max = Number.MAX_SAFE_INTEGER) =>
   z.preprocess(emptyToUndefined, z.coerce.number().int().min(min).max(max).default(def));
@@ -135,6 +145,39 @@ const queues = z.preprocess(
     }),
 );
 
+/** OTEL_TRACES_SAMPLER values (the OpenTelemetry specification's, minus jaeger_remote and xray). */
+export const SAMPLERS = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+] as const;
+export type SamplerName = (typeof SAMPLERS)[number];
+
+/** OTEL_EXPORTER_OTLP_HEADERS: `key=value,key2=value2`, values percent-decoded (the specification's format). */
+function parseOtlpHeaders(raw: string, ctx: z.RefinementCtx): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const entry of raw.split(',')) {
+    if (entry.trim() === '') continue;
+    const eq = entry.indexOf('=');
+    const key = eq === -1 ? '' : entry.slice(0, eq).trim();
+    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(key)) {
+      // The value may be a credential: never echo it.
+      ctx.addIssue({ code: 'custom', message: 'must be a list of key=value pairs' });
+      return z.NEVER;
+    }
+    try {
+      headers[key] = decodeURIComponent(entry.slice(eq + 1).trim());
+    } catch {
+      ctx.addIssue({ code: 'custom', message: `has a badly percent-encoded value for ${key}` });
+      return z.NEVER;
+    }
+  }
+  return headers;
+}
+
 const variables = z.object({
   NODE_ENV: z.preprocess(
     emptyToUndefined,
@@ -155,13 +198,39 @@ const variables = z.object({
       .transform((raw, ctx) => parseTrustProxy(raw, ctx)),
   ),
   PUBLIC_BASE_URL: optionalUrl(['http', 'https']),
-  MONGODB_URI: optionalUrl(['mongodb', 'mongodb+srv']),
-  REDIS_URL: optionalUrl(['redis', 'rediss']),
+  // Checked for shape only (the driver parses it): a replica set's several hosts are no URL.
+  MONGODB_URI: z.preprocess(
+    emptyToUndefined,
+    z
+      .string()
+      .regex(
+        /^mongodb(\+srv)?:\/\/([^@/?#]+@)?[^@/?#,]+(,[^@/?#,]+)*(\/[^?#]*)?(\?[^#]*)?$/,
+        'must be a mongodb or mongodb+srv connection string (mongodb://[user:password@]host[:port][,host…][/database][?options])',
+      )
+      .optional(),
+  ),
+  // One server (redis://, rediss://) or a Redis Cluster (redis+cluster://host:port,host:port).
+  REDIS_URL: z.preprocess(
+    emptyToUndefined,
+    z
+      .string()
+      .superRefine((v, ctx) => {
+        try {
+          parseRedisUrl(v);
+        } catch (err) {
+          ctx.addIssue({ code: 'custom', message: (err as Error).message });
+        }
+      })
+      .optional(),
+  ),
   QUEUE_PREFIX: z.preprocess(
     emptyToUndefined,
     z
       .string()
-      .regex(/^[A-Za-z0-9_-]+$/, 'letters, digits, _ and - only')
+      .regex(
+        /^(\{[A-Za-z0-9_-]+\}|[A-Za-z0-9_-]+)$/,
+        'letters, digits, _ and - only, optionally wrapped in {} (a Redis Cluster hash tag)',
+      )
       .default('media'),
   ),
   S3_ENDPOINT: optionalUrl(['http', 'https']),
@@ -170,6 +239,21 @@ const variables = z.object({
   S3_REGION: z.preprocess(emptyToUndefined, z.string().default('us-east-1')),
   S3_ACCESS_KEY: optionalString,
   S3_SECRET_KEY: optionalString,
+  S3_SESSION_TOKEN: optionalString,
+  // Web identity (EKS IAM roles for service accounts): the projected token and the role to assume.
+  AWS_WEB_IDENTITY_TOKEN_FILE: optionalString,
+  AWS_ROLE_ARN: z.preprocess(
+    emptyToUndefined,
+    z
+      .string()
+      .regex(
+        /^arn:aws[a-z-]*:iam::\d{12}:role\/.+$/,
+        'must be an IAM role ARN (arn:aws:iam::<account>:role/<name>)',
+      )
+      .optional(),
+  ),
+  // Path-style addresses (<endpoint>/<bucket>/<key>); false: virtual-hosted (<bucket>.<endpoint>/<key>).
+  S3_PATH_STYLE: bool(true),
   S3_BUCKET: z.preprocess(
     emptyToUndefined,
     z
@@ -222,19 +306,86 @@ const variables = z.object({
   RATE_LIMIT_MAX: int(600, 0),
   RATE_LIMIT_WINDOW_MS: int(60_000, 1_000, 24 * 60 * 60_000),
   AUTH_FAILURE_LIMIT: int(30, 0),
+  // Tracing (OpenTelemetry), off unless OTEL_TRACES_EXPORTER is otlp or console.
+  OTEL_TRACES_EXPORTER: z.preprocess(
+    emptyToUndefined,
+    z
+      .enum(['none', 'otlp', 'console'], {
+        message: 'must be none, otlp or console',
+      })
+      .default('none'),
+  ),
+  OTEL_SERVICE_NAME: optionalString,
+  OTEL_EXPORTER_OTLP_ENDPOINT: optionalUrl(['http', 'https']),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: optionalUrl(['http', 'https']),
+  OTEL_EXPORTER_OTLP_PROTOCOL: z.preprocess(
+    emptyToUndefined,
+    z
+      .enum(['http/protobuf', 'http/json'], {
+        message: 'must be http/protobuf or http/json (grpc is not supported: use port 4318)',
+      })
+      .default('http/protobuf'),
+  ),
+  OTEL_EXPORTER_OTLP_HEADERS: z.preprocess(
+    emptyToUndefined,
+    z
+      .string()
+      .optional()
+      .transform((raw, ctx) => (raw === undefined ? {} : parseOtlpHeaders(raw, ctx))),
+  ),
+  OTEL_TRACES_SAMPLER: z.preprocess(
+    emptyToUndefined,
+    z
+      .enum(SAMPLERS, { message: `must be one of ${SAMPLERS.join(', ')}` })
+      .default('parentbased_always_on'),
+  ),
+  OTEL_TRACES_SAMPLER_ARG: z.preprocess(
+    emptyToUndefined,
+    z.coerce.number().min(0).max(1).default(1),
+  ),
 });
 
 const schema = variables.superRefine((env, ctx) => {
-  const s3Keys = ['S3_ACCESS_KEY', 'S3_SECRET_KEY'] as const;
+  const issue = (path: string, message: string) =>
+    ctx.addIssue({ code: 'custom', path: [path], message });
   if (env.S3_ENDPOINT) {
-    for (const key of s3Keys) {
-      if (!env[key]) {
-        ctx.addIssue({
-          code: 'custom',
-          path: [key],
-          message: 'is required when S3_ENDPOINT is set',
-        });
+    // Static keys, or else a web identity (IRSA); keys win when both are there.
+    const keys = ['S3_ACCESS_KEY', 'S3_SECRET_KEY'] as const;
+    const identity = ['AWS_WEB_IDENTITY_TOKEN_FILE', 'AWS_ROLE_ARN'] as const;
+    if (keys.some((k) => env[k])) {
+      for (const k of keys) if (!env[k]) issue(k, `is required with ${keys.find((o) => o !== k)}`);
+    } else if (identity.some((k) => env[k])) {
+      for (const k of identity) {
+        if (!env[k]) issue(k, `is required with ${identity.find((o) => o !== k)} (web identity)`);
       }
+      if (env.S3_SESSION_TOKEN)
+        issue('S3_SESSION_TOKEN', 'goes with S3_ACCESS_KEY and S3_SECRET_KEY');
+      const tokenFile = env.AWS_WEB_IDENTITY_TOKEN_FILE;
+      const unreadable = tokenFile ? unreadableFile(tokenFile) : undefined;
+      if (unreadable) issue('AWS_WEB_IDENTITY_TOKEN_FILE', unreadable);
+    } else {
+      for (const k of keys) {
+        issue(
+          k,
+          'is required when S3_ENDPOINT is set (or a web identity: AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN)',
+        );
+      }
+    }
+  } else if (env.S3_SESSION_TOKEN && !env.S3_ACCESS_KEY) {
+    issue('S3_SESSION_TOKEN', 'goes with S3_ACCESS_KEY and S3_SECRET_KEY');
+  }
+  if (env.REDIS_URL && !isHashTagged(env.QUEUE_PREFIX)) {
+    let cluster = false;
+    try {
+      cluster = parseRedisUrl(env.REDIS_URL).mode === 'cluster';
+    } catch {
+      // REDIS_URL's own issue says what is wrong with it.
+    }
+    if (cluster) {
+      issue(
+        'QUEUE_PREFIX',
+        `must be a hash tag such as {${env.QUEUE_PREFIX.replace(/[{}]/g, '')}} when REDIS_URL is a Redis Cluster: BullMQ's multi-key commands need every key of a queue in one slot`,
+      );
     }
   }
   if (Boolean(env.DASHBOARD_USER) !== Boolean(env.DASHBOARD_PASSWORD)) {
@@ -273,7 +424,9 @@ export interface Config {
   /** Base of the `url` field of records; defaults to http://localhost:<port>. */
   publicBaseUrl: string;
   mongodbUri: string | undefined;
+  /** One Redis (redis://, rediss://) or a Redis Cluster (redis+cluster://…): shared/queue/redis-url.ts. */
   redisUrl: string | undefined;
+  /** Prefix of every BullMQ key; a hash tag ({media}) on a Redis Cluster. */
   queuePrefix: string;
   s3:
     | {
@@ -281,8 +434,14 @@ export interface Config {
         /** The endpoint as clients see it (object addresses); S3_PUBLIC_ENDPOINT, else `endpoint`. */
         publicEndpoint: string;
         region: string;
-        accessKey: string;
-        secretKey: string;
+        /** Static keys (S3_ACCESS_KEY, S3_SECRET_KEY, S3_SESSION_TOKEN); unset with a web identity. */
+        accessKey?: string;
+        secretKey?: string;
+        sessionToken?: string;
+        /** Credentials from STS for the token Kubernetes projects (IRSA), when no static keys are set. */
+        webIdentity?: { tokenFile: string; roleArn: string };
+        /** Path-style addresses (the default), or virtual-hosted ones (S3_PATH_STYLE=false). */
+        pathStyle: boolean;
         bucket: string;
         /** Bytes per multipart part (S3's minimum is 5 MiB). */
         partSize: number;
@@ -321,6 +480,21 @@ export interface Config {
    * undefined when RATE_LIMIT_MAX=0.
    */
   rateLimit: { max: number; windowMs: number; authFailures: number } | undefined;
+  /** OpenTelemetry tracing; undefined (off, no SDK loaded) when OTEL_TRACES_EXPORTER is none or unset. */
+  tracing: TracingConfig | undefined;
+}
+
+export interface TracingConfig {
+  exporter: 'otlp' | 'console';
+  /** OTEL_SERVICE_NAME; each process has its own default (media-api, media-worker). */
+  serviceName: string | undefined;
+  otlp: {
+    /** Where spans go: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is, else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces. */
+    url: string;
+    protocol: 'http/protobuf' | 'http/json';
+    headers: Record<string, string>;
+  };
+  sampler: { name: SamplerName; ratio: number };
 }
 
 export class ConfigError extends Error {
@@ -330,13 +504,80 @@ export class ConfigError extends Error {
   }
 }
 
+/**
+ * Variables that hold credentials. Each may be given instead as `<NAME>_FILE`,
+ * the path of a file holding the value (Docker and Kubernetes secrets mounted
+ * as files), read before validation with its trailing newline trimmed. Both
+ * set is refused, and so is a file that cannot be read.
+ */
+export const SECRET_VARIABLES = [
+  'MONGODB_URI',
+  'REDIS_URL',
+  'S3_ACCESS_KEY',
+  'S3_SECRET_KEY',
+  'S3_SESSION_TOKEN',
+  'METRICS_TOKEN',
+  'DASHBOARD_USER',
+  'DASHBOARD_PASSWORD',
+  'OTEL_EXPORTER_OTLP_HEADERS',
+] as const;
+
+/** Why a file cannot be read (its error code), or undefined when it can. */
+function unreadableFile(path: string): string | undefined {
+  try {
+    readFileSync(path);
+    return undefined;
+  } catch (err) {
+    return `cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? String(err)})`;
+  }
+}
+
+/**
+ * The environment with every `<NAME>_FILE` of a secret variable read into
+ * `<NAME>`, the problems found doing so, and which names came from a file.
+ */
+export function resolveSecretFiles(env: NodeJS.ProcessEnv): {
+  env: NodeJS.ProcessEnv;
+  problems: string[];
+  fromFile: Set<string>;
+} {
+  const resolved: NodeJS.ProcessEnv = { ...env };
+  const problems: string[] = [];
+  const fromFile = new Set<string>();
+  for (const name of SECRET_VARIABLES) {
+    const fileVar = `${name}_FILE`;
+    const path = env[fileVar]?.trim();
+    if (!path) continue;
+    if (env[name]?.trim()) {
+      problems.push(`${name}: both ${name} and ${fileVar} are set; set one of them`);
+      continue;
+    }
+    try {
+      // One trailing newline (or several: `echo`, editors) is not part of a secret.
+      resolved[name] = readFileSync(path, 'utf8').replace(/[\r\n]+$/, '');
+      fromFile.add(name);
+    } catch (err) {
+      problems.push(
+        `${fileVar}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? String(err)})`,
+      );
+    }
+  }
+  return { env: resolved, problems, fromFile };
+}
+
 /** Parses an environment (default: process.env) into a Config, or throws ConfigError. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const result = schema.safeParse(env);
-  if (!result.success) {
-    throw new ConfigError(
-      result.error.issues.map((i) => `${i.path.join('.') || '(environment)'}: ${i.message}`),
-    );
+  const secrets = resolveSecretFiles(env);
+  const result = schema.safeParse(secrets.env);
+  if (!result.success || secrets.problems.length) {
+    const label = (name: string) =>
+      secrets.fromFile.has(name) ? `${name} (from ${name}_FILE)` : name;
+    throw new ConfigError([
+      ...secrets.problems,
+      ...(result.error?.issues ?? []).map(
+        (i) => `${label(i.path.join('.')) || '(environment)'}: ${i.message}`,
+      ),
+    ]);
   }
   const e = result.data;
   return {
@@ -354,8 +595,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
           endpoint: e.S3_ENDPOINT,
           publicEndpoint: (e.S3_PUBLIC_ENDPOINT ?? e.S3_ENDPOINT).replace(/\/+$/, ''),
           region: e.S3_REGION,
-          accessKey: e.S3_ACCESS_KEY ?? '',
-          secretKey: e.S3_SECRET_KEY ?? '',
+          ...(e.S3_ACCESS_KEY && e.S3_SECRET_KEY
+            ? {
+                accessKey: e.S3_ACCESS_KEY,
+                secretKey: e.S3_SECRET_KEY,
+                ...(e.S3_SESSION_TOKEN ? { sessionToken: e.S3_SESSION_TOKEN } : {}),
+              }
+            : {
+                webIdentity: {
+                  tokenFile: e.AWS_WEB_IDENTITY_TOKEN_FILE!,
+                  roleArn: e.AWS_ROLE_ARN!,
+                },
+              }),
+          pathStyle: e.S3_PATH_STYLE,
           bucket: e.S3_BUCKET,
           partSize: e.S3_PART_SIZE,
           uploadConcurrency: e.S3_UPLOAD_CONCURRENCY,
@@ -392,6 +644,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
             authFailures: e.AUTH_FAILURE_LIMIT,
           }
         : undefined,
+    tracing:
+      e.OTEL_TRACES_EXPORTER === 'none'
+        ? undefined
+        : {
+            exporter: e.OTEL_TRACES_EXPORTER,
+            serviceName: e.OTEL_SERVICE_NAME,
+            otlp: {
+              url:
+                e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ??
+                `${(e.OTEL_EXPORTER_OTLP_ENDPOINT ?? 'http://localhost:4318').replace(/\/+$/, '')}/v1/traces`,
+              protocol: e.OTEL_EXPORTER_OTLP_PROTOCOL,
+              headers: e.OTEL_EXPORTER_OTLP_HEADERS,
+            },
+            sampler: { name: e.OTEL_TRACES_SAMPLER, ratio: e.OTEL_TRACES_SAMPLER_ARG },
+          },
   };
 }
 

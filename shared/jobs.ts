@@ -28,6 +28,8 @@ interface BasePayload {
   organizationId: number;
   /** The HTTP request that made the job, for logs across processes. */
   requestId: string;
+  /** W3C trace context of the request that made the job (only when tracing is on: shared/tracing). */
+  trace?: { traceparent: string; tracestate?: string };
 }
 
 /** Payloads of jobs that create a record carry where the request came from (its `metaData`). */

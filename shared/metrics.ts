@@ -39,11 +39,76 @@ function sourceOf(registry: Registry): MetricsSource {
   };
 }
 
-export interface ApiMetrics extends MetricsSource {
+/** The services each process depends on, as the `dependency` label names them. */
+export type Dependency = 'mongodb' | 'redis' | 'storage';
+
+/** Latency and errors of calls to MongoDB, Redis and storage (both processes). */
+export interface DependencyMetrics {
+  /**
+   * One call answered (`ok`) or failed: `operation` is a small fixed set per
+   * dependency (a storage method, a MongoDB command name, a queue operation,
+   * `readiness`), never a key or an id.
+   */
+  observeDependency(dependency: Dependency, operation: string, seconds: number, ok: boolean): void;
+}
+
+const DEPENDENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/** The dependency histogram and error counter, in `registry`. */
+function dependencyMetrics(registry: Registry): DependencyMetrics {
+  const duration = new Histogram({
+    name: 'media_dependency_duration_seconds',
+    help: 'Duration of calls to MongoDB, Redis and storage in seconds, by dependency and operation (failed calls included)',
+    labelNames: ['dependency', 'operation'] as const,
+    buckets: DEPENDENCY_BUCKETS,
+    registers: [registry],
+  });
+  const errors = new Counter({
+    name: 'media_dependency_errors_total',
+    help: 'Calls to MongoDB, Redis and storage that failed (unreachable, timed out, refused), by dependency and operation',
+    labelNames: ['dependency', 'operation'] as const,
+    registers: [registry],
+  });
+  return {
+    observeDependency(dependency, operation, seconds, ok) {
+      duration.observe({ dependency, operation }, seconds);
+      if (!ok) errors.inc({ dependency, operation });
+    },
+  };
+}
+
+/**
+ * Times `fn` as one call to `dependency`: observed when it settles, an error
+ * unless `isError` says the failure is the dependency's answer (a missing
+ * object, a refusal) rather than the dependency failing.
+ */
+export async function timeDependency<T>(
+  metrics: DependencyMetrics | undefined,
+  dependency: Dependency,
+  operation: string,
+  fn: () => Promise<T>,
+  isError: (err: unknown) => boolean = () => true,
+): Promise<T> {
+  if (!metrics) return fn();
+  const started = performance.now();
+  try {
+    const result = await fn();
+    metrics.observeDependency(dependency, operation, (performance.now() - started) / 1000, true);
+    return result;
+  } catch (err) {
+    const seconds = (performance.now() - started) / 1000;
+    metrics.observeDependency(dependency, operation, seconds, !isError(err));
+    throw err;
+  }
+}
+
+export interface ApiMetrics extends MetricsSource, DependencyMetrics {
   /** One HTTP request answered: `route` is the Express route pattern (or `unmatched`). */
   observeRequest(method: string, route: string, status: number, seconds: number): void;
   /** Bytes of media committed by a successful upload, by endpoint (its route). */
   bytesStored(endpoint: string, bytes: number): void;
+  /** Bytes of media sent by downloads (bodies only; a download cut short counts what was sent). */
+  bytesServed(bytes: number): void;
 }
 
 export interface ApiMetricsOptions {
@@ -68,6 +133,12 @@ export function createApiMetrics(options: ApiMetricsOptions = {}): ApiMetrics {
     labelNames: ['endpoint'] as const,
     registers: [registry],
   });
+  const served = new Counter({
+    name: 'media_bytes_served_total',
+    help: 'Bytes of media sent by downloads (response bodies)',
+    registers: [registry],
+  });
+  const dependencies = dependencyMetrics(registry);
   const { queueCounts } = options;
   if (queueCounts) {
     const timeoutMs = options.queueCountsTimeoutMs ?? 1_000;
@@ -98,14 +169,23 @@ export function createApiMetrics(options: ApiMetricsOptions = {}): ApiMetrics {
     bytesStored(endpoint, bytes) {
       if (bytes > 0) stored.inc({ endpoint }, bytes);
     },
+    bytesServed(bytes) {
+      if (bytes > 0) served.inc(bytes);
+    },
+    observeDependency: (dependency, operation, seconds, ok) =>
+      dependencies.observeDependency(dependency, operation, seconds, ok),
   };
 }
 
 export type JobOutcomeLabel = 'completed' | 'failed' | 'retried';
 
-export interface WorkerMetrics extends MetricsSource {
+export interface WorkerMetrics extends MetricsSource, DependencyMetrics {
   /** One job attempt finished: completed, failed for good, or failed and to be retried. */
   observeJob(queue: string, name: string, outcome: JobOutcomeLabel, seconds: number): void;
+  /** How long a job waited in its queue, from being added to its first attempt starting. */
+  observeWait(queue: string, name: string, seconds: number): void;
+  /** One attempt failed, by error code (an AppError's code, or INTERNAL): for good, or to be retried. */
+  jobFailed(queue: string, name: string, code: string, outcome: 'failed' | 'retried'): void;
 }
 
 export function createWorkerMetrics(): WorkerMetrics {
@@ -117,11 +197,33 @@ export function createWorkerMetrics(): WorkerMetrics {
     buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
     registers: [registry],
   });
+  const wait = new Histogram({
+    name: 'media_job_wait_seconds',
+    help: 'Time a job waited in its queue in seconds, from added to its first attempt started (BullMQ timestamps), by queue and job name',
+    labelNames: ['queue', 'name'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+    registers: [registry],
+  });
+  const failures = new Counter({
+    name: 'media_job_failures_total',
+    help: 'Failed job attempts by queue, job name, error code (the AppError code, or INTERNAL) and outcome (failed for good, or retried)',
+    labelNames: ['queue', 'name', 'code', 'outcome'] as const,
+    registers: [registry],
+  });
+  const dependencies = dependencyMetrics(registry);
   return {
     ...sourceOf(registry),
     observeJob(queue, name, outcome, seconds) {
       jobs.observe({ queue, name, outcome }, seconds);
     },
+    observeWait(queue, name, seconds) {
+      wait.observe({ queue, name }, Math.max(0, seconds));
+    },
+    jobFailed(queue, name, code, outcome) {
+      failures.inc({ queue, name, code, outcome });
+    },
+    observeDependency: (dependency, operation, seconds, ok) =>
+      dependencies.observeDependency(dependency, operation, seconds, ok),
   };
 }
 

@@ -5,6 +5,7 @@
  * probe of the same second with one round of checks, so a flood of probes
  * costs the dependencies nothing more.
  */
+import { timeDependency, type Dependency, type DependencyMetrics } from './metrics';
 import { withTimeout } from './with-timeout';
 
 /** A named dependency check: resolves when the dependency answers. */
@@ -18,6 +19,27 @@ export interface Readiness {
 }
 
 export const READINESS_TIMEOUT_MS = 2_000;
+
+/**
+ * The checks of the three dependencies, each timed for the dependency metrics
+ * (operation `readiness`); a check still running after `timeoutMs` counts as
+ * an error, as /readyz reports it.
+ */
+export function observeChecks(
+  checks: Record<Dependency, () => Promise<void>>,
+  metrics: DependencyMetrics | undefined,
+  timeoutMs = READINESS_TIMEOUT_MS,
+): ReadinessChecks {
+  return Object.fromEntries(
+    (Object.entries(checks) as [Dependency, () => Promise<void>][]).map(([name, check]) => [
+      name,
+      () =>
+        timeDependency(metrics, name, 'readiness', () =>
+          withTimeout(Promise.resolve().then(check), timeoutMs, name),
+        ),
+    ]),
+  );
+}
 
 export async function checkReadiness(
   checks: ReadinessChecks,

@@ -10,9 +10,11 @@ import { createModels, syncIndexes, type Models } from '@shared/db/models';
 import type { JobPayloads } from '@shared/jobs';
 import type { Logger } from '@shared/logger';
 import { MediaDeletion } from '@shared/media-deletion';
+import type { DependencyMetrics } from '@shared/metrics';
 import { createRepositories, type Repositories } from '@shared/repositories';
 import { createObjectStore } from '@shared/storage/create-object-store';
 import type { ObjectStore } from '@shared/storage/object-store';
+import { observeObjectStore } from '@shared/storage/observed-object-store';
 import { ResultsService } from './services/results.service';
 
 /** Image work (over sharp): what the image processors need. */
@@ -55,18 +57,21 @@ export async function createWorkerContext(
   config: Config,
   logger: Logger,
   adapters: { images: ImageOps; pdfs: PdfOps },
-  overrides: { store?: ObjectStore } = {},
+  overrides: {
+    store?: ObjectStore;
+    /** Times MongoDB commands and storage calls (the worker's metrics). */
+    metrics?: DependencyMetrics;
+  } = {},
 ): Promise<WorkerContext> {
   if (!config.mongodbUri) throw new Error('MONGODB_URI is not set');
-  const connection = await connectMongo(config.mongodbUri, logger);
+  const { metrics } = overrides;
+  const connection = await connectMongo(config.mongodbUri, logger, metrics ? { metrics } : {});
   try {
     const models = createModels(connection);
     await syncIndexes(models);
-    let store = overrides.store;
-    if (!store) {
-      store = createObjectStore(config, logger);
-      await store.init();
-    }
+    // Every storage call is timed and traced (shared/storage/observed-object-store.ts).
+    const store = observeObjectStore(overrides.store ?? createObjectStore(config, logger), metrics);
+    if (!overrides.store) await store.init();
     const { media, folders, organizations, usage } = createRepositories(models);
     return {
       config,

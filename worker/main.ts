@@ -4,11 +4,14 @@
  * lets active jobs finish (bounded by SHUTDOWN_TIMEOUT_MS; a job still running
  * then is handed back: its lock expires and another worker retries it).
  */
+// First: tracing instruments the modules loaded after it (worker/tracing.ts).
+import { tracing } from './tracing';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { getConfig } from '@shared/config';
 import { runMain } from '@shared/run-main';
 import { createLogger } from '@shared/logger';
+import { createWorkerMetrics } from '@shared/metrics';
 import { installCrashHandlers, onShutdown } from '@shared/shutdown';
 import { createAdapters } from './adapters';
 import { createWorkerContext } from './context';
@@ -23,8 +26,11 @@ async function main(): Promise<void> {
   installCrashHandlers(logger);
   // Refuse to start before connecting anywhere if a job has no processor, or two.
   const registry = buildRegistry(PROCESSORS);
-  const ctx = await createWorkerContext(config, logger, createAdapters(config, logger));
-  const worker = createWorker(ctx, registry);
+  const metrics = createWorkerMetrics();
+  const ctx = await createWorkerContext(config, logger, createAdapters(config, logger), {
+    metrics,
+  });
+  const worker = createWorker(ctx, registry, metrics);
   const ops = createOpsServer({
     checks: worker.readiness,
     metrics: worker.metrics,
@@ -57,6 +63,8 @@ async function main(): Promise<void> {
         }),
     },
     { name: 'mongodb', run: () => ctx.close() },
+    // The spans of the last jobs are exported before the process exits.
+    { name: 'tracing', run: () => tracing?.shutdown() ?? Promise.resolve() },
   ]);
 }
 

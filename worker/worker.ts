@@ -10,14 +10,14 @@
  * temporary inputs it owned are removed before the failure is reported.
  */
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { Errors, isAppError } from '@shared/errors';
 import { encodeJobError, type JobName, type JobPayloads } from '@shared/jobs';
 import type { QueueName } from '@shared/config';
 import { pingMongo } from '@shared/db/connection';
 import { createWorkerMetrics, type WorkerMetrics } from '@shared/metrics';
-import { createRedis } from '@shared/queue/redis';
-import type { ReadinessChecks } from '@shared/readiness';
+import { createRedis, type RedisConnection } from '@shared/queue/redis';
+import { inSpan, jobContext, SpanKind, type JobTrace } from '@shared/tracing';
+import { observeChecks, type ReadinessChecks } from '@shared/readiness';
 import type { JobContext, WorkerContext } from './context';
 import type { ProcessorJob, Registry } from './registry';
 
@@ -38,9 +38,30 @@ export function createWorker(
 ): RunningWorker {
   const { config, logger } = ctx;
   if (!config.redisUrl) throw new Error('REDIS_URL is not set');
-  const connections: Redis[] = [];
+  const connections: RedisConnection[] = [];
 
-  const processJob = async (job: Job) => {
+  // One `process` span per attempt, a child of the API's `send` span (its context is in the job).
+  const processJob = (job: Job) =>
+    inSpan(
+      `process ${job.queueName}`,
+      SpanKind.CONSUMER,
+      {
+        'messaging.system': 'bullmq',
+        'messaging.operation.type': 'process',
+        'messaging.destination.name': job.queueName,
+        'messaging.message.id': job.id ?? '',
+        'media.job.name': job.name,
+        'media.job.attempt': job.attemptsMade + 1,
+      },
+      () => runJob(job),
+      jobContext((job.data as { trace?: JobTrace }).trace),
+    );
+
+  const runJob = async (job: Job) => {
+    // Queue wait: added → first attempt started (BullMQ's timestamps; a retry's wait includes its backoff).
+    if (job.attemptsMade === 0 && job.attemptsStarted <= 1 && job.processedOn) {
+      metrics.observeWait(job.queueName, job.name, (job.processedOn - job.timestamp) / 1000);
+    }
     const processor = registry.get(job.name as JobName);
     const log = logger.child({
       jobId: job.id,
@@ -49,7 +70,9 @@ export function createWorker(
       attempt: job.attemptsMade + 1,
     });
     if (!processor || !job.id) {
-      throw new UnrecoverableError(encodeJobError(Errors.badRequest(`unknown job "${job.name}"`)));
+      const unknown = Errors.badRequest(`unknown job "${job.name}"`);
+      metrics.jobFailed(job.queueName, job.name, unknown.code, 'failed');
+      throw new UnrecoverableError(encodeJobError(unknown));
     }
     const started = performance.now();
     const observe = (outcome: 'completed' | 'failed' | 'retried') =>
@@ -76,6 +99,12 @@ export function createWorker(
       const refused = isAppError(err) && err.status < 500;
       const final = refused || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
       observe(final ? 'failed' : 'retried');
+      metrics.jobFailed(
+        job.queueName,
+        job.name,
+        isAppError(err) ? err.code : 'INTERNAL',
+        final ? 'failed' : 'retried',
+      );
       // A job that has failed for good removes the temporary inputs it owned,
       // before its failure is reported (the client then finds nothing left).
       if (final) await removeTemporaryInputs(job);
@@ -122,17 +151,20 @@ export function createWorker(
   return {
     workers,
     metrics,
-    readiness: {
-      mongodb: () => pingMongo(ctx.connection),
-      redis: async () => {
-        const stopped = workers.filter((w) => !w.isRunning() || w.closing !== undefined);
-        if (stopped.length) {
-          throw new Error(`not taking jobs from ${stopped.map((w) => w.name).join(', ')}`);
-        }
-        await Promise.all(connections.map((c) => c.ping()));
+    readiness: observeChecks(
+      {
+        mongodb: () => pingMongo(ctx.connection),
+        redis: async () => {
+          const stopped = workers.filter((w) => !w.isRunning() || w.closing !== undefined);
+          if (stopped.length) {
+            throw new Error(`not taking jobs from ${stopped.map((w) => w.name).join(', ')}`);
+          }
+          await Promise.all(connections.map((c) => c.ping()));
+        },
+        storage: () => ctx.store.ping(),
       },
-      storage: () => ctx.store.ping(),
-    },
+      metrics,
+    ),
     async close() {
       await Promise.all(workers.map((w) => w.close()));
       for (const c of connections) c.disconnect();

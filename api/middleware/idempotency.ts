@@ -16,7 +16,7 @@
 import { createHash, type Hash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Request, RequestHandler, Response } from 'express';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '@shared/queue/redis';
 import { Errors } from '@shared/errors';
 import { withTimeout } from '@shared/with-timeout';
 import type { Logger } from '@shared/logger';
@@ -101,7 +101,7 @@ function fingerprintOf(req: Request, tap: Tap): string {
 
 export function idempotency(deps: {
   /** The fail-fast command connection; without it, keyed requests are refused. */
-  redis: Redis | undefined;
+  redis: RedisConnection | undefined;
   /** Prefix of the entries' keys (includes QUEUE_PREFIX). */
   keyPrefix: string;
   logger: Logger;
@@ -166,7 +166,7 @@ export function idempotency(deps: {
 function keep(
   req: Request,
   res: Response,
-  redis: Redis,
+  redis: RedisConnection,
   entryKey: string,
   tap: Tap,
   ttl: number,

@@ -21,7 +21,6 @@
  *   and downloads down with it.
  */
 import type { Request, RequestHandler, Response } from 'express';
-import type { Redis } from 'ioredis';
 import {
   RateLimiterMemory,
   RateLimiterRedis,
@@ -30,6 +29,7 @@ import {
 } from 'rate-limiter-flexible';
 import { Errors } from '@shared/errors';
 import type { Logger } from '@shared/logger';
+import type { RedisConnection } from '@shared/queue/redis';
 import { withTimeout } from '@shared/with-timeout';
 
 export interface RateLimitOptions {
@@ -40,7 +40,7 @@ export interface RateLimitOptions {
   /** Failed authentications per window and client address before 429 (0: unlimited). */
   authFailures: number;
   /** Where the counters live. Without it they live in this process's memory (tests, one replica). */
-  redis?: Redis | undefined;
+  redis?: RedisConnection | undefined;
   /** Prefix of the counters' keys in Redis (include QUEUE_PREFIX, so deployments never share counters). */
   keyPrefix: string;
   logger: Logger;

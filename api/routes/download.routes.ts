@@ -9,6 +9,7 @@ import { Router, type Request, type Response } from 'express';
 import { create as contentDisposition } from 'content-disposition';
 import { pipeline } from 'node:stream/promises';
 import { Errors } from '@shared/errors';
+import type { ApiMetrics } from '@shared/metrics';
 import type { MediaRecord } from '@shared/repositories/media.repository';
 import type { ByteRange } from '@shared/storage/object-store';
 import { principalOf, requireScope } from '../middleware/auth';
@@ -43,7 +44,11 @@ function requestedRange(
   return range ? { start: range.start, end: range.end } : null;
 }
 
-export function downloadRoutes(deps: { downloads: DownloadService }): Router {
+export function downloadRoutes(deps: {
+  downloads: DownloadService;
+  /** Counts the bytes sent (media_bytes_served_total). */
+  metrics?: Pick<ApiMetrics, 'bytesServed'>;
+}): Router {
   const router = Router();
 
   router.get('/media/download', requireScope('read'), async (req: Request, res: Response) => {
@@ -85,12 +90,16 @@ export function downloadRoutes(deps: { downloads: DownloadService }): Router {
       res.end();
       return;
     }
+    let sent = 0;
+    body.on('data', (chunk: Buffer) => (sent += chunk.length));
     try {
       await pipeline(body, res);
     } catch (err) {
       // Headers are gone; the error handler can only cut the connection.
       req.log.warn({ err, key }, 'download interrupted');
       res.destroy();
+    } finally {
+      deps.metrics?.bytesServed(sent);
     }
   });
 

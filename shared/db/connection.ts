@@ -5,13 +5,22 @@
  */
 import mongoose, { type Connection } from 'mongoose';
 import type { Logger } from '../logger';
+import type { DependencyMetrics } from '../metrics';
 
 export interface MongoOptions {
   /** How long to wait for a reachable server before an operation fails. */
   serverSelectionTimeoutMS?: number;
   /** Build declared indexes at start (on by default; unique indexes depend on it). */
   autoIndex?: boolean;
+  /**
+   * Times every command (the driver's command monitoring) for the dependency
+   * metrics, by command name; a failed command counts as an error, except a
+   * duplicate key (code 11000), which is an answer the repositories expect.
+   */
+  metrics?: DependencyMetrics;
 }
+
+const DUPLICATE_KEY = 11000;
 
 export async function connectMongo(
   uri: string,
@@ -24,7 +33,24 @@ export async function connectMongo(
     // Fail fast instead of queueing operations while disconnected: a request
     // should get a 503, not hang.
     bufferCommands: false,
+    monitorCommands: options.metrics !== undefined,
   });
+  const { metrics } = options;
+  if (metrics) {
+    const client = connection.getClient();
+    client.on('commandSucceeded', (e) =>
+      metrics.observeDependency('mongodb', e.commandName, e.duration / 1000, true),
+    );
+    client.on('commandFailed', (e) => {
+      const code = (e.failure as { code?: unknown } | undefined)?.code;
+      metrics.observeDependency(
+        'mongodb',
+        e.commandName,
+        e.duration / 1000,
+        code === DUPLICATE_KEY,
+      );
+    });
+  }
   const log = logger.child({ component: 'mongodb' });
   // 'disconnecting' only precedes a close() of our own: that one is no news.
   let closing = false;

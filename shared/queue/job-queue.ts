@@ -5,7 +5,6 @@
  */
 import type { EventEmitter } from 'node:events';
 import { Job, Queue, QueueEvents, type JobType } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { QUEUE_NAMES, type Config, type QueueName } from '../config';
 import { Errors, isAppError, type AppError } from '../errors';
 import {
@@ -21,7 +20,9 @@ import {
   type JobResults,
 } from '../jobs';
 import type { Logger } from '../logger';
-import { createRedis, waitForRedis, type RedisRole } from './redis';
+import { timeDependency, type DependencyMetrics } from '../metrics';
+import { currentJobTrace, inSpan, SpanKind } from '../tracing';
+import { createRedis, waitForRedis, type RedisConnection, type RedisRole } from './redis';
 
 /** The states of a job that has not ended (it may still read its inputs). */
 const UNFINISHED_STATES = [
@@ -93,31 +94,44 @@ export class BullJobQueue implements JobQueue {
   private readonly queues = new Map<QueueName, Queue>();
   private readonly events = new Map<QueueName, QueueEvents>();
   /** Each QueueEvents' own connection (watched by `wait`). */
-  private readonly eventsConnections = new Map<QueueName, Redis>();
+  private readonly eventsConnections = new Map<QueueName, RedisConnection>();
   /**
    * The waits to end when a queue's events connection closes: one `close`
    * listener per connection fans out to them (a listener per wait would pile
    * up past EventEmitter's limit under load).
    */
   private readonly onEventsLost = new Map<QueueName, Set<() => void>>();
-  private readonly connections: Redis[] = [];
+  private readonly connections: RedisConnection[] = [];
 
   constructor(
     private readonly config: Pick<Config, 'redisUrl' | 'queuePrefix'>,
     private readonly logger: Logger,
+    /** Times the producer's calls to Redis (add, get, counts, ping…) for the dependency metrics. */
+    private readonly metrics?: DependencyMetrics,
   ) {}
 
-  private connection(role: RedisRole): Redis {
+  /** A call to Redis: timed, and a 503 when Redis itself fails. */
+  private call<T>(operation: string, fn: () => Promise<T>): Promise<T> {
+    return timeDependency(
+      this.metrics,
+      'redis',
+      operation,
+      () => redisCall(fn),
+      (err) => !isAppError(err) || err.status >= 500,
+    );
+  }
+
+  private connection(role: RedisRole): RedisConnection {
     if (!this.config.redisUrl) throw new Error('REDIS_URL is not set');
     const redis = createRedis(this.config.redisUrl, role, this.logger);
     this.connections.push(redis);
     return redis;
   }
 
-  private producerConnection: Redis | undefined;
+  private producerConnection: RedisConnection | undefined;
 
   /** One fail-fast connection shared by the producers of every queue. */
-  private producer(): Redis {
+  private producer(): RedisConnection {
     this.producerConnection ??= this.connection('producer');
     return this.producerConnection;
   }
@@ -167,8 +181,23 @@ export class BullJobQueue implements JobQueue {
 
   async add<N extends JobName>(name: N, payload: JobPayloads[N], jobUuid: string): Promise<string> {
     const jobId = newJobId(name, jobUuid);
-    await redisCall(() =>
-      this.queue(JOB_QUEUES[name]).add(name, payload, { ...JOB_OPTIONS, jobId }),
+    const queue = JOB_QUEUES[name];
+    // The worker's `process` span is a child of this one: its context travels in the payload.
+    await inSpan(
+      `send ${queue}`,
+      SpanKind.PRODUCER,
+      {
+        'messaging.system': 'bullmq',
+        'messaging.operation.type': 'send',
+        'messaging.destination.name': queue,
+        'messaging.message.id': jobId,
+        'media.job.name': name,
+      },
+      () => {
+        const trace = currentJobTrace();
+        const data = trace ? { ...payload, trace } : payload;
+        return this.call('add', () => this.queue(queue).add(name, data, { ...JOB_OPTIONS, jobId }));
+      },
     );
     return jobId;
   }
@@ -223,9 +252,9 @@ export class BullJobQueue implements JobQueue {
           }
           // The state first, then the job: a job read while still active has no return
           // value yet, and may complete before its state is asked.
-          const state = await redisCall(() => queue.getJobState(jobId));
+          const state = await this.call('getJobState', () => queue.getJobState(jobId));
           if (state !== 'completed' && state !== 'failed') return;
-          const job = await redisCall(() => Job.fromId(queue, jobId));
+          const job = await this.call('getJob', () => Job.fromId(queue, jobId));
           if (!job) return;
           if (state === 'completed') onCompleted({ returnvalue: job.returnvalue });
           else onFailed({ failedReason: job.failedReason });
@@ -239,9 +268,9 @@ export class BullJobQueue implements JobQueue {
   async get(jobId: string): Promise<JobSnapshot | null> {
     const queueName = queueOfJobId(jobId);
     if (!queueName) return null;
-    const job = await redisCall(() => this.queue(queueName).getJob(jobId));
+    const job = await this.call('getJob', () => this.queue(queueName).getJob(jobId));
     if (!job?.id) return null;
-    const state = await redisCall<string>(() => job.getState());
+    const state = await this.call<string>('getJobState', () => job.getState());
     return {
       id: job.id,
       name: job.name as JobName,
@@ -283,9 +312,9 @@ export class BullJobQueue implements JobQueue {
     let active = 0;
     for await (const job of this.jobsIn(UNFINISHED_STATES)) {
       if ((job.data as { organizationId?: unknown }).organizationId !== organizationId) continue;
-      if (await redisCall(() => job.isActive())) active++;
+      if (await this.call('isActive', () => job.isActive())) active++;
       else {
-        await redisCall(() => job.remove());
+        await this.call('remove', () => job.remove());
         removed++;
       }
     }
@@ -299,7 +328,9 @@ export class BullJobQueue implements JobQueue {
       const queue = this.queue(name);
       for (const state of states) {
         for (let start = 0; ; start += PAGE) {
-          const jobs = await redisCall(() => queue.getJobs(state, start, start + PAGE - 1));
+          const jobs = await this.call('getJobs', () =>
+            queue.getJobs(state, start, start + PAGE - 1),
+          );
           for (const job of jobs) if (job) yield job;
           if (jobs.length < PAGE) break;
         }
@@ -310,7 +341,7 @@ export class BullJobQueue implements JobQueue {
   async counts(): Promise<Record<QueueName, Record<string, number>>> {
     const out = {} as Record<QueueName, Record<string, number>>;
     for (const q of QUEUE_NAMES) {
-      out[q] = await redisCall(() =>
+      out[q] = await this.call('getJobCounts', () =>
         this.queue(q).getJobCounts(
           'waiting',
           'active',
@@ -325,7 +356,7 @@ export class BullJobQueue implements JobQueue {
   }
 
   async ping(): Promise<void> {
-    await redisCall(() => this.producer().ping());
+    await this.call('ping', () => this.producer().ping());
   }
 
   async close(): Promise<void> {

@@ -5,9 +5,19 @@
  *   hanging while Redis is down or silent;
  * - workers and QueueEvents use blocking commands and must keep retrying
  *   forever: `maxRetriesPerRequest: null`.
+ *
+ * REDIS_URL names one server or a Redis Cluster (`redis+cluster://host:port,…`,
+ * see redis-url.ts): `createRedis` answers an ioredis `Redis` or `Cluster`
+ * with the same per-role behaviour. On a cluster every key of a queue must
+ * hash to one slot, which QUEUE_PREFIX as a hash tag (`{media}`) ensures
+ * (the configuration refuses a cluster without one).
  */
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import type { Logger } from '../logger';
+import { parseRedisUrl } from './redis-url';
+
+/** A connection to one Redis or to a Redis Cluster: what BullMQ and the rate limiter take. */
+export type RedisConnection = Redis | Cluster;
 
 export type RedisRole = 'producer' | 'worker' | 'events';
 
@@ -33,8 +43,36 @@ export function redisOptions(role: RedisRole): RedisOptions {
   return { ...reconnect, maxRetriesPerRequest: null, enableReadyCheck: true };
 }
 
-export function createRedis(url: string, role: RedisRole, logger: Logger): Redis {
-  const redis = new Redis(url, { ...redisOptions(role), lazyConnect: false });
+/** The options of a Cluster client for a role: the same fail-fast or patient behaviour per node. */
+export function clusterOptions(
+  role: RedisRole,
+  auth: { username?: string; password?: string; tls: boolean },
+): ClusterOptions {
+  const { enableOfflineQueue, retryStrategy, ...node } = redisOptions(role);
+  return {
+    // Reconnecting to the cluster backs off as a single server's connection does.
+    clusterRetryStrategy: retryStrategy,
+    enableOfflineQueue: enableOfflineQueue ?? true,
+    enableReadyCheck: true,
+    slotsRefreshTimeout: 2_000,
+    redisOptions: {
+      ...node,
+      ...(auth.username ? { username: auth.username } : {}),
+      ...(auth.password ? { password: auth.password } : {}),
+      ...(auth.tls ? { tls: {} } : {}),
+    },
+    // With TLS, nodes are reached by the names the cluster gives, so certificates match
+    // (AWS ElastiCache's advice); without it, names are resolved as usual.
+    ...(auth.tls ? { dnsLookup: (address, callback) => callback(null, address) } : {}),
+  };
+}
+
+export function createRedis(url: string, role: RedisRole, logger: Logger): RedisConnection {
+  const target = parseRedisUrl(url);
+  const redis: RedisConnection =
+    target.mode === 'cluster'
+      ? new Cluster(target.nodes, clusterOptions(role, target))
+      : new Redis(url, { ...redisOptions(role), lazyConnect: false });
   const log = logger.child({ component: 'redis', role });
   let lastError = '';
   redis.on('error', (err: Error) => {
@@ -50,7 +88,7 @@ export function createRedis(url: string, role: RedisRole, logger: Logger): Redis
 }
 
 /** Resolves when the connection is ready, or rejects after `timeoutMs`. */
-export async function waitForRedis(redis: Redis, timeoutMs = 5_000): Promise<void> {
+export async function waitForRedis(redis: RedisConnection, timeoutMs = 5_000): Promise<void> {
   if (redis.status === 'ready') return;
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => {

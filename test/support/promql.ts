@@ -42,8 +42,13 @@ export async function exportedMetricNames(): Promise<Set<string>> {
   });
   api.observeRequest('GET', '/media/download', 200, 0.01);
   api.bytesStored('/media/upload', 1);
+  api.bytesServed(1);
+  api.observeDependency('storage', 'put', 0.01, false);
   const worker = createWorkerMetrics();
   worker.observeJob('image', 'image.convert', 'completed', 0.5);
+  worker.observeWait('image', 'image.convert', 0.1);
+  worker.jobFailed('image', 'image.convert', 'INTERNAL', 'failed');
+  worker.observeDependency('mongodb', 'insert', 0.01, false);
   const texts = [
     await api.render(),
     await worker.render(),

@@ -7,6 +7,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createLogger } from '../../shared/logger';
 import { loadConfig } from '../../shared/config';
+import { createWorkerMetrics } from '../../shared/metrics';
 import { createAdapters } from '../../worker/adapters';
 import { createWorkerContext, type WorkerContext } from '../../worker/context';
 import { createOpsServer } from '../../worker/ops-server';
@@ -28,8 +29,11 @@ export async function startWorker(
 ): Promise<TestWorker> {
   const config = loadConfig({ ...env, ...overrides });
   const logger = createLogger({ level: config.logLevel });
-  const ctx = await createWorkerContext(config, logger, createAdapters(config, logger));
-  const worker = createWorker(ctx, buildRegistry(PROCESSORS));
+  const metrics = createWorkerMetrics();
+  const ctx = await createWorkerContext(config, logger, createAdapters(config, logger), {
+    metrics,
+  });
+  const worker = createWorker(ctx, buildRegistry(PROCESSORS), metrics);
   await Promise.all(worker.workers.map((w) => w.waitUntilReady()));
   const ops: Server = createOpsServer({
     checks: worker.readiness,

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CONFIG_VARIABLES, loadConfig } from '../../shared/config';
+import { CONFIG_VARIABLES, SECRET_VARIABLES, loadConfig } from '../../shared/config';
 
 const root = join(__dirname, '..', '..');
 const read = (file: string) => readFileSync(join(root, file), 'utf8');
@@ -24,5 +24,24 @@ describe('configuration documentation', () => {
     const table = section.slice(0, section.indexOf('\n## ', 5));
     const names = [...table.matchAll(/^\|\s*`([A-Z0-9_]+)`\s*\|/gm)].map((m) => m[1]);
     expect([...names].sort()).toEqual([...CONFIG_VARIABLES].sort());
+  });
+
+  it('says of every secret, and only of secrets, that it may come from <NAME>_FILE', () => {
+    const readme = read('README.md');
+    const section = readme.slice(readme.indexOf('## Configuration'));
+    const table = section.slice(0, section.indexOf('\n## ', 5));
+    const rows = new Map(
+      [...table.matchAll(/^\|\s*`([A-Z0-9_]+)`\s*\|(.*)$/gm)].map((m) => [m[1]!, m[2]!]),
+    );
+    for (const name of CONFIG_VARIABLES) {
+      const secret = (SECRET_VARIABLES as readonly string[]).includes(name);
+      expect({ name, mentionsFile: rows.get(name)!.includes(`\`${name}_FILE\``) }).toEqual({
+        name,
+        mentionsFile: secret,
+      });
+    }
+    const example = read('.env.example');
+    for (const name of SECRET_VARIABLES)
+      expect(example).toMatch(new RegExp(`^# ${name}_FILE=`, 'm'));
   });
 });

@@ -76,6 +76,13 @@ describe('the CLI hook into a running npm start (api/dev-state.ts)', () => {
     expect(env.MONGODB_URI).toBe('mongodb://db.example/x');
   });
 
+  it('never sets a variable given as <NAME>_FILE (a secret read from a file)', async () => {
+    await writeState(dataDir, launcherState(SERVICES));
+    const env: NodeJS.ProcessEnv = { DATA_DIR: dataDir, REDIS_URL_FILE: '/run/secrets/redis' };
+    expect(adoptDevState(env).sort()).toEqual(['MONGODB_URI', 'STORAGE_DIR']);
+    expect(env.REDIS_URL).toBeUndefined();
+  });
+
   it('is ignored under NODE_ENV=production', async () => {
     await writeState(dataDir, launcherState(SERVICES));
     const env: NodeJS.ProcessEnv = { DATA_DIR: dataDir, NODE_ENV: 'production' };

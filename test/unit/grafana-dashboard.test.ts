@@ -158,4 +158,13 @@ it('covers requests, latency and 5xx by route, queues, jobs, bytes stored, proce
   expect(panelsUsing('process_cpu_seconds_total', /rate\(/).length).toBeGreaterThan(0);
   expect(panelsUsing('nodejs_eventloop_lag_p99_seconds').length).toBeGreaterThan(0);
   expect(panelsUsing('media_reconcile_findings').length).toBeGreaterThan(0);
+  expect(panelsUsing('media_bytes_served_total').length).toBeGreaterThan(0);
+  expect(panelsUsing('media_job_wait_seconds_bucket', /histogram_quantile/).length).toBeGreaterThan(
+    0,
+  );
+  expect(panelsUsing('media_job_failures_total', /by \([^)]*code/).length).toBeGreaterThan(0);
+  expect(
+    panelsUsing('media_dependency_duration_seconds_bucket', /histogram_quantile/).length,
+  ).toBeGreaterThan(0);
+  expect(panelsUsing('media_dependency_errors_total').length).toBeGreaterThan(0);
 });

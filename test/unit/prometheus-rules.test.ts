@@ -101,6 +101,11 @@ it('alerts on backlog, failing jobs, targets down or flapping, reconcile finding
     expect.arrayContaining(['MediaTargetDown', 'MediaTargetFlapping', 'MediaApiRedisUnreachable']),
   );
   expect(uses('media_reconcile_findings')).toContain('MediaReconcileFindings');
+  // What an operator alerts on past one machine: queue wait, failures by code, dependencies.
+  expect(uses('media_job_wait_seconds_bucket')).toContain('MediaJobWaitHigh');
+  expect(uses('media_job_failures_total')).toContain('MediaJobsFailingOnServerErrors');
+  expect(uses('media_dependency_errors_total')).toContain('MediaDependencyErrors');
+  expect(uses('media_dependency_duration_seconds_bucket')).toContain('MediaDependencySlow');
   expect(uses('media_reconcile_last_success_timestamp_seconds')).toContain('MediaReconcileStale');
   const fiveXx = rules.find((r) => r.alert === 'MediaHigh5xxRate');
   expect(fiveXx?.expr).toMatch(/http_request_duration_seconds_count\{[^}]*status=~"5\.\."/);

@@ -1,9 +1,12 @@
 /**
  * GET /metrics of the API and the worker, against the real services: the
  * request histogram is labelled by route pattern (never the raw URL), uploads
- * count their bytes, queue depths are read on scrape, a conversion records
- * its job duration, and METRICS_TOKEN closes the endpoint.
+ * count their bytes, downloads the bytes they send, queue depths are read on
+ * scrape, calls to MongoDB, Redis and storage are timed (and readiness checks),
+ * a conversion records its job duration and its queue wait, a refused job
+ * counts its error code, and METRICS_TOKEN closes the endpoint.
  */
+import { corpusFile } from '../../support/files';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { fixture, form } from '../../support/files';
 import { startWorker, type TestWorker } from '../../support/worker';
@@ -92,6 +95,51 @@ it('API: route-labelled latency, bytes stored, queue depths and process metrics'
   for (const queue of ['image', 'pdf']) {
     expect(find(all, 'media_queue_jobs', { queue, state: 'waiting' })).toHaveLength(1);
   }
+
+  // Calls to each dependency, by operation: the upload's put and its record's insert, and the
+  // queue counts the scrape itself read.
+  const calls = (dependency: string, operation: string) =>
+    find(all, 'media_dependency_duration_seconds_count', { dependency, operation })[0]?.[1] ?? 0;
+  expect(calls('storage', 'put')).toBeGreaterThanOrEqual(1);
+  expect(calls('mongodb', 'insert')).toBeGreaterThanOrEqual(1);
+  expect(calls('mongodb', 'find')).toBeGreaterThanOrEqual(1);
+  expect(find(all, 'media_dependency_errors_total', { dependency: 'storage' })).toEqual([]);
+  const again = await scrape(api.url);
+  expect(
+    find(again, 'media_dependency_duration_seconds_count', {
+      dependency: 'redis',
+      operation: 'getJobCounts',
+    })[0]![1],
+  ).toBeGreaterThanOrEqual(2);
+});
+
+it('API: downloads count the bytes they send; readiness checks are timed per dependency', async () => {
+  const record = await upload('Canon_40D.jpg');
+  const before = find(await scrape(api.url), 'media_bytes_served_total')[0]?.[1] ?? 0;
+  const whole = await fetch(`${api.url}/media/download?media=${encodeURIComponent(record.key)}`, {
+    headers: org.auth,
+  });
+  expect((await whole.arrayBuffer()).byteLength).toBe(record.bytes);
+  const part = await fetch(`${api.url}/media/download?media=${encodeURIComponent(record.key)}`, {
+    headers: { ...org.auth, Range: 'bytes=0-99' },
+  });
+  expect(part.status).toBe(206);
+  await part.arrayBuffer();
+  expect((await fetch(`${api.url}/readyz`)).status).toBe(200);
+
+  const all = await scrape(api.url);
+  expect(find(all, 'media_bytes_served_total')[0]![1] - before).toBe(record.bytes + 100);
+  expect(
+    find(all, 'media_dependency_duration_seconds_count', {
+      dependency: 'storage',
+      operation: 'get',
+    })[0]![1],
+  ).toBeGreaterThanOrEqual(2);
+  for (const dependency of ['mongodb', 'redis', 'storage']) {
+    expect(
+      find(all, 'media_dependency_duration_seconds_count', { dependency, operation: 'readiness' }),
+    ).toHaveLength(1);
+  }
   expect(find(all, 'process_cpu_user_seconds_total')).toHaveLength(1);
   expect(find(all, 'nodejs_eventloop_lag_seconds')).toHaveLength(1);
 });
@@ -119,6 +167,47 @@ it('worker: a conversion records its duration as completed', async () => {
     })[0]![1],
   ).toBeGreaterThan(0);
   expect(find(all, 'process_resident_memory_bytes')).toHaveLength(1);
+
+  // Its wait in the queue (added → started), and the worker's own storage and MongoDB calls.
+  expect(
+    find(all, 'media_job_wait_seconds_count', { queue: 'image', name: 'image.convert' })[0]![1],
+  ).toBeGreaterThanOrEqual(1);
+  expect(
+    find(all, 'media_dependency_duration_seconds_count', {
+      dependency: 'storage',
+      operation: 'get',
+    }),
+  ).toHaveLength(1);
+  expect(
+    find(all, 'media_dependency_duration_seconds_count', {
+      dependency: 'mongodb',
+      operation: 'insert',
+    }),
+  ).toHaveLength(1);
+});
+
+it('worker: a refused job counts as a failure with its error code', async () => {
+  const res = await fetch(`${api.url}/media/upload`, {
+    method: 'POST',
+    headers: org.auth,
+    body: form([['file', corpusFile('images/corrupted.jpg'), 'corrupted.jpg']]),
+  });
+  const { key } = ((await res.json()) as { data: Media }).data;
+  const convert = await fetch(`${api.url}/media/convert`, {
+    method: 'POST',
+    headers: { ...org.auth, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ mediaKey: key, format: 'png' }),
+  });
+  const { error } = (await convert.json()) as { error: string };
+  expect([convert.status, error]).toEqual([422, 'UNREADABLE_MEDIA']);
+  const failures = find(await scrape(worker.opsUrl), 'media_job_failures_total', {
+    queue: 'image',
+    name: 'image.convert',
+    code: 'UNREADABLE_MEDIA',
+    outcome: 'failed',
+  });
+  expect(failures).toHaveLength(1);
+  expect(failures[0]![1]).toBeGreaterThanOrEqual(1);
 });
 
 it('METRICS_TOKEN: /metrics needs the bearer token (API and worker); health stays open', async () => {
