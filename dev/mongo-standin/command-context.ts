@@ -17,6 +17,7 @@ import {
   restoreTypes,
   toQueryDoc,
 } from './bson-values';
+import { normalizeCollation } from './bson-compare';
 import { ERRORS } from './command-errors';
 import type { CursorRegistry } from './cursor-registry';
 import type { QueryOptions } from './mingo-adapter';
@@ -94,14 +95,27 @@ export function nonNegative(field: string, value: number | undefined): number | 
   return value;
 }
 
-export function queryOptions(ctx: CommandContext, collation?: Doc): QueryOptions {
+/**
+ * The query options of a command: its collation (else, with `collection`
+ * given, that collection's default collation), `let` variables, and the
+ * resolver for $lookup's collections. The collation is checked here, so a
+ * bad one fails the command before anything runs.
+ */
+export function queryOptions(ctx: CommandContext, collation?: Doc, collection?: string): QueryOptions {
   const options: QueryOptions = {
     // Copies: pipeline stages after a $lookup may modify what it joined.
     collectionResolver: (name) =>
       (ctx.engine.collection(ctx.db, name)?.views() ?? []).map((view) => cloneDoc(view)),
   };
-  const effectiveCollation = collation ?? optionalDoc(ctx.command, 'collation');
-  if (effectiveCollation) options.collation = effectiveCollation;
+  let effectiveCollation = collation ?? optionalDoc(ctx.command, 'collation');
+  if (!effectiveCollation && collection !== undefined) {
+    const fallback = ctx.engine.collection(ctx.db, collection)?.options.collation;
+    if (isPlainObject(fallback)) effectiveCollation = fallback;
+  }
+  if (effectiveCollation) {
+    normalizeCollation(effectiveCollation);
+    options.collation = effectiveCollation;
+  }
   const variables = optionalDoc(ctx.command, 'let');
   if (variables) options.variables = toQueryDoc(variables);
   return options;
@@ -112,10 +126,15 @@ export function cursorBatchSize(ctx: CommandContext): number | undefined {
   return cursor ? nonNegative('batchSize', optionalInt(cursor, 'batchSize')) : undefined;
 }
 
-export function projectStored(doc: Doc, projection: Doc | undefined, options: QueryOptions): Doc {
+export function projectStored(
+  doc: Doc,
+  projection: Doc | undefined,
+  options: QueryOptions,
+  filter?: Doc,
+): Doc {
   if (!projection || Object.keys(projection).length === 0) return doc;
   if (isSimpleProjection(projection)) return projectDoc(doc, projection, options);
-  return restoreTypes(projectDoc(toQueryDoc(doc), projection, options), doc);
+  return restoreTypes(projectDoc(toQueryDoc(doc), projection, options, filter), doc);
 }
 
 export function cursorReply(

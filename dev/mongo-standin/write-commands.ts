@@ -16,7 +16,7 @@ import {
   requiredDocArray,
 } from './command-context';
 import type { QueryOptions } from './mingo-adapter';
-import { normalizeSort } from './mingo-adapter';
+import { compileFilter, normalizeSort } from './mingo-adapter';
 import type { StoredEntry } from './storage-engine';
 import type { UpdateDocument } from './update-engine';
 import { applyUpdate, buildUpsertSeed, documentsEqual, isOperatorUpdate } from './update-engine';
@@ -76,12 +76,13 @@ export const update: CommandHandler = (ctx) => {
       const multi = isTruthy(statement.multi);
       const upsert = isTruthy(statement.upsert);
       const arrayFilters = optionalDocArray(statement, 'arrayFilters');
-      const options = queryOptions(ctx, optionalDoc(statement, 'collation'));
+      const options = queryOptions(ctx, optionalDoc(statement, 'collation'), name);
       if (multi && !Array.isArray(change) && !isOperatorUpdate(change)) {
         throw ERRORS.failedToParse('multi update is not supported for replacement-style update');
       }
       const store = ctx.engine.collection(ctx.db, name);
       const sort = normalizeSort(statement.sort);
+      if (!store) compileFilter(filter, options);
       const matched = store
         ? store.findEntries(filter, { ...options, sort, limit: multi ? 0 : 1 })
         : [];
@@ -134,8 +135,11 @@ export const remove: CommandHandler = (ctx) => {
         );
       }
       const store = ctx.engine.collection(ctx.db, name);
-      if (!store) continue;
-      const options = queryOptions(ctx, optionalDoc(statement, 'collation'));
+      const options = queryOptions(ctx, optionalDoc(statement, 'collation'), name);
+      if (!store) {
+        compileFilter(filter, options);
+        continue;
+      }
       for (const entry of store.findEntries(filter, { ...options, limit })) {
         store.remove(entry);
         n++;
@@ -158,7 +162,7 @@ export const findAndModify: CommandHandler = (ctx) => {
   const upsert = isTruthy(cmd.upsert);
   const returnNew = isTruthy(cmd.new);
   const arrayFilters = optionalDocArray(cmd, 'arrayFilters');
-  const options = queryOptions(ctx);
+  const options = queryOptions(ctx, undefined, name);
   if (removeDoc && cmd.update !== undefined) {
     throw ERRORS.failedToParse('Cannot specify both an update and remove=true');
   }
@@ -172,13 +176,14 @@ export const findAndModify: CommandHandler = (ctx) => {
   }
 
   const store = ctx.engine.collection(ctx.db, name);
+  if (!store) compileFilter(filter, options);
   const entry: StoredEntry | undefined = store?.findEntries(filter, {
     ...options,
     sort,
     limit: 1,
   })[0];
   const project = (doc: Doc | undefined): Doc | null =>
-    doc ? projectStored(doc, fields, options) : null;
+    doc ? projectStored(doc, fields, options, filter) : null;
 
   if (removeDoc) {
     if (!store || !entry) return { lastErrorObject: { n: 0 }, value: null };
