@@ -1,11 +1,20 @@
 // Collection and database commands: create (with its options kept for
-// listCollections), drop, dropDatabase, listCollections and listDatabases.
+// listCollections; a capped collection needs its size, a collation must be
+// valid), collMod (index hiding, options kept), drop, dropDatabase,
+// listCollections and listDatabases.
 
 import type { Doc } from './bson-values';
-import { isTruthy, toQueryDoc } from './bson-values';
-import { ERRORS } from './command-errors';
+import { isPlainObject, isTruthy, toQueryDoc } from './bson-values';
+import { normalizeCollation } from './bson-compare';
+import { ERRORS, MongoCommandError } from './command-errors';
 import type { CommandHandler } from './command-context';
-import { collectionArg, cursorBatchSize, cursorReply, optionalDoc } from './command-context';
+import {
+  collectionArg,
+  cursorBatchSize,
+  cursorReply,
+  optionalDoc,
+  requireCollection,
+} from './command-context';
 import { compileFilter } from './mingo-adapter';
 
 const COLLECTION_OPTION_FIELDS = new Set([
@@ -31,9 +40,81 @@ export const create: CommandHandler = (ctx) => {
   for (const [field, value] of Object.entries(ctx.command)) {
     if (COLLECTION_OPTION_FIELDS.has(field)) options[field] = value;
   }
+  if (isTruthy(options.capped) && options.size === undefined) {
+    throw new MongoCommandError('InvalidOptions', "the 'size' field is required when 'capped' is true");
+  }
+  if (options.collation !== undefined) {
+    if (!isPlainObject(options.collation)) throw ERRORS.typeMismatch('create.collation', 'object');
+    normalizeCollation(options.collation);
+  }
   ctx.engine.createCollection(ctx.db, name, options);
   return {};
 };
+
+/** collMod's options the stand-in keeps (for listCollections) and what they change. */
+const COLLMOD_OPTIONS = new Set([
+  'validator',
+  'validationLevel',
+  'validationAction',
+  'expireAfterSeconds',
+  'changeStreamPreAndPostImages',
+  'timeseries',
+]);
+
+export const collMod: CommandHandler = (ctx) => {
+  const name = collectionArg(ctx);
+  const store = requireCollection(ctx, name);
+  const reply: Doc = {};
+  for (const [field, value] of Object.entries(ctx.command)) {
+    if (field === 'collMod' || IGNORED_ARGUMENTS.has(field)) continue;
+    if (field === 'index') {
+      if (!isPlainObject(value)) throw ERRORS.typeMismatch('collMod.index', 'object');
+      const target = value.name ?? value.keyPattern;
+      if (typeof target !== 'string' && !isPlainObject(target)) {
+        throw new MongoCommandError('InvalidOptions', 'must specify either index name or key pattern');
+      }
+      const spec = store.indexSpec(target);
+      if (!spec) {
+        throw new MongoCommandError(
+          'IndexNotFound',
+          `cannot find index ${typeof target === 'string' ? target : JSON.stringify(target)} for ns ${store.ns}`,
+        );
+      }
+      if (value.hidden !== undefined) {
+        if (spec.name === '_id_') throw ERRORS.badValue('can\'t hide _id index');
+        const before = spec.hidden === true;
+        const after = isTruthy(value.hidden);
+        if (after) spec.hidden = true;
+        else delete spec.hidden;
+        if (before !== after) Object.assign(reply, { hidden_old: before, hidden_new: after });
+      }
+      if (value.expireAfterSeconds !== undefined) {
+        reply.expireAfterSeconds_old = spec.expireAfterSeconds;
+        reply.expireAfterSeconds_new = value.expireAfterSeconds;
+        spec.expireAfterSeconds = value.expireAfterSeconds;
+      }
+      continue;
+    }
+    if (!COLLMOD_OPTIONS.has(field)) {
+      throw new MongoCommandError('InvalidOptions', `unknown option to collMod: ${field}`);
+    }
+    store.options[field] = value;
+  }
+  return reply;
+};
+
+const IGNORED_ARGUMENTS = new Set([
+  'lsid',
+  '$db',
+  '$clusterTime',
+  '$readPreference',
+  'writeConcern',
+  'comment',
+  'apiVersion',
+  'apiStrict',
+  'apiDeprecationErrors',
+  'txnNumber',
+]);
 
 export const drop: CommandHandler = (ctx) => {
   const name = collectionArg(ctx);

@@ -227,6 +227,15 @@ export class CollectionStore {
     return this.indexes.map((index) => index.spec);
   }
 
+  /** The stored spec of one index, by name or key pattern (collMod changes it in place). */
+  indexSpec(nameOrKey: string | Doc): Doc | undefined {
+    return this.indexes.find((index) =>
+      typeof nameOrKey === 'string'
+        ? index.name === nameOrKey
+        : index.sameKeyPattern(new IndexDefinition({ key: nameOrKey, name: 'probe' })),
+    )?.spec;
+  }
+
   get indexCount(): number {
     return this.indexes.length;
   }
