@@ -43,6 +43,12 @@ export const create: CommandHandler = (ctx) => {
   if (isTruthy(options.capped) && options.size === undefined) {
     throw new MongoCommandError('InvalidOptions', "the 'size' field is required when 'capped' is true");
   }
+  if (!isTruthy(options.capped) && (options.size !== undefined || options.max !== undefined)) {
+    throw new MongoCommandError(
+      'InvalidOptions',
+      "the 'capped' field needs to be true when either the 'size' or 'max' fields are present",
+    );
+  }
   if (options.collation !== undefined) {
     if (!isPlainObject(options.collation)) throw ERRORS.typeMismatch('create.collation', 'object');
     normalizeCollation(options.collation);
