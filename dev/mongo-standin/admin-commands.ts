@@ -60,12 +60,18 @@ const PARAMETERS: Doc = {
   authenticationMechanisms: [],
   logLevel: 0,
   quiet: false,
-  // Accepted and reported; the stand-in has no TTL monitor (TTL expiry is not emulated).
+  // The TTL monitor's period (ttl-monitor.ts).
   ttlMonitorSleepSecs: 60,
   ttlMonitorEnabled: true,
   notablescan: false,
   cursorTimeoutMillis: 600_000,
 };
+
+/** The TTL monitor's period (setParameter ttlMonitorSleepSecs). */
+export function ttlMonitorSleepSecs(): number {
+  const value = PARAMETERS.ttlMonitorSleepSecs;
+  return typeof value === 'number' ? value : Number((value as { value?: unknown })?.value ?? 60);
+}
 
 /** Parameters setParameter may change (others are read-only or unknown). */
 const SETTABLE = new Set([
@@ -93,7 +99,10 @@ export const setParameter: CommandHandler = (ctx) => {
     (field) => field !== 'setParameter' && !COMMAND_ARGUMENTS.has(field),
   );
   if (fields.length === 0) {
-    throw new MongoCommandError('InvalidOptions', 'no option found to set, use help:true to see options ');
+    throw new MongoCommandError(
+      'InvalidOptions',
+      'no option found to set, use help:true to see options ',
+    );
   }
   for (const field of fields) {
     if (!Object.hasOwn(PARAMETERS, field)) {
@@ -103,7 +112,10 @@ export const setParameter: CommandHandler = (ctx) => {
       );
     }
     if (!SETTABLE.has(field)) {
-      throw new MongoCommandError('IllegalOperation', `not allowed to change [${field}] at runtime`);
+      throw new MongoCommandError(
+        'IllegalOperation',
+        `not allowed to change [${field}] at runtime`,
+      );
     }
   }
   for (const field of fields) {

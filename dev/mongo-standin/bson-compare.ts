@@ -8,7 +8,7 @@
 import type { Binary, BSONRegExp, Decimal128, Long, ObjectId, Timestamp } from 'bson';
 
 import type { Doc } from './bson-values';
-import { bsonTag, isPlainObject } from './bson-values';
+import { bsonTag } from './bson-values';
 import { MongoCommandError } from './command-errors';
 
 /** Compares two strings; the simple (binary) comparison when there is no collation. */
@@ -93,7 +93,7 @@ export function normalizeCollation(collation: Doc): NormalizedCollation {
     bcp47 = base.replace(/_/g, '-');
     const match = /collation=([a-z]+)/.exec(keywords);
     if (match) bcp47 += `-u-co-${match[1]}`;
-    let supported: string[] = [];
+    let supported: string[];
     try {
       supported = bcp47 ? Intl.Collator.supportedLocalesOf(bcp47) : [];
     } catch {
@@ -165,69 +165,50 @@ const RANK = {
 function typeRank(value: unknown): number {
   if (value === undefined) return RANK.undefined;
   if (value === null) return RANK.null;
-  switch (typeof value) {
-    case 'number':
-    case 'bigint':
-      return RANK.number;
-    case 'string':
-      return RANK.string;
-    case 'boolean':
-      return RANK.bool;
-    default:
-      break;
-  }
+  if (typeof value === 'number' || typeof value === 'bigint') return RANK.number;
+  if (typeof value === 'string') return RANK.string;
+  if (typeof value === 'boolean') return RANK.bool;
   if (Array.isArray(value)) return RANK.array;
   if (value instanceof Date) return RANK.date;
   if (value instanceof RegExp) return RANK.regex;
   if (value instanceof Uint8Array) return RANK.binData;
-  switch (bsonTag(value)) {
-    case 'Int32':
-    case 'Double':
-    case 'Long':
-    case 'Decimal128':
-      return RANK.number;
-    case 'BSONSymbol':
-      return RANK.string;
-    case 'Binary':
-      return RANK.binData;
-    case 'ObjectId':
-      return RANK.objectId;
-    case 'Timestamp':
-      return RANK.timestamp;
-    case 'BSONRegExp':
-      return RANK.regex;
-    case 'MinKey':
-      return RANK.minKey;
-    case 'MaxKey':
-      return RANK.maxKey;
-    case 'Code':
-      return (value as { scope?: unknown }).scope ? RANK.javascriptWithScope : RANK.javascript;
-    case 'DBRef':
-    default:
-      return RANK.object;
+  const tag = bsonTag(value);
+  if (tag === 'Code') {
+    return (value as { scope?: unknown }).scope ? RANK.javascriptWithScope : RANK.javascript;
   }
+  return (tag && TAG_RANKS[tag]) ?? RANK.object;
 }
+
+const TAG_RANKS: Partial<Record<string, number>> = {
+  Int32: RANK.number,
+  Double: RANK.number,
+  Long: RANK.number,
+  Decimal128: RANK.number,
+  BSONSymbol: RANK.string,
+  Binary: RANK.binData,
+  ObjectId: RANK.objectId,
+  Timestamp: RANK.timestamp,
+  BSONRegExp: RANK.regex,
+  MinKey: RANK.minKey,
+  MaxKey: RANK.maxKey,
+};
 
 /** A number as a comparable pair: NaN first, then by value (bigint for Longs beyond 2^53). */
 function numberOf(value: unknown): number | bigint {
   if (typeof value === 'number' || typeof value === 'bigint') return value;
-  switch (bsonTag(value)) {
-    case 'Int32':
-    case 'Double':
-      return (value as { value: number }).value;
-    case 'Long': {
-      const big = (value as Long).toBigInt();
-      return big >= BigInt(Number.MIN_SAFE_INTEGER) && big <= BigInt(Number.MAX_SAFE_INTEGER)
-        ? Number(big)
-        : big;
-    }
-    case 'Decimal128': {
-      const text = (value as Decimal128).toString();
-      return text === 'NaN' || text === '-NaN' ? Number.NaN : Number(text);
-    }
-    default:
-      return Number.NaN;
+  const tag = bsonTag(value);
+  if (tag === 'Int32' || tag === 'Double') return (value as { value: number }).value;
+  if (tag === 'Long') {
+    const big = (value as Long).toBigInt();
+    return big >= BigInt(Number.MIN_SAFE_INTEGER) && big <= BigInt(Number.MAX_SAFE_INTEGER)
+      ? Number(big)
+      : big;
   }
+  if (tag === 'Decimal128') {
+    const text = (value as Decimal128).toString();
+    return text === 'NaN' || text === '-NaN' ? Number.NaN : Number(text);
+  }
+  return Number.NaN;
 }
 
 function compareNumbers(a: unknown, b: unknown): number {
@@ -262,7 +243,10 @@ function subtypeOf(value: unknown): number {
 }
 
 function compareBytes(a: Uint8Array, b: Uint8Array): number {
-  return Buffer.compare(Buffer.from(a.buffer, a.byteOffset, a.length), Buffer.from(b.buffer, b.byteOffset, b.length));
+  return Buffer.compare(
+    Buffer.from(a.buffer, a.byteOffset, a.length),
+    Buffer.from(b.buffer, b.byteOffset, b.length),
+  );
 }
 
 function regexParts(value: unknown): [string, string] {
@@ -308,7 +292,11 @@ function compareSequences(a: unknown, b: unknown, strings: StringComparer): numb
  * MongoDB's order of two BSON values (negative, zero, positive). Field names
  * and the values of one document compare in order, as BSONObj::woCompare does.
  */
-export function compareBson(a: unknown, b: unknown, strings: StringComparer = simpleCompare): number {
+export function compareBson(
+  a: unknown,
+  b: unknown,
+  strings: StringComparer = simpleCompare,
+): number {
   const ra = typeRank(a);
   const rb = typeRank(b);
   if (ra !== rb) return ra < rb ? -1 : 1;
@@ -346,8 +334,8 @@ export function compareBson(a: unknown, b: unknown, strings: StringComparer = si
       return x < y ? -1 : x > y ? 1 : 0;
     }
     case RANK.timestamp: {
-      const x = (a as Timestamp).toBigInt?.() ?? BigInt((a as Timestamp).toString());
-      const y = (b as Timestamp).toBigInt?.() ?? BigInt((b as Timestamp).toString());
+      const x = (a as Timestamp).toBigInt();
+      const y = (b as Timestamp).toBigInt();
       return x < y ? -1 : x > y ? 1 : 0;
     }
     case RANK.regex: {
@@ -378,56 +366,41 @@ export function isMinOrMaxKey(value: unknown): 'min' | 'max' | undefined {
   return rank === RANK.minKey ? 'min' : rank === RANK.maxKey ? 'max' : undefined;
 }
 
+const TAG_ALIASES: Partial<Record<string, string>> = {
+  Int32: 'int',
+  Double: 'double',
+  Long: 'long',
+  Decimal128: 'decimal',
+  BSONSymbol: 'symbol',
+  Binary: 'binData',
+  ObjectId: 'objectId',
+  Timestamp: 'timestamp',
+  BSONRegExp: 'regex',
+  MinKey: 'minKey',
+  MaxKey: 'maxKey',
+};
+
 /** MongoDB's alias of a value's BSON type (`$type`), from its typed form. */
 export function bsonTypeAlias(value: unknown): string {
   if (value === undefined) return 'undefined';
   if (value === null) return 'null';
-  switch (typeof value) {
-    case 'number':
-      // Only seen for values without a typed form: an integral number fitting
-      // an int32 is what the driver sends as an int.
-      return Number.isInteger(value) && Math.abs(value) <= 2_147_483_647 && !Object.is(value, -0)
-        ? 'int'
-        : 'double';
-    case 'bigint':
-      return 'long';
-    case 'string':
-      return 'string';
-    case 'boolean':
-      return 'bool';
-    default:
-      break;
+  if (typeof value === 'number') {
+    // Only seen for values without a typed form: an integral number fitting
+    // an int32 is what the driver sends as an int.
+    return Number.isInteger(value) && Math.abs(value) <= 2_147_483_647 && !Object.is(value, -0)
+      ? 'int'
+      : 'double';
   }
+  if (typeof value === 'bigint') return 'long';
+  if (typeof value === 'string') return 'string';
+  if (typeof value === 'boolean') return 'bool';
   if (Array.isArray(value)) return 'array';
   if (value instanceof Date) return 'date';
   if (value instanceof RegExp) return 'regex';
   if (value instanceof Uint8Array) return 'binData';
-  switch (bsonTag(value)) {
-    case 'Int32':
-      return 'int';
-    case 'Double':
-      return 'double';
-    case 'Long':
-      return 'long';
-    case 'Decimal128':
-      return 'decimal';
-    case 'BSONSymbol':
-      return 'symbol';
-    case 'Binary':
-      return 'binData';
-    case 'ObjectId':
-      return 'objectId';
-    case 'Timestamp':
-      return 'timestamp';
-    case 'BSONRegExp':
-      return 'regex';
-    case 'MinKey':
-      return 'minKey';
-    case 'MaxKey':
-      return 'maxKey';
-    case 'Code':
-      return (value as { scope?: unknown }).scope ? 'javascriptWithScope' : 'javascript';
-    default:
-      return isPlainObject(value) || bsonTag(value) === 'DBRef' ? 'object' : 'object';
+  const tag = bsonTag(value);
+  if (tag === 'Code') {
+    return (value as { scope?: unknown }).scope ? 'javascriptWithScope' : 'javascript';
   }
+  return (tag && TAG_ALIASES[tag]) ?? 'object';
 }

@@ -41,7 +41,10 @@ export const create: CommandHandler = (ctx) => {
     if (COLLECTION_OPTION_FIELDS.has(field)) options[field] = value;
   }
   if (isTruthy(options.capped) && options.size === undefined) {
-    throw new MongoCommandError('InvalidOptions', "the 'size' field is required when 'capped' is true");
+    throw new MongoCommandError(
+      'InvalidOptions',
+      "the 'size' field is required when 'capped' is true",
+    );
   }
   if (!isTruthy(options.capped) && (options.size !== undefined || options.max !== undefined)) {
     throw new MongoCommandError(
@@ -77,7 +80,10 @@ export const collMod: CommandHandler = (ctx) => {
       if (!isPlainObject(value)) throw ERRORS.typeMismatch('collMod.index', 'object');
       const target = value.name ?? value.keyPattern;
       if (typeof target !== 'string' && !isPlainObject(target)) {
-        throw new MongoCommandError('InvalidOptions', 'must specify either index name or key pattern');
+        throw new MongoCommandError(
+          'InvalidOptions',
+          'must specify either index name or key pattern',
+        );
       }
       const spec = store.indexSpec(target);
       if (!spec) {
@@ -87,7 +93,7 @@ export const collMod: CommandHandler = (ctx) => {
         );
       }
       if (value.hidden !== undefined) {
-        if (spec.name === '_id_') throw ERRORS.badValue('can\'t hide _id index');
+        if (spec.name === '_id_') throw ERRORS.badValue("can't hide _id index");
         const before = spec.hidden === true;
         const after = isTruthy(value.hidden);
         if (after) spec.hidden = true;
@@ -134,6 +140,9 @@ export const dropDatabase: CommandHandler = (ctx) => {
   return { dropped: ctx.db };
 };
 
+const collectionType = (options: Doc): string =>
+  isPlainObject(options.timeseries) ? 'timeseries' : 'collection';
+
 export const listCollections: CommandHandler = (ctx) => {
   const filter = optionalDoc(ctx.command, 'filter');
   const nameOnly = isTruthy(ctx.command.nameOnly);
@@ -142,10 +151,10 @@ export const listCollections: CommandHandler = (ctx) => {
     .collections(ctx.db)
     .map((store): Doc =>
       nameOnly
-        ? { name: store.name, type: 'collection' }
+        ? { name: store.name, type: collectionType(store.options) }
         : {
             name: store.name,
-            type: 'collection',
+            type: collectionType(store.options),
             options: store.options,
             info: { readOnly: false, uuid: store.uuid },
             idIndex: { v: 2, key: { _id: 1 }, name: '_id_' },

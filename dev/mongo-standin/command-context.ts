@@ -101,7 +101,11 @@ export function nonNegative(field: string, value: number | undefined): number | 
  * resolver for $lookup's collections. The collation is checked here, so a
  * bad one fails the command before anything runs.
  */
-export function queryOptions(ctx: CommandContext, collation?: Doc, collection?: string): QueryOptions {
+export function queryOptions(
+  ctx: CommandContext,
+  collation?: Doc,
+  collection?: string,
+): QueryOptions {
   const options: QueryOptions = {
     // Copies: pipeline stages after a $lookup may modify what it joined.
     collectionResolver: (name) =>
@@ -149,4 +153,31 @@ export function requireCollection(ctx: CommandContext, name: string): Collection
   const store = ctx.engine.collection(ctx.db, name);
   if (!store) throw ERRORS.namespaceNotFound(`${ctx.db}.${name}`);
   return store;
+}
+
+/**
+ * The order a `hint` makes a scan return documents in when nothing sorts them:
+ * the hinted index's key order ({ $natural: ±1 }: insertion order). A hint that
+ * names no index of an existing collection is MongoDB's BadValue.
+ */
+export function hintOrder(
+  hint: unknown,
+  store: CollectionStore | undefined,
+): Record<string, 1 | -1> | undefined {
+  if (hint === undefined || hint === null || !store) return undefined;
+  if (isPlainObject(hint) && Object.keys(hint).length === 0) return undefined;
+  if (isPlainObject(hint) && '$natural' in hint) {
+    return { $natural: optionalNumber(hint.$natural) === -1 ? -1 : 1 };
+  }
+  const spec = typeof hint === 'string' || isPlainObject(hint) ? store.indexSpec(hint) : undefined;
+  if (!spec || !isPlainObject(spec.key)) {
+    throw ERRORS.badValue('hint provided does not correspond to an existing index');
+  }
+  const order: Record<string, 1 | -1> = {};
+  for (const [field, direction] of Object.entries(spec.key)) {
+    const n = optionalNumber(direction);
+    if (n === undefined) return undefined;
+    order[field] = n < 0 ? -1 : 1;
+  }
+  return order;
 }

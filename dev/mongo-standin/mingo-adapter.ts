@@ -49,7 +49,7 @@ function mingoOptions(
     const spec = normalizeCollation(collation);
     // mingo sorts strings with Intl.Collator, which takes BCP 47 locales.
     if (spec.locale !== 'simple') {
-      mingoCollation = { ...collation, locale: spec.locale } as unknown as MingoOptions['collation'];
+      mingoCollation = { ...collation, locale: spec.locale };
     }
   }
   return {
@@ -232,12 +232,7 @@ function setPathIn(target: Doc, segments: readonly string[], value: unknown): vo
  * Applies a find-style projection to one document (typed or query form); `doc`
  * is not modified. `filter` is the query's, for the positional `arr.$`.
  */
-export function projectDoc(
-  doc: Doc,
-  projection: Doc,
-  options?: QueryOptions,
-  filter?: Doc,
-): Doc {
+export function projectDoc(doc: Doc, projection: Doc, options?: QueryOptions, filter?: Doc): Doc {
   const spec = toQueryDoc(projection);
   const entries = Object.entries(spec);
   const positional = entries.filter(([field]) => field.endsWith('.$'));
@@ -253,7 +248,8 @@ export function projectDoc(
     throw ERRORS.badValue('Cannot specify more than one positional proj. per query.');
   }
   for (const [field] of elemMatches) {
-    if (field.includes('.')) throw ERRORS.badValue('Cannot use $elemMatch projection on a nested field.');
+    if (field.includes('.'))
+      throw ERRORS.badValue('Cannot use $elemMatch projection on a nested field.');
   }
   const exclusive = others.some(([field, value]) => field !== '_id' && isExclusion(value));
   if (exclusive && positional.length) {
@@ -268,7 +264,10 @@ export function projectDoc(
   let result: Doc;
   if (Object.keys(base).length === 0 && !inclusive) {
     result = cloneDoc(doc);
-  } else if (Object.keys(base).length === 0 || (inclusive && !Object.keys(base).some((f) => f !== '_id' && !isExclusion(base[f])))) {
+  } else if (
+    Object.keys(base).length === 0 ||
+    (inclusive && !Object.keys(base).some((f) => f !== '_id' && !isExclusion(base[f])))
+  ) {
     // Only $elemMatch (and _id settings): _id plus those fields.
     result = base._id !== undefined && isExclusion(base._id) ? {} : { _id: doc._id };
     if (result._id === undefined) delete result._id;
@@ -314,7 +313,8 @@ export function projectDoc(
 
   for (const [field, value] of elemMatches) {
     const criteria = (value as Doc).$elemMatch;
-    if (!isPlainObject(criteria)) throw ERRORS.badValue('elemMatch: Invalid argument, object required.');
+    if (!isPlainObject(criteria))
+      throw ERRORS.badValue('elemMatch: Invalid argument, object required.');
     const array = doc[field];
     const found = Array.isArray(array) ? elemMatchFirst(array, criteria, options) : undefined;
     if (found === undefined) delete result[field];
@@ -339,7 +339,10 @@ export function runPipeline(views: Doc[], pipeline: Doc[], options?: QueryOption
     const aggregator = new Aggregator(stages, mingoOptions(options, ProcessingMode.CLONE_INPUT));
     return aggregator.run<Doc>(views);
   } catch (error) {
-    if (error instanceof Error && /^unregistered pipeline operator (\S+?)\.?$/.test(error.message)) {
+    if (
+      error instanceof Error &&
+      /^unregistered pipeline operator (\S+?)\.?$/.test(error.message)
+    ) {
       const name = /^unregistered pipeline operator (\S+?)\.?$/.exec(error.message)![1];
       throw new MongoCommandError('Location40324', `Unrecognized pipeline stage name: '${name}'`);
     }

@@ -52,7 +52,8 @@ function rewriteOperators(expr: Doc): Doc {
   const out: Doc = {};
   for (const [op, operand] of Object.entries(expr)) {
     if (op === '$not' && isPlainObject(operand)) out.$not = rewriteOperators(operand);
-    else if (op === '$elemMatch' && isPlainObject(operand)) out.$elemMatch = rewriteElemMatch(operand);
+    else if (op === '$elemMatch' && isPlainObject(operand))
+      out.$elemMatch = rewriteElemMatch(operand);
     else out[REWRITTEN[op] ?? op] = operand;
   }
   return out;
@@ -74,19 +75,23 @@ const isElemMatch = (item: unknown): item is Doc =>
 export function rewriteFilter(filter: Doc): Doc {
   const out: Doc = {};
   const extra: Doc[] = [];
-  for (let [key, value] of Object.entries(filter)) {
+  for (const [key, entryValue] of Object.entries(filter)) {
+    let value = entryValue;
     if (isPlainObject(value) && Array.isArray(value.$all) && value.$all.some(isElemMatch)) {
       // { a: { $all: [{ $elemMatch: c1 }, { $elemMatch: c2 }] } } is an $and of the $elemMatch.
       const items = value.$all as unknown[];
       if (!items.every(isElemMatch)) throw ERRORS.badValue('$all/$elemMatch has to be consistent');
-      for (const item of items) extra.push({ [key]: { $elemMatch: rewriteElemMatch(item.$elemMatch as Doc) } });
+      for (const item of items)
+        extra.push({ [key]: { $elemMatch: rewriteElemMatch(item.$elemMatch as Doc) } });
       const rest = { ...value };
       delete rest.$all;
       if (Object.keys(rest).length === 0) continue;
       value = rest;
     }
     if ((key === '$and' || key === '$or' || key === '$nor') && Array.isArray(value)) {
-      out[key] = value.map((clause) => (isPlainObject(clause) ? rewriteFilter(clause) : clause));
+      out[key] = (value as unknown[]).map((clause) =>
+        isPlainObject(clause) ? rewriteFilter(clause) : clause,
+      );
     } else if (key.startsWith('$')) {
       out[key] = value;
     } else if (isPlainObject(value) && Object.keys(value).some((k) => k.startsWith('$'))) {
@@ -320,7 +325,7 @@ function typeAliases(operand: unknown): string[] {
     if (!Number.isInteger(code) || TYPE_CODES[code] === undefined) {
       throw ERRORS.badValue(`Invalid numerical type code: ${String(item)}`);
     }
-    return TYPE_CODES[code]!;
+    return TYPE_CODES[code];
   });
 }
 
@@ -336,7 +341,9 @@ const type: QueryOperatorFn = (selector, operand) => {
     return found.values.some(
       (value) =>
         matchesType(value) ||
-        (Array.isArray(value) && !wanted.includes('array') && (value as unknown[]).some(matchesType)),
+        (Array.isArray(value) &&
+          !wanted.includes('array') &&
+          (value as unknown[]).some(matchesType)),
     );
   };
 };

@@ -12,6 +12,7 @@ import {
   collectionArg,
   cursorBatchSize,
   cursorReply,
+  hintOrder,
   nonNegative,
   optionalDoc,
   optionalInt,
@@ -19,7 +20,7 @@ import {
   queryOptions,
   requiredDocArray,
 } from './command-context';
-import { compileFilter, normalizeSort, runPipeline } from './mingo-adapter';
+import { compileFilter, normalizeSort, runPipeline, sortViews } from './mingo-adapter';
 
 export const find: CommandHandler = (ctx) => {
   const name = collectionArg(ctx);
@@ -42,7 +43,8 @@ export const find: CommandHandler = (ctx) => {
   const store = ctx.engine.collection(ctx.db, name);
   // A missing collection still validates the filter, as MongoDB does.
   if (!store) compileFilter(filter, options);
-  const entries = store ? store.findEntries(filter, { ...options, sort, skip, limit }) : [];
+  const order = sort ?? hintOrder(cmd.hint, store);
+  const entries = store ? store.findEntries(filter, { ...options, sort: order, skip, limit }) : [];
   const docs = entries.map((entry) => projectStored(entry.doc, projection, options, filter));
   return cursorReply(ns, ctx.cursors.open(ns, docs, batchSize, singleBatch), 'firstBatch');
 };
@@ -111,9 +113,13 @@ export const aggregate: CommandHandler = (ctx) => {
   // $type reads), before mingo copies the documents.
   let rest = pipeline;
   while (rest.length && isPlainObject(rest[0]!.$match) && Object.keys(rest[0]!).length === 1) {
-    const matches = compileFilter(rest[0]!.$match as Doc, options);
+    const matches = compileFilter(rest[0]!.$match, options);
     views = views.filter((view) => matches(view));
     rest = rest.slice(1);
+  }
+  if (typeof target === 'string') {
+    const order = hintOrder(ctx.command.hint, ctx.engine.collection(ctx.db, target));
+    if (order) views = sortViews(views, order, options);
   }
   const results = rest.length ? runPipeline(views, rest, options) : views;
   return cursorReply(ns, ctx.cursors.open(ns, results, cursorBatchSize(ctx), false), 'firstBatch');

@@ -95,7 +95,8 @@ interface Statement {
 const IDENTIFIER = /^[a-z][a-zA-Z0-9]*$/;
 
 function parsePath(path: string, insert: boolean): Component[] {
-  if (path === '') throw new MongoCommandError('EmptyFieldName', 'An empty update path is not valid.');
+  if (path === '')
+    throw new MongoCommandError('EmptyFieldName', 'An empty update path is not valid.');
   const parts = path.split('.');
   let positionals = 0;
   return parts.map((part, i): Component => {
@@ -110,7 +111,9 @@ function parsePath(path: string, insert: boolean): Component[] {
         throw ERRORS.badValue(`Too many positional (i.e. '$') elements found in path '${path}'`);
       }
       if (i === 0) {
-        throw ERRORS.badValue(`Cannot have positional (i.e. '$') element in the first position in path '${path}'`);
+        throw ERRORS.badValue(
+          `Cannot have positional (i.e. '$') element in the first position in path '${path}'`,
+        );
       }
       return { kind: 'positional' };
     }
@@ -136,7 +139,13 @@ function parsePath(path: string, insert: boolean): Component[] {
 }
 
 const componentText = (c: Component): string =>
-  c.kind === 'field' ? c.name : c.kind === 'positional' ? '$' : c.kind === 'all' ? '$[]' : `$[${c.id}]`;
+  c.kind === 'field'
+    ? c.name
+    : c.kind === 'positional'
+      ? '$'
+      : c.kind === 'all'
+        ? '$[]'
+        : `$[${c.id}]`;
 
 function isPrefix(a: readonly string[], b: readonly string[]): boolean {
   return a.length <= b.length && a.every((part, i) => part === b[i]);
@@ -273,7 +282,12 @@ function asNumber(value: unknown): number {
   return (value as { value: number }).value;
 }
 
-function arithmetic(op: '$inc' | '$mul', current: unknown, operand: unknown, describe: () => string): unknown {
+function arithmetic(
+  op: '$inc' | '$mul',
+  current: unknown,
+  operand: unknown,
+  describe: () => string,
+): unknown {
   const kinds = [numberKind(current), numberKind(operand)];
   if (kinds.includes('decimal')) throw ERRORS.notImplemented(`${op} on a Decimal128 value`);
   if (kinds.includes('double')) {
@@ -320,7 +334,9 @@ class OperatorUpdate {
       for (const other of seen) {
         if (isPrefix(other, text) || isPrefix(text, other)) {
           const shorter = other.length <= text.length ? other : text;
-          throw conflict(`Updating the path '${path}' would create a conflict at '${shorter.join('.')}'`);
+          throw conflict(
+            `Updating the path '${path}' would create a conflict at '${shorter.join('.')}'`,
+          );
         }
       }
       seen.push(text);
@@ -357,7 +373,9 @@ class OperatorUpdate {
     addPath: (path: string, components: Component[]) => void,
   ): void {
     if (typeof to !== 'string') {
-      throw ERRORS.badValue(`The 'to' field for $rename must be a string: ${from}: ${formatValue(to)}`);
+      throw ERRORS.badValue(
+        `The 'to' field for $rename must be a string: ${from}: ${formatValue(to)}`,
+      );
     }
     const source = parsePath(from, false);
     const target = parsePath(to, false);
@@ -368,7 +386,9 @@ class OperatorUpdate {
       throw ERRORS.badValue(`The destination field for $rename may not be dynamic: ${to}`);
     }
     if (from === to) {
-      throw ERRORS.badValue(`The source and target field for $rename must differ: ${from}: "${to}"`);
+      throw ERRORS.badValue(
+        `The source and target field for $rename must differ: ${from}: "${to}"`,
+      );
     }
     const a = from.split('.');
     const b = to.split('.');
@@ -466,11 +486,14 @@ class OperatorUpdate {
     for (const [clause, value] of Object.entries(operand)) {
       if (clause === '$each') continue;
       if (op === '$addToSet') {
-        throw ERRORS.badValue(`Found unexpected fields after $each in $addToSet: ${formatValue(operand)}`);
+        throw ERRORS.badValue(
+          `Found unexpected fields after $each in $addToSet: ${formatValue(operand)}`,
+        );
       }
       const integral =
-        (numericKind(value) === 'int' || numericKind(value) === 'long' ||
-          (numericKind(value) === 'double' && Number.isInteger(asNumber(value))));
+        numericKind(value) === 'int' ||
+        numericKind(value) === 'long' ||
+        (numericKind(value) === 'double' && Number.isInteger(asNumber(value)));
       switch (clause) {
         case '$slice':
           if (!integral) {
@@ -540,7 +563,9 @@ class OperatorUpdate {
         );
       }
       if (this.arrayFilters.has(id)) {
-        throw ERRORS.failedToParse(`Found multiple array filters with the same top-level field name ${id}`);
+        throw ERRORS.failedToParse(
+          `Found multiple array filters with the same top-level field name ${id}`,
+        );
       }
       this.arrayFilters.set(id, compileFilter(filter, this.ctx.options));
     }
@@ -592,9 +617,14 @@ class OperatorUpdate {
           ? undefined
           : matchedIndex(this.original, prefix, this.ctx.filter, this.ctx.options);
         if (index === undefined) {
-          throw ERRORS.badValue('The positional operator did not find the match needed from the query.');
+          throw ERRORS.badValue(
+            'The positional operator did not find the match needed from the query.',
+          );
         }
-        walk(Array.isArray(node) ? (node as unknown[])[index] : undefined, i + 1, [...prefix, String(index)]);
+        walk(Array.isArray(node) ? (node as unknown[])[index] : undefined, i + 1, [
+          ...prefix,
+          String(index),
+        ]);
         return;
       }
       if (node === undefined) {
@@ -607,9 +637,11 @@ class OperatorUpdate {
           `Cannot apply array updates to non-array element ${prefix[prefix.length - 1]}: ${formatValue(node)}`,
         );
       }
-      const matcher = component.kind === 'filtered' ? this.arrayFilters.get(component.id) : undefined;
+      const matcher =
+        component.kind === 'filtered' ? this.arrayFilters.get(component.id) : undefined;
       (node as unknown[]).forEach((element, index) => {
-        if (matcher && !matcher({ [(component as { id: string }).id]: toQueryForm(element) })) return;
+        if (matcher && !matcher({ [(component as { id: string }).id]: toQueryForm(element) }))
+          return;
         walk(element, i + 1, [...prefix, String(index)]);
       });
     };
@@ -623,14 +655,22 @@ class OperatorUpdate {
     const planned: Array<{ statement: Statement; path: string[] }> = [];
     for (const statement of this.statements) {
       for (const path of this.expand(statement)) planned.push({ statement, path });
-      if (statement.from) planned.push({ statement: { ...statement, op: '$rename:from' }, path: statement.from.split('.') });
+      if (statement.from)
+        planned.push({
+          statement: { ...statement, op: '$rename:from' },
+          path: statement.from.split('.'),
+        });
     }
     // Two statements that reach the same field ($[] and $[id], or positional and an index).
     const sorted = [...planned].sort((a, b) => comparePaths(a.path, b.path));
     for (let i = 1; i < sorted.length; i++) {
       const previous = sorted[i - 1]!;
       const current = sorted[i]!;
-      if (previous.statement.path === current.statement.path && previous.statement.op === current.statement.op) continue;
+      if (
+        previous.statement.path === current.statement.path &&
+        previous.statement.op === current.statement.op
+      )
+        continue;
       if (isPrefix(previous.path, current.path)) {
         throw conflict(`Update created a conflict at '${previous.path.join('.')}'`);
       }
@@ -639,7 +679,10 @@ class OperatorUpdate {
       if (statement.op === '$rename:from') continue;
       this.applyOne(statement, path);
     }
-    if (old._id !== undefined && (this.doc._id === undefined || canonicalKey(this.doc._id) !== canonicalKey(old._id))) {
+    if (
+      old._id !== undefined &&
+      (this.doc._id === undefined || canonicalKey(this.doc._id) !== canonicalKey(old._id))
+    ) {
       throw ERRORS.immutableId();
     }
     return withIdFirst(this.doc);
@@ -673,7 +716,11 @@ class OperatorUpdate {
               `Cannot apply ${op} to a value of non-numeric type. ${this.describe()} has the field '${key}' of non-numeric type ${typeName(found.value)}`,
             );
           }
-          setIn(found.container, found.key, arithmetic(op, found.value, operand, () => this.describe()));
+          setIn(
+            found.container,
+            found.key,
+            arithmetic(op, found.value, operand, () => this.describe()),
+          );
           return;
         }
         const target = ensurePath(doc, path);
@@ -681,7 +728,8 @@ class OperatorUpdate {
         if (op === '$mul') {
           const kind = numberKind(operand);
           if (kind === 'decimal') throw ERRORS.notImplemented('$mul on a Decimal128 value');
-          value = kind === 'int' ? new Int32(0) : kind === 'long' ? Long.fromNumber(0) : new Double(0);
+          value =
+            kind === 'int' ? new Int32(0) : kind === 'long' ? Long.fromNumber(0) : new Double(0);
         }
         setIn(target.container, target.key, value);
         return;
@@ -725,7 +773,9 @@ class OperatorUpdate {
           const v = asBigInt(value);
           bits = bitOp === 'and' ? bits & v : bitOp === 'or' ? bits | v : bits ^ v;
         }
-        current = long ? Long.fromBigInt(BigInt.asIntN(64, bits)) : new Int32(Number(BigInt.asIntN(32, bits)));
+        current = long
+          ? Long.fromBigInt(BigInt.asIntN(64, bits))
+          : new Int32(Number(BigInt.asIntN(32, bits)));
         const target = found ?? ensurePath(doc, path);
         setIn(target.container, target.key, current);
         return;
@@ -738,10 +788,18 @@ class OperatorUpdate {
       case '$pullAll': {
         const found = locate(doc, path);
         if (!found) return;
-        if (!Array.isArray(found.value)) throw ERRORS.badValue('Cannot apply $pull to a non-array value');
-        const remove = op === '$pull' ? this.pullMatcher(operand) : (value: unknown) =>
-          (operand as unknown[]).some((item) => bsonEquals(value, item, this.strings));
-        setIn(found.container, found.key, (found.value as unknown[]).filter((value) => !remove(value)));
+        if (!Array.isArray(found.value))
+          throw ERRORS.badValue('Cannot apply $pull to a non-array value');
+        const remove =
+          op === '$pull'
+            ? this.pullMatcher(operand)
+            : (value: unknown) =>
+                (operand as unknown[]).some((item) => bsonEquals(value, item, this.strings));
+        setIn(
+          found.container,
+          found.key,
+          (found.value as unknown[]).filter((value) => !remove(value)),
+        );
         return;
       }
       case '$pop': {
@@ -814,7 +872,10 @@ class OperatorUpdate {
       array.splice(position, 0, ...items);
       if (clause.sort !== undefined) this.sortArray(array, clause.sort);
       if (clause.slice !== undefined) {
-        array = clause.slice >= 0 ? array.slice(0, clause.slice) : array.slice(Math.max(0, array.length + clause.slice));
+        array =
+          clause.slice >= 0
+            ? array.slice(0, clause.slice)
+            : array.slice(Math.max(0, array.length + clause.slice));
       }
     }
     const target = found ?? ensurePath(this.doc, path);
@@ -854,7 +915,9 @@ class OperatorUpdate {
       const keys = Object.keys(condition);
       const first = keys[0];
       const onValue =
-        first !== undefined && first.startsWith('$') && !['$and', '$or', '$nor', '$expr', '$where', '$comment'].includes(first);
+        first !== undefined &&
+        first.startsWith('$') &&
+        !['$and', '$or', '$nor', '$expr', '$where', '$comment'].includes(first);
       if (!onValue) {
         const matches = compileFilter(condition, this.ctx.options);
         return (value) => isPlainObject(value) && matches(toQueryForm(value) as Doc);

@@ -97,21 +97,30 @@ describe('collation (item 6)', () => {
   });
 
   it('strength 1 ignores case and accents; strength 2 ignores case only', async () => {
-    expect(await c.countDocuments({ name: 'alpha' }, { collation: { locale: 'en', strength: 1 } })).toBe(3);
-    expect(await c.countDocuments({ name: 'alpha' }, { collation: { locale: 'en', strength: 2 } })).toBe(2);
     expect(
-      await c.countDocuments({ name: { $in: ['zeta'] } }, { collation: { locale: 'en', strength: 2 } }),
+      await c.countDocuments({ name: 'alpha' }, { collation: { locale: 'en', strength: 1 } }),
+    ).toBe(3);
+    expect(
+      await c.countDocuments({ name: 'alpha' }, { collation: { locale: 'en', strength: 2 } }),
+    ).toBe(2);
+    expect(
+      await c.countDocuments(
+        { name: { $in: ['zeta'] } },
+        { collation: { locale: 'en', strength: 2 } },
+      ),
     ).toBe(1);
     expect(await c.countDocuments({ name: 'alpha' })).toBe(1);
   });
 
   it("a collection's default collation applies when the operation names none", async () => {
     const name = `collated_${uniqueSuffix()}`;
-    const collated = await conn.db!.createCollection(name, { collation: { locale: 'en', strength: 2 } });
+    const collated = await conn.db!.createCollection(name, {
+      collation: { locale: 'en', strength: 2 },
+    });
     await collated.insertMany([{ name: 'alpha' }, { name: 'Zeta' }]);
     expect(await collated.countDocuments({ name: 'ALPHA' })).toBe(1);
     const sorted = await collated.find({}, { sort: { name: 1 } }).toArray();
-    expect(sorted.map((d) => d.name)).toEqual(['alpha', 'Zeta']);
+    expect(sorted.map((d) => d.name as string)).toEqual(['alpha', 'Zeta']);
     expect(await collated.deleteMany({ name: 'ZETA' })).toMatchObject({ deletedCount: 1 });
   });
 });
@@ -181,7 +190,10 @@ describe('commands (item 11)', () => {
   it('collMod hides an index (mongoose syncIndexes({ hideIndexes: true }))', async () => {
     const c = raw('collmod');
     await c.createIndex({ a: 1 });
-    const reply = await conn.db!.command({ collMod: c.collectionName, index: { name: 'a_1', hidden: true } });
+    const reply = await conn.db!.command({
+      collMod: c.collectionName,
+      index: { name: 'a_1', hidden: true },
+    });
     expect(reply).toMatchObject({ ok: 1, hidden_old: false, hidden_new: true });
     const index = (await c.indexes()).find((spec) => spec.name === 'a_1');
     expect(index?.hidden).toBe(true);
@@ -200,13 +212,19 @@ describe('commands (item 11)', () => {
   });
 
   it('a capped collection needs a size (InvalidOptions, 72)', async () => {
-    const error = await serverError(conn.db!.createCollection(`capped_${uniqueSuffix()}`, { capped: true }));
+    const error = await serverError(
+      conn.db!.createCollection(`capped_${uniqueSuffix()}`, { capped: true }),
+    );
     expect(error.code).toBe(72);
     expect(error.message).toMatch(/the 'size' field is required when 'capped' is true/);
   });
 
   it("an unknown aggregation stage is MongoDB's 40324", async () => {
-    const error = await serverError(raw('agg').aggregate([{ $fakeStage: {} }]).toArray());
+    const error = await serverError(
+      raw('agg')
+        .aggregate([{ $fakeStage: {} }])
+        .toArray(),
+    );
     expect(error.code).toBe(40324);
     expect(error.message).toMatch(/Unrecognized pipeline stage name: '\$fakeStage'/);
   });

@@ -51,7 +51,7 @@ describe('several fields of one array element in one update (item 1)', () => {
       children: [{ name: 'a' }, { name: 'b' }],
     });
     const childId = parent.children[1]!._id;
-    const before = parent.children[1]!.get('updatedAt') as Date;
+    const before: unknown = parent.children[1]!.get('updatedAt');
     await new Promise((resolve) => setTimeout(resolve, 5));
     const result = await Parent.updateOne(
       { _id: parent._id, 'children._id': childId },
@@ -61,18 +61,20 @@ describe('several fields of one array element in one update (item 1)', () => {
     const stored = await Parent.findById(parent._id).lean();
     const child = stored!.children[1] as unknown as { name: string; updatedAt: Date };
     expect(child.name).toBe('renamed');
-    expect(child.updatedAt.getTime()).toBeGreaterThan(before.getTime());
+    expect(child.updatedAt.getTime()).toBeGreaterThan((before as Date).getTime());
     expect((stored!.children[0] as unknown as { name: string }).name).toBe('a');
   });
 
   it('$, $[] and $[id] paths to two fields of the same element', async () => {
     const c = raw('multi_field');
     await c.insertOne({ _id: 'doc', arr: [{ k: 1 }, { k: 2 }, { k: 3 }] } as never);
-    await c.updateOne({ _id: 'doc', 'arr.k': 2 } as never, { $set: { 'arr.$.a': 'x', 'arr.$.b': 'y' } });
+    await c.updateOne({ _id: 'doc', 'arr.k': 2 } as never, {
+      $set: { 'arr.$.a': 'x', 'arr.$.b': 'y' },
+    });
     await c.updateOne({ _id: 'doc' } as never, { $set: { 'arr.$[].seen': true, 'arr.$[].n': 0 } });
     await c.updateOne(
       { _id: 'doc' } as never,
-      { $set: { 'arr.$[e].big': true }, $inc: { 'arr.$[e].n': 5 } },
+      { $set: { 'arr.$[e].big': true }, $inc: { 'arr.$[e].n': 5 } } as never,
       { arrayFilters: [{ 'e.k': { $gte: 3 } }] },
     );
     expect((await c.findOne({ _id: 'doc' } as never))?.arr).toEqual([
@@ -86,11 +88,16 @@ describe('several fields of one array element in one update (item 1)', () => {
     const c = raw('conflict');
     await c.insertOne({ _id: 'doc', arr: [{ k: 1 }] } as never);
     const prefix = await serverError(
-      c.updateOne({ _id: 'doc', 'arr.k': 1 } as never, { $set: { 'arr.$': { k: 9 }, 'arr.$.k': 2 } }),
+      c.updateOne({ _id: 'doc', 'arr.k': 1 } as never, {
+        $set: { 'arr.$': { k: 9 }, 'arr.$.k': 2 },
+      }),
     );
     expect(prefix.code).toBe(40);
     const same = await serverError(
-      c.updateOne({ _id: 'doc' } as never, { $set: { 'arr.0.k': 1 }, $inc: { 'arr.0.k': 1 } }),
+      c.updateOne(
+        { _id: 'doc' } as never,
+        { $set: { 'arr.0.k': 1 }, $inc: { 'arr.0.k': 1 } } as never,
+      ),
     );
     expect(same.code).toBe(40);
   });
@@ -103,19 +110,29 @@ describe('$pull (item 2)', () => {
       _id: 'doc',
       arr: [{ a: 1 }, { b: 2 }, { a: 3 }, { c: 4 }],
     } as never);
-    const result = await c.updateOne({ _id: 'doc' } as never, {
-      $pull: { arr: { $or: [{ a: 1 }, { b: 2 }] } },
-    } as never);
+    const result = await c.updateOne(
+      { _id: 'doc' } as never,
+      {
+        $pull: { arr: { $or: [{ a: 1 }, { b: 2 }] } },
+      } as never,
+    );
     expect(result.modifiedCount).toBe(1);
     expect((await c.findOne({ _id: 'doc' } as never))?.arr).toEqual([{ a: 3 }, { c: 4 }]);
   });
 
   it('matches documents by their fields, values by operators, and leaves other elements', async () => {
     const c = raw('pull_forms');
-    await c.insertOne({ _id: 'doc', docs: [{ a: 1, b: 1 }, { a: 1 }, 5], nums: [1, 5, 10] } as never);
-    await c.updateOne({ _id: 'doc' } as never, {
-      $pull: { docs: { a: 1 }, nums: { $gte: 5 } },
+    await c.insertOne({
+      _id: 'doc',
+      docs: [{ a: 1, b: 1 }, { a: 1 }, 5],
+      nums: [1, 5, 10],
     } as never);
+    await c.updateOne(
+      { _id: 'doc' } as never,
+      {
+        $pull: { docs: { a: 1 }, nums: { $gte: 5 } },
+      } as never,
+    );
     expect(await c.findOne({ _id: 'doc' } as never)).toEqual({ _id: 'doc', docs: [5], nums: [1] });
   });
 });
@@ -129,22 +146,34 @@ describe('updates MongoDB refuses (item 3)', () => {
   });
 
   it('$set through an array element path that is not viable: PathNotViable (28)', async () => {
-    expect((await serverError(c.updateOne({ _id: 'doc' } as never, { $set: { 'arr.name': 'x' } }))).code).toBe(28);
-    expect((await serverError(c.updateOne({ _id: 'doc' } as never, { $set: { 'docs.a': 2 } }))).code).toBe(28);
-    expect((await serverError(c.updateOne({ _id: 'doc' } as never, { $set: { 'n.sub': 1 } }))).code).toBe(28);
+    expect(
+      (await serverError(c.updateOne({ _id: 'doc' } as never, { $set: { 'arr.name': 'x' } }))).code,
+    ).toBe(28);
+    expect(
+      (await serverError(c.updateOne({ _id: 'doc' } as never, { $set: { 'docs.a': 2 } }))).code,
+    ).toBe(28);
+    expect(
+      (await serverError(c.updateOne({ _id: 'doc' } as never, { $set: { 'n.sub': 1 } }))).code,
+    ).toBe(28);
   });
 
   it('$push onto a number: BadValue (2)', async () => {
-    const error = await serverError(c.updateOne({ _id: 'doc' } as never, { $push: { n: 1 } } as never));
+    const error = await serverError(
+      c.updateOne({ _id: 'doc' } as never, { $push: { n: 1 } } as never),
+    );
     expect(error.code).toBe(2);
     expect(error.message).toMatch(/must be an array but is of type int/);
   });
 
   it('$inc on an array or a string: TypeMismatch (14)', async () => {
-    const onArray = await serverError(c.updateOne({ _id: 'doc' } as never, { $inc: { arr: 1 } } as never));
+    const onArray = await serverError(
+      c.updateOne({ _id: 'doc' } as never, { $inc: { arr: 1 } } as never),
+    );
     expect(onArray.code).toBe(14);
     expect(onArray.message).toMatch(/Cannot apply \$inc to a value of non-numeric type/);
-    expect((await serverError(c.updateOne({ _id: 'doc' } as never, { $inc: { s: 1 } } as never))).code).toBe(14);
+    expect(
+      (await serverError(c.updateOne({ _id: 'doc' } as never, { $inc: { s: 1 } } as never))).code,
+    ).toBe(14);
   });
 
   it('leaves the document as it was', async () => {
@@ -172,13 +201,15 @@ describe("a Binary's subtype (item 8)", () => {
     const c = raw('subtype');
     const bytes = Buffer.from([1, 2, 3, 4]);
     await c.insertOne({ _id: 'b', data: new Binary(bytes, 0) } as never);
-    const result = await c.updateOne({ _id: 'b' } as never, { $set: { data: new Binary(bytes, 128) } });
+    const result = await c.updateOne({ _id: 'b' } as never, {
+      $set: { data: new Binary(bytes, 128) },
+    });
     expect(result.modifiedCount).toBe(1);
     const stored = await c.findOne({ _id: 'b' } as never);
     expect((stored?.data as InstanceType<typeof Binary>).sub_type).toBe(128);
-    expect(await c.countDocuments({ data: new Binary(bytes, 0) } as never)).toBe(0);
-    expect(await c.countDocuments({ data: new Binary(bytes, 128) } as never)).toBe(1);
-    expect(await c.countDocuments({ data: { $in: [new Binary(bytes, 0)] } } as never)).toBe(0);
+    expect(await c.countDocuments({ data: new Binary(bytes, 0) })).toBe(0);
+    expect(await c.countDocuments({ data: new Binary(bytes, 128) })).toBe(1);
+    expect(await c.countDocuments({ data: { $in: [new Binary(bytes, 0)] } })).toBe(0);
   });
 });
 
@@ -196,7 +227,11 @@ describe('$-prefixed field names (item 11)', () => {
 
   it('a top-level $-prefixed field only when an upsert inserts', async () => {
     const c = raw('dollar_top');
-    await c.updateOne({ date: '2021-07-07' }, { $set: { phone: 25, $hotel: 320 } }, { upsert: true });
+    await c.updateOne(
+      { date: '2021-07-07' },
+      { $set: { phone: 25, $hotel: 320 } },
+      { upsert: true },
+    );
     expect(await c.findOne({ date: '2021-07-07' }, { projection: { _id: 0 } })).toEqual({
       date: '2021-07-07',
       phone: 25,
@@ -210,9 +245,13 @@ describe('$-prefixed field names (item 11)', () => {
   it('ObjectIds round-trip through $setOnInsert and $addToSet', async () => {
     const c = raw('oid');
     const id = new ObjectId();
-    await c.updateOne({ _id: 'o' } as never, { $setOnInsert: { owner: id }, $addToSet: { ids: id } } as never, {
-      upsert: true,
-    });
+    await c.updateOne(
+      { _id: 'o' } as never,
+      { $setOnInsert: { owner: id }, $addToSet: { ids: id } } as never,
+      {
+        upsert: true,
+      },
+    );
     await c.updateOne({ _id: 'o' } as never, { $addToSet: { ids: id } } as never);
     const stored = await c.findOne({ _id: 'o' } as never);
     expect(String(stored?.owner)).toBe(id.toHexString());
