@@ -6,6 +6,7 @@
 import type { Doc } from './bson-values';
 import { isPlainObject, isTruthy, toQueryDoc } from './bson-values';
 import { normalizeCollation } from './bson-compare';
+import { checkValidationOptions } from './document-validation';
 import { ERRORS, MongoCommandError } from './command-errors';
 import type { CommandHandler } from './command-context';
 import {
@@ -56,6 +57,7 @@ export const create: CommandHandler = (ctx) => {
     if (!isPlainObject(options.collation)) throw ERRORS.typeMismatch('create.collation', 'object');
     normalizeCollation(options.collation);
   }
+  checkValidationOptions(options);
   ctx.engine.createCollection(ctx.db, name, options);
   return {};
 };
@@ -110,6 +112,7 @@ export const collMod: CommandHandler = (ctx) => {
     if (!COLLMOD_OPTIONS.has(field)) {
       throw new MongoCommandError('InvalidOptions', `unknown option to collMod: ${field}`);
     }
+    checkValidationOptions({ [field]: value });
     store.options[field] = value;
   }
   return reply;

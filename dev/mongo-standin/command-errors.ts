@@ -17,6 +17,7 @@ export const ERROR_CODES = {
   PathNotViable: 28,
   IndexNotFound: 27,
   ConflictingUpdateOperators: 40,
+  DocumentValidationFailure: 121,
   CursorNotFound: 43,
   NamespaceExists: 48,
   DollarPrefixedFieldName: 52,

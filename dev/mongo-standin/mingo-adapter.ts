@@ -66,10 +66,26 @@ function mingoOptions(
 
 export type Matcher = (view: Doc) => boolean;
 
+const NOT_EMULATED = new Set([
+  '$text',
+  '$where',
+  '$near',
+  '$nearSphere',
+  '$geoWithin',
+  '$geoIntersects',
+  '$within',
+  '$function',
+  '$accumulator',
+  '$meta',
+]);
+
 /** mingo's refusals of a query, projection or pipeline are MongoDB's BadValue. */
 function asBadValue(error: unknown): unknown {
   if (error instanceof Error && error.constructor.name === 'MingoError') {
     let message = error.message;
+    // MongoDB operators the stand-in does not emulate: refused as such, not as unknown.
+    const named = /(\$[A-Za-z_]+)/.exec(message)?.[1]?.replace(/^\$__/, '$');
+    if (named && NOT_EMULATED.has(named)) return ERRORS.notImplemented(`The ${named} operator`);
     const unknownTop = /^unknown top level operator: (\S+)$/.exec(message);
     if (unknownTop) {
       message = `unknown top level operator: ${unknownTop[1]}. If you have a field name that starts with a '$' symbol, consider using $getField or $setField.`;

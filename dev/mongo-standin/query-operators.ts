@@ -43,6 +43,10 @@ const REWRITTEN: Record<string, string> = {
   $nin: '$__nin',
   $all: '$__all',
   $type: '$__type',
+  $bitsAllSet: '$__bitsAllSet',
+  $bitsAnySet: '$__bitsAnySet',
+  $bitsAllClear: '$__bitsAllClear',
+  $bitsAnyClear: '$__bitsAnyClear',
 };
 
 const isRegex = (value: unknown): boolean =>
@@ -64,9 +68,13 @@ const LOGICAL = new Set(['$and', '$or', '$nor']);
 /** $elemMatch's criteria: operators on the element itself, or a query on an element document. */
 function rewriteElemMatch(criteria: Doc): Doc {
   const keys = Object.keys(criteria);
+  // $ref/$id/$db are the fields of a DBRef, not operators.
+  if (keys.some((k) => DBREF_FIELDS.has(k))) return { $__dbref: criteria };
   const onValue = keys.length > 0 && keys.every((k) => k.startsWith('$') && !LOGICAL.has(k));
   return onValue ? rewriteOperators(criteria) : rewriteFilter(criteria);
 }
+
+const DBREF_FIELDS = new Set(['$ref', '$id', '$db']);
 
 const isElemMatch = (item: unknown): item is Doc =>
   isPlainObject(item) && Object.keys(item).length === 1 && isPlainObject(item.$elemMatch);
@@ -137,6 +145,13 @@ interface PathValues {
   missing: boolean;
 }
 
+/** A DBRef as the document MongoDB stores: { $ref, $id, $db?, ...fields }. */
+function dbrefDocument(value: unknown): Doc | undefined {
+  if (bsonTag(value) !== 'DBRef') return undefined;
+  const ref = value as { collection: string; oid: unknown; db?: string; fields?: Doc };
+  return { $ref: ref.collection, $id: ref.oid, ...(ref.db ? { $db: ref.db } : {}), ...ref.fields };
+}
+
 function isDocument(value: unknown): value is Doc {
   return isPlainObject(value);
 }
@@ -148,7 +163,8 @@ function collect(
   out: PathValues,
   typed: boolean,
 ): void {
-  const value = typed ? typedTwin(input) : input;
+  const twin = typed ? typedTwin(input) : input;
+  const value = i < segments.length ? (dbrefDocument(twin) ?? twin) : twin;
   if (i === segments.length) {
     if (value === undefined) out.missing = true;
     else out.values.push(value);
@@ -164,7 +180,8 @@ function collect(
       traversed = true;
     }
     for (const item of value as unknown[]) {
-      if (isDocument(typed ? typedTwin(item) : item)) collect(item, segments, i, out, typed);
+      const element = typed ? typedTwin(item) : item;
+      if (isDocument(element) || dbrefDocument(element)) collect(item, segments, i, out, typed);
       else if (!traversed) out.missing = true;
     }
     if (value.length === 0 && !traversed) out.missing = true;
@@ -348,6 +365,113 @@ const type: QueryOperatorFn = (selector, operand) => {
   };
 };
 
+// --- $bitsAllSet, $bitsAnySet, $bitsAllClear, $bitsAnyClear ---------------
+
+function bytesOf(value: unknown): Uint8Array | undefined {
+  if (value instanceof Uint8Array) return value;
+  if (bsonTag(value) === 'Binary') {
+    const binary = value as { buffer: Uint8Array; position: number };
+    return binary.buffer.subarray(0, binary.position);
+  }
+  return undefined;
+}
+
+/** The bit positions of a $bits operand: a number's set bits, a list of positions, or BinData. */
+function bitPositions(operator: string, operand: unknown): number[] {
+  const bytes = bytesOf(operand);
+  if (bytes) {
+    const out: number[] = [];
+    bytes.forEach((byte, i) => {
+      for (let bit = 0; bit < 8; bit++) if (byte & (1 << bit)) out.push(i * 8 + bit);
+    });
+    return out;
+  }
+  if (Array.isArray(operand)) {
+    return (operand as unknown[]).map((item) => {
+      const n = numericOf(item);
+      if (n === undefined || !Number.isInteger(n) || n < 0) {
+        throw ERRORS.badValue(`bit positions must be an integer but got: ${String(item)}`);
+      }
+      return n;
+    });
+  }
+  const n = numericOf(operand);
+  if (n === undefined || !Number.isInteger(n) || n < 0) {
+    throw ERRORS.badValue(
+      `${operator} takes an Array, a number, or a BinData but received: ${String(operand)}`,
+    );
+  }
+  const out: number[] = [];
+  let mask = BigInt(n);
+  for (let bit = 0; mask > 0n; bit++, mask >>= 1n) if (mask & 1n) out.push(bit);
+  return out;
+}
+
+function numericOf(value: unknown): number | undefined {
+  if (typeof value === 'number') return value;
+  const tag = bsonTag(value);
+  if (tag === 'Int32' || tag === 'Double') return (value as { value: number }).value;
+  if (tag === 'Long') return Number((value as { toBigInt(): bigint }).toBigInt());
+  return undefined;
+}
+
+/** Reads bit `position` of a value (numbers as 64-bit two's complement, BinData by byte); undefined: not testable. */
+function bitReader(value: unknown): ((position: number) => boolean) | undefined {
+  const bytes = bytesOf(value);
+  if (bytes) return (position) => ((bytes[position >> 3] ?? 0) & (1 << (position & 7))) !== 0;
+  let big: bigint;
+  if (typeof value === 'number') {
+    if (!Number.isInteger(value) || !Number.isSafeInteger(value)) return undefined;
+    big = BigInt(value);
+  } else if (bsonTag(value) === 'Long') {
+    big = (value as { toBigInt(): bigint }).toBigInt();
+  } else {
+    const n = numericOf(value);
+    if (n === undefined || !Number.isInteger(n)) return undefined;
+    big = BigInt(n);
+  }
+  const bits = BigInt.asUintN(64, big);
+  const negative = big < 0n;
+  return (position) => (position >= 64 ? negative : ((bits >> BigInt(position)) & 1n) === 1n);
+}
+
+function bitsOperator(wantSet: boolean, all: boolean, name: string): QueryOperatorFn {
+  return (selector, operand) => {
+    const positions = bitPositions(name, operand);
+    const test = (value: unknown): boolean => {
+      const read = bitReader(value);
+      if (!read) return false;
+      const check = (position: number) => read(position) === wantSet;
+      return all ? positions.every(check) : positions.some(check);
+    };
+    return (obj) => pathValues(obj, selector).values.some(test);
+  };
+}
+
+/** $elemMatch on DBRefs: each field of the criteria, by equality or by its operators. */
+const dbref: QueryOperatorFn = (selector, criteria, options) => {
+  const strings = comparerFor(options);
+  const tests = Object.entries(criteria as Doc).map(
+    ([field, condition]): ((doc: Doc) => boolean) => {
+      if (isPlainObject(condition) && Object.keys(condition).some((k) => k.startsWith('$'))) {
+        const operators = rewriteOperators(condition);
+        const fns = Object.entries(operators).map(([op, operand]) => {
+          const fn = STANDIN_QUERY_OPERATORS[op];
+          if (!fn) throw ERRORS.badValue(`unknown operator: ${op}`);
+          return fn('v', operand, options);
+        });
+        return (doc) => fns.every((fn) => fn({ v: doc[field] }));
+      }
+      return (doc) => doc[field] !== undefined && bsonEquals(doc[field], condition, strings);
+    },
+  );
+  return (obj) =>
+    pathValues(obj, selector).values.some((value) => {
+      const doc = dbrefDocument(value) ?? (isPlainObject(value) ? value : undefined);
+      return doc !== undefined && tests.every((test) => test(doc));
+    });
+};
+
 /** The operators rewriteFilter names, for mingo's context. */
 export const STANDIN_QUERY_OPERATORS: Record<string, QueryOperatorFn> = {
   $__eq: eq,
@@ -360,4 +484,9 @@ export const STANDIN_QUERY_OPERATORS: Record<string, QueryOperatorFn> = {
   $__nin: nin,
   $__all: all,
   $__type: type,
+  $__dbref: dbref,
+  $__bitsAllSet: bitsOperator(true, true, '$bitsAllSet'),
+  $__bitsAnySet: bitsOperator(true, false, '$bitsAnySet'),
+  $__bitsAllClear: bitsOperator(false, true, '$bitsAllClear'),
+  $__bitsAnyClear: bitsOperator(false, false, '$bitsAnyClear'),
 };

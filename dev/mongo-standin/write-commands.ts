@@ -20,17 +20,21 @@ import { compileFilter, normalizeSort } from './mingo-adapter';
 import type { StoredEntry } from './storage-engine';
 import type { UpdateDocument } from './update-engine';
 import { applyUpdate, buildUpsertSeed, documentsEqual, isOperatorUpdate } from './update-engine';
+import { validateWrite } from './document-validation';
 
 export const insert: CommandHandler = (ctx) => {
   const name = collectionArg(ctx);
   const documents = requiredDocArray(ctx.command, 'documents', 'insert.documents');
   const ordered = ctx.command.ordered === undefined || isTruthy(ctx.command.ordered);
   const { store } = ctx.engine.ensureCollection(ctx.db, name);
+  const bypass = isTruthy(ctx.command.bypassDocumentValidation);
   let n = 0;
   const writeErrors: Doc[] = [];
   for (const [index, document] of documents.entries()) {
     try {
-      store.insert(ensureId(document));
+      const doc = ensureId(document);
+      validateWrite(store, doc, undefined, bypass);
+      store.insert(doc);
       n++;
     } catch (error) {
       writeErrors.push(toCommandError(error).toWriteError(index));
@@ -65,6 +69,7 @@ export const update: CommandHandler = (ctx) => {
   const name = collectionArg(ctx);
   const statements = requiredDocArray(ctx.command, 'updates', 'update.updates');
   const ordered = ctx.command.ordered === undefined || isTruthy(ctx.command.ordered);
+  const bypass = isTruthy(ctx.command.bypassDocumentValidation);
   let n = 0;
   let nModified = 0;
   const upserted: Doc[] = [];
@@ -89,7 +94,9 @@ export const update: CommandHandler = (ctx) => {
       if (matched.length === 0) {
         if (upsert) {
           const doc = upsertDocument(filter, change, arrayFilters, options);
-          ctx.engine.ensureCollection(ctx.db, name).store.insert(doc);
+          const target = ctx.engine.ensureCollection(ctx.db, name).store;
+          validateWrite(target, doc, undefined, bypass);
+          target.insert(doc);
           n++;
           upserted.push({ index, _id: doc._id });
         }
@@ -104,6 +111,7 @@ export const update: CommandHandler = (ctx) => {
         });
         n++;
         if (!documentsEqual(entry.doc, next)) {
+          validateWrite(store!, next, entry.doc, bypass);
           store!.replace(entry, next);
           nModified++;
         }
@@ -162,6 +170,7 @@ export const findAndModify: CommandHandler = (ctx) => {
   const upsert = isTruthy(cmd.upsert);
   const returnNew = isTruthy(cmd.new);
   const arrayFilters = optionalDocArray(cmd, 'arrayFilters');
+  const bypass = isTruthy(cmd.bypassDocumentValidation);
   const options = queryOptions(ctx, undefined, name);
   if (removeDoc && cmd.update !== undefined) {
     throw ERRORS.failedToParse('Cannot specify both an update and remove=true');
@@ -194,7 +203,9 @@ export const findAndModify: CommandHandler = (ctx) => {
   const change = updateArg(cmd.update, 'findAndModify.update');
   if (store && entry) {
     const next = applyUpdate(entry.doc, change, { insert: false, filter, arrayFilters, options });
-    const stored = documentsEqual(entry.doc, next) ? entry : store.replace(entry, next);
+    const unchanged = documentsEqual(entry.doc, next);
+    if (!unchanged) validateWrite(store, next, entry.doc, bypass);
+    const stored = unchanged ? entry : store.replace(entry, next);
     return {
       lastErrorObject: { n: 1, updatedExisting: true },
       value: project(returnNew ? stored.doc : entry.doc),
@@ -202,7 +213,9 @@ export const findAndModify: CommandHandler = (ctx) => {
   }
   if (upsert) {
     const doc = upsertDocument(filter, change, arrayFilters, options);
-    const inserted = ctx.engine.ensureCollection(ctx.db, name).store.insert(doc);
+    const target = ctx.engine.ensureCollection(ctx.db, name).store;
+    validateWrite(target, doc, undefined, bypass);
+    const inserted = target.insert(doc);
     return {
       lastErrorObject: { n: 1, updatedExisting: false, upserted: doc._id },
       value: returnNew ? project(inserted.doc) : null,

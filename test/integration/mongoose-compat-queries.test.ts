@@ -219,6 +219,26 @@ describe('commands (item 11)', () => {
     expect(error.message).toMatch(/the 'size' field is required when 'capped' is true/);
   });
 
+  it('a collection validator ($jsonSchema) refuses invalid documents (121) unless bypassed', async () => {
+    const name = `validated_${uniqueSuffix()}`;
+    const validated = await conn.db!.createCollection(name, {
+      validator: {
+        $jsonSchema: {
+          bsonType: 'object',
+          required: ['name'],
+          properties: { name: { bsonType: 'string' }, age: { bsonType: ['int', 'null'] } },
+        },
+      },
+    });
+    await validated.insertOne({ name: 'ok', age: 3 });
+    expect((await serverError(validated.insertOne({ age: 3 }))).code).toBe(121);
+    expect(
+      (await serverError(validated.updateOne({ name: 'ok' }, { $set: { age: 'three' } }))).code,
+    ).toBe(121);
+    await validated.insertOne({ age: 4 }, { bypassDocumentValidation: true });
+    expect(await validated.countDocuments()).toBe(2);
+  });
+
   it("an unknown aggregation stage is MongoDB's 40324", async () => {
     const error = await serverError(
       raw('agg')
