@@ -64,17 +64,18 @@ export function removeExpired(engine: StorageEngine, now = Date.now()): number {
   return removed;
 }
 
-/** Runs the monitor until stopped; the timer never keeps the process alive. */
+/**
+ * Runs the monitor until stopped: a pass every `sleepSeconds()` (read each
+ * second, so that a setParameter takes effect at once); the timer never keeps
+ * the process alive.
+ */
 export function startTtlMonitor(engine: StorageEngine, sleepSeconds: () => number): () => void {
-  let timer: NodeJS.Timeout | undefined;
-  const schedule = () => {
-    const seconds = Math.max(1, sleepSeconds());
-    timer = setTimeout(() => {
-      removeExpired(engine);
-      schedule();
-    }, seconds * 1000);
-    timer.unref();
-  };
-  schedule();
-  return () => clearTimeout(timer);
+  let last = Date.now();
+  const timer = setInterval(() => {
+    if (Date.now() - last < Math.max(1, sleepSeconds()) * 1000) return;
+    last = Date.now();
+    removeExpired(engine);
+  }, 1000);
+  timer.unref();
+  return () => clearInterval(timer);
 }

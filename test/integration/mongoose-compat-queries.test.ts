@@ -219,6 +219,17 @@ describe('commands (item 11)', () => {
     expect(error.message).toMatch(/the 'size' field is required when 'capped' is true/);
   });
 
+  it('a capped collection keeps its newest documents up to max', async () => {
+    const capped = await conn.db!.createCollection(`capped_${uniqueSuffix()}`, {
+      capped: true,
+      size: 4096,
+      max: 3,
+    });
+    await capped.insertMany([1, 2, 3, 4, 5].map((n) => ({ n })));
+    const kept = await capped.find({}, { projection: { _id: 0 } }).toArray();
+    expect(kept.map((d) => d.n as number)).toEqual([3, 4, 5]);
+  });
+
   it('a collection validator ($jsonSchema) refuses invalid documents (121) unless bypassed', async () => {
     const name = `validated_${uniqueSuffix()}`;
     const validated = await conn.db!.createCollection(name, {
