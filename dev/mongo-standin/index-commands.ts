@@ -3,7 +3,8 @@
 // unique constraints included, are collection-indexes.ts.
 
 import type { Doc } from './bson-values';
-import { isPlainObject } from './bson-values';
+import { isPlainObject, isTruthy } from './bson-values';
+import { normalizeCollation } from './bson-compare';
 import { ERRORS } from './command-errors';
 import type { CommandHandler } from './command-context';
 import {
@@ -18,6 +19,17 @@ export const createIndexes: CommandHandler = (ctx) => {
   const name = collectionArg(ctx);
   const specs = requiredDocArray(ctx.command, 'indexes', 'createIndexes.indexes');
   if (specs.length === 0) throw ERRORS.badValue('Must specify at least one index to create');
+  for (const spec of specs) {
+    // Uniqueness is checked on exact values: a collated unique index (its own
+    // collation, or the collection's default) would refuse keys it does not.
+    const collation = isPlainObject(spec.collation)
+      ? spec.collation
+      : ctx.engine.collection(ctx.db, name)?.options.collation;
+    const simple = !isPlainObject(collation) || normalizeCollation(collation).locale === 'simple';
+    if (isTruthy(spec.unique) && !simple) {
+      throw ERRORS.notImplemented('A unique index with a collation');
+    }
+  }
   const { store, created } = ctx.engine.ensureCollection(ctx.db, name);
   const numIndexesBefore = store.indexCount;
   const existing = new Set(store.indexSpecs().map((spec) => spec.name));

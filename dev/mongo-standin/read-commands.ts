@@ -6,6 +6,7 @@ import { Long } from 'bson';
 
 import type { Doc } from './bson-values';
 import { canonicalKey, isPlainObject, isTruthy, optionalNumber, valuesAtPath } from './bson-values';
+import { bsonEquals, stringComparer } from './bson-compare';
 import { ERRORS, MongoCommandError } from './command-errors';
 import type { CommandHandler } from './command-context';
 import {
@@ -150,11 +151,14 @@ export const distinct: CommandHandler = (ctx) => {
   if (!store) compileFilter(filter, options);
   const values: unknown[] = [];
   const seen = new Set<string>();
+  const strings = stringComparer(options.collation);
   for (const entry of store?.findEntries(filter, options) ?? []) {
     for (const value of valuesAtPath(entry.doc, key.split('.'))) {
       for (const item of Array.isArray(value) ? (value as unknown[]) : [value]) {
         const itemKey = canonicalKey(item);
         if (seen.has(itemKey)) continue;
+        // Under a collation, strings it calls equal are one value.
+        if (strings && values.some((other) => bsonEquals(other, item, strings))) continue;
         seen.add(itemKey);
         values.push(item);
       }

@@ -110,6 +110,8 @@ describe('collation (item 6)', () => {
       ),
     ).toBe(1);
     expect(await c.countDocuments({ name: 'alpha' })).toBe(1);
+    const distinct = await c.distinct('name', {}, { collation: { locale: 'en', strength: 2 } });
+    expect(distinct).toHaveLength(3);
   });
 
   it("a collection's default collation applies when the operation names none", async () => {
