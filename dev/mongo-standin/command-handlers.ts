@@ -79,6 +79,12 @@ export const COMMAND_HANDLERS: ReadonlyMap<string, CommandHandler> = new Map<
   ['collMod', collMod],
   ['drop', drop],
   ['dropDatabase', dropDatabase],
+  [
+    'explain',
+    () => {
+      throw ERRORS.notImplemented('explain');
+    },
+  ],
   ['listDatabases', listDatabases],
 ]);
 

@@ -848,6 +848,11 @@ describe('what the stand-in does not emulate is refused, never ignored', () => {
     }
   });
 
+  it('refuses explain', async () => {
+    const collection = client.db(dbName).collection('not_emulated');
+    await expect(collection.find({}).explain()).rejects.toMatchObject({ code: 238 });
+  });
+
   it('refuses a unique index with a collation (uniqueness is checked on exact values)', async () => {
     const collection = client.db(dbName).collection('collated_unique');
     await expect(
