@@ -181,3 +181,20 @@ export function hintOrder(
   }
   return order;
 }
+
+const INDEX_BOUNDS = new Set(['$eq', '$in', '$gt', '$gte', '$lt', '$lte']);
+
+/**
+ * The order MongoDB's plan returns an unsorted query in when the filter bounds
+ * `_id` (equality, $in, a range): a scan of the `_id` index, so ascending `_id`.
+ * Clients rely on it (mongoose's populate with a limit does); other indexes are
+ * not modelled, so any other query returns documents in insertion order.
+ */
+export function idIndexOrder(filter: Doc | undefined): Record<string, 1 | -1> | undefined {
+  if (!filter || !Object.prototype.hasOwnProperty.call(filter, '_id')) return undefined;
+  const condition = filter._id;
+  if (isPlainObject(condition) && Object.keys(condition).some((key) => key.startsWith('$'))) {
+    return Object.keys(condition).every((key) => INDEX_BOUNDS.has(key)) ? { _id: 1 } : undefined;
+  }
+  return { _id: 1 };
+}

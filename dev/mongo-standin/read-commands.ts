@@ -14,6 +14,7 @@ import {
   cursorBatchSize,
   cursorReply,
   hintOrder,
+  idIndexOrder,
   nonNegative,
   optionalDoc,
   optionalInt,
@@ -44,7 +45,7 @@ export const find: CommandHandler = (ctx) => {
   const store = ctx.engine.collection(ctx.db, name);
   // A missing collection still validates the filter, as MongoDB does.
   if (!store) compileFilter(filter, options);
-  const order = sort ?? hintOrder(cmd.hint, store);
+  const order = sort ?? hintOrder(cmd.hint, store) ?? idIndexOrder(filter);
   const entries = store ? store.findEntries(filter, { ...options, sort: order, skip, limit }) : [];
   const docs = entries.map((entry) => projectStored(entry.doc, projection, options, filter));
   return cursorReply(ns, ctx.cursors.open(ns, docs, batchSize, singleBatch), 'firstBatch');
