@@ -172,7 +172,7 @@ describe('order of an unsorted query on _id', () => {
     const c = raw('id_order');
     await c.insertMany([{ _id: 2 }, { _id: 1 }, { _id: 4 }, { _id: 3 }] as never[]);
     const docs = await c.find({ _id: { $in: [4, 3, 2, 1] } } as never, { limit: 2 }).toArray();
-    expect(docs.map((d) => d._id as number)).toEqual([1, 2]);
+    expect(docs.map((d) => d._id as unknown as number)).toEqual([1, 2]);
   });
 });
 
