@@ -3,7 +3,7 @@
 // unique constraints included, are collection-indexes.ts.
 
 import type { Doc } from './bson-values';
-import { isPlainObject, isTruthy } from './bson-values';
+import { isPlainObject } from './bson-values';
 import { normalizeCollation } from './bson-compare';
 import { ERRORS } from './command-errors';
 import type { CommandHandler } from './command-context';
@@ -19,22 +19,19 @@ export const createIndexes: CommandHandler = (ctx) => {
   const name = collectionArg(ctx);
   const specs = requiredDocArray(ctx.command, 'indexes', 'createIndexes.indexes');
   if (specs.length === 0) throw ERRORS.badValue('Must specify at least one index to create');
-  for (const spec of specs) {
-    // Uniqueness is checked on exact values: a collated unique index (its own
-    // collation, or the collection's default) would refuse keys it does not.
-    const collation = isPlainObject(spec.collation)
-      ? spec.collation
-      : ctx.engine.collection(ctx.db, name)?.options.collation;
-    const simple = !isPlainObject(collation) || normalizeCollation(collation).locale === 'simple';
-    if (isTruthy(spec.unique) && !simple) {
-      throw ERRORS.notImplemented('A unique index with a collation');
-    }
-  }
+  // An index without a collation takes the collection's default, as in MongoDB.
+  const defaultCollation = ctx.engine.collection(ctx.db, name)?.options.collation;
+  const withCollation = specs.map((spec) => {
+    if (isPlainObject(spec.collation)) normalizeCollation(spec.collation);
+    return spec.collation === undefined && isPlainObject(defaultCollation)
+      ? { ...spec, collation: defaultCollation }
+      : spec;
+  });
   const { store, created } = ctx.engine.ensureCollection(ctx.db, name);
   const numIndexesBefore = store.indexCount;
   const existing = new Set(store.indexSpecs().map((spec) => spec.name));
   try {
-    for (const spec of specs) store.createIndex(spec);
+    for (const spec of withCollation) store.createIndex(spec);
   } catch (error) {
     // All or nothing, as in MongoDB: undo the indexes this command already built.
     for (const spec of store.indexSpecs()) {

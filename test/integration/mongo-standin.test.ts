@@ -852,17 +852,6 @@ describe('what the stand-in does not emulate is refused, never ignored', () => {
     const collection = client.db(dbName).collection('not_emulated');
     await expect(collection.find({}).explain()).rejects.toMatchObject({ code: 238 });
   });
-
-  it('refuses a unique index with a collation (uniqueness is checked on exact values)', async () => {
-    const collection = client.db(dbName).collection('collated_unique');
-    await expect(
-      collection.createIndex(
-        { name: 1 },
-        { unique: true, collation: { locale: 'en', strength: 2 } },
-      ),
-    ).rejects.toMatchObject({ code: 238 });
-    await expect(collection.createIndex({ name: 1 }, { unique: true })).resolves.toBe('name_1');
-  });
 });
 
 describe('TTL monitor', () => {

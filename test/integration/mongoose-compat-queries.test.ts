@@ -114,6 +114,17 @@ describe('collation (item 6)', () => {
     expect(distinct).toHaveLength(3);
   });
 
+  it('a unique index with a collation refuses keys the collation calls equal', async () => {
+    const unique = raw('collated_unique');
+    await unique.createIndex(
+      { name: 1 },
+      { unique: true, collation: { locale: 'en', strength: 2 } },
+    );
+    await unique.insertOne({ name: 'Alpha' });
+    expect((await serverError(unique.insertOne({ name: 'alpha' }))).code).toBe(11000);
+    await expect(unique.insertOne({ name: 'Álpha' })).resolves.toBeDefined();
+  });
+
   it("a collection's default collation applies when the operation names none", async () => {
     const name = `collated_${uniqueSuffix()}`;
     const collated = await conn.db!.createCollection(name, {
