@@ -1,7 +1,13 @@
 // Handshake, server information and sessions: hello/isMaster (what the
 // drivers ask first and then poll), ping, buildInfo, getParameter, the session
 // commands (accepted, nothing to do: there are no server-side sessions), and
-// the transaction commands, refused as a standalone mongod refuses them.
+// the transaction commands, refused as a standalone mongod refuses them;
+// serverStatus (the fields a client reads: version, uptime, connections) and
+// setParameter (of the parameters getParameter reports).
+
+import { hostname } from 'node:os';
+
+import { Long } from 'bson';
 
 import type { Doc } from './bson-values';
 import { MongoCommandError } from './command-errors';
@@ -54,6 +60,99 @@ const PARAMETERS: Doc = {
   authenticationMechanisms: [],
   logLevel: 0,
   quiet: false,
+  // The TTL monitor's period (ttl-monitor.ts).
+  ttlMonitorSleepSecs: 60,
+  ttlMonitorEnabled: true,
+  notablescan: false,
+  cursorTimeoutMillis: 600_000,
+};
+
+/** The TTL monitor's period (setParameter ttlMonitorSleepSecs). */
+export function ttlMonitorSleepSecs(): number {
+  const value = PARAMETERS.ttlMonitorSleepSecs;
+  return typeof value === 'number' ? value : Number((value as { value?: unknown })?.value ?? 60);
+}
+
+/** Parameters setParameter may change (others are read-only or unknown). */
+const SETTABLE = new Set([
+  'logLevel',
+  'quiet',
+  'ttlMonitorSleepSecs',
+  'ttlMonitorEnabled',
+  'cursorTimeoutMillis',
+]);
+
+const COMMAND_ARGUMENTS = new Set([
+  'lsid',
+  '$db',
+  '$clusterTime',
+  '$readPreference',
+  'comment',
+  'apiVersion',
+  'apiStrict',
+  'apiDeprecationErrors',
+]);
+
+export const setParameter: CommandHandler = (ctx) => {
+  const reply: Doc = {};
+  const fields = Object.keys(ctx.command).filter(
+    (field) => field !== 'setParameter' && !COMMAND_ARGUMENTS.has(field),
+  );
+  if (fields.length === 0) {
+    throw new MongoCommandError(
+      'InvalidOptions',
+      'no option found to set, use help:true to see options ',
+    );
+  }
+  for (const field of fields) {
+    if (!Object.hasOwn(PARAMETERS, field)) {
+      throw new MongoCommandError(
+        'InvalidOptions',
+        `attempted to set unrecognized parameter [${field}], use help:true to see options `,
+      );
+    }
+    if (!SETTABLE.has(field)) {
+      throw new MongoCommandError(
+        'IllegalOperation',
+        `not allowed to change [${field}] at runtime`,
+      );
+    }
+  }
+  for (const field of fields) {
+    if (!('was' in reply)) reply.was = PARAMETERS[field];
+    PARAMETERS[field] = ctx.command[field];
+  }
+  return reply;
+};
+
+const startedAt = Date.now();
+
+export const serverStatus: CommandHandler = (ctx) => {
+  const uptimeMillis = Date.now() - startedAt;
+  const memory = process.memoryUsage();
+  return {
+    host: `${hostname()}`,
+    version: SERVER_VERSION,
+    process: 'mongod',
+    pid: Long.fromNumber(process.pid),
+    uptime: Math.floor(uptimeMillis / 1000),
+    uptimeMillis: Long.fromNumber(uptimeMillis),
+    uptimeEstimate: Long.fromNumber(Math.floor(uptimeMillis / 1000)),
+    localTime: new Date(),
+    connections: { current: 1, available: 1_000_000, totalCreated: ctx.connectionId, active: 1 },
+    mem: {
+      bits: 64,
+      resident: Math.round(memory.rss / 1048576),
+      virtual: Math.round(memory.rss / 1048576),
+      supported: true,
+    },
+    storageEngine: {
+      name: 'mongo-standin',
+      supportsCommittedReads: false,
+      persistent: false,
+      readOnly: false,
+    },
+  };
 };
 
 export const getParameter: CommandHandler = (ctx) => {

@@ -104,10 +104,24 @@ export function isTruthy(value: unknown): boolean {
   return value !== undefined && value !== null;
 }
 
+// Query-form containers → the typed containers they were made from, so that
+// what needs the BSON types ($type) can read them back.
+const TYPED_TWINS = new WeakMap<object, object>();
+
+/** The typed container a query-form container was made from (itself when none). */
+export function typedTwin(value: unknown): unknown {
+  if (value === null || typeof value !== 'object') return value;
+  return TYPED_TWINS.get(value) ?? value;
+}
+
 /** A typed → query-form copy (fresh containers, numbers promoted). */
 export function toQueryForm(value: unknown): unknown {
   if (value === null || typeof value !== 'object') return value;
-  if (Array.isArray(value)) return value.map(toQueryForm);
+  if (Array.isArray(value)) {
+    const out = value.map(toQueryForm);
+    TYPED_TWINS.set(out, value);
+    return out;
+  }
   if (value instanceof Date) return new Date(value.getTime());
   const tag = bsonTag(value);
   if (tag === 'Int32') return (value as Int32).value;
@@ -116,6 +130,7 @@ export function toQueryForm(value: unknown): unknown {
   if (isPlainObject(value)) {
     const out: Doc = {};
     for (const [key, inner] of Object.entries(value)) setOwn(out, key, toQueryForm(inner));
+    TYPED_TWINS.set(out, value);
     return out;
   }
   return value;

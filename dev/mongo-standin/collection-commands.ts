@@ -1,11 +1,21 @@
 // Collection and database commands: create (with its options kept for
-// listCollections), drop, dropDatabase, listCollections and listDatabases.
+// listCollections; a capped collection needs its size, a collation must be
+// valid), collMod (index hiding, options kept), drop, dropDatabase,
+// listCollections and listDatabases.
 
 import type { Doc } from './bson-values';
-import { isTruthy, toQueryDoc } from './bson-values';
-import { ERRORS } from './command-errors';
+import { isPlainObject, isTruthy, toQueryDoc } from './bson-values';
+import { normalizeCollation } from './bson-compare';
+import { checkValidationOptions } from './document-validation';
+import { ERRORS, MongoCommandError } from './command-errors';
 import type { CommandHandler } from './command-context';
-import { collectionArg, cursorBatchSize, cursorReply, optionalDoc } from './command-context';
+import {
+  collectionArg,
+  cursorBatchSize,
+  cursorReply,
+  optionalDoc,
+  requireCollection,
+} from './command-context';
 import { compileFilter } from './mingo-adapter';
 
 const COLLECTION_OPTION_FIELDS = new Set([
@@ -31,9 +41,95 @@ export const create: CommandHandler = (ctx) => {
   for (const [field, value] of Object.entries(ctx.command)) {
     if (COLLECTION_OPTION_FIELDS.has(field)) options[field] = value;
   }
+  if (isTruthy(options.capped) && options.size === undefined) {
+    throw new MongoCommandError(
+      'InvalidOptions',
+      "the 'size' field is required when 'capped' is true",
+    );
+  }
+  if (!isTruthy(options.capped) && (options.size !== undefined || options.max !== undefined)) {
+    throw new MongoCommandError(
+      'InvalidOptions',
+      "the 'capped' field needs to be true when either the 'size' or 'max' fields are present",
+    );
+  }
+  if (options.collation !== undefined) {
+    if (!isPlainObject(options.collation)) throw ERRORS.typeMismatch('create.collation', 'object');
+    normalizeCollation(options.collation);
+  }
+  checkValidationOptions(options);
   ctx.engine.createCollection(ctx.db, name, options);
   return {};
 };
+
+/** collMod's options the stand-in keeps (for listCollections) and what they change. */
+const COLLMOD_OPTIONS = new Set([
+  'validator',
+  'validationLevel',
+  'validationAction',
+  'expireAfterSeconds',
+  'changeStreamPreAndPostImages',
+  'timeseries',
+]);
+
+export const collMod: CommandHandler = (ctx) => {
+  const name = collectionArg(ctx);
+  const store = requireCollection(ctx, name);
+  const reply: Doc = {};
+  for (const [field, value] of Object.entries(ctx.command)) {
+    if (field === 'collMod' || IGNORED_ARGUMENTS.has(field)) continue;
+    if (field === 'index') {
+      if (!isPlainObject(value)) throw ERRORS.typeMismatch('collMod.index', 'object');
+      const target = value.name ?? value.keyPattern;
+      if (typeof target !== 'string' && !isPlainObject(target)) {
+        throw new MongoCommandError(
+          'InvalidOptions',
+          'must specify either index name or key pattern',
+        );
+      }
+      const spec = store.indexSpec(target);
+      if (!spec) {
+        throw new MongoCommandError(
+          'IndexNotFound',
+          `cannot find index ${typeof target === 'string' ? target : JSON.stringify(target)} for ns ${store.ns}`,
+        );
+      }
+      if (value.hidden !== undefined) {
+        if (spec.name === '_id_') throw ERRORS.badValue("can't hide _id index");
+        const before = spec.hidden === true;
+        const after = isTruthy(value.hidden);
+        if (after) spec.hidden = true;
+        else delete spec.hidden;
+        if (before !== after) Object.assign(reply, { hidden_old: before, hidden_new: after });
+      }
+      if (value.expireAfterSeconds !== undefined) {
+        reply.expireAfterSeconds_old = spec.expireAfterSeconds;
+        reply.expireAfterSeconds_new = value.expireAfterSeconds;
+        spec.expireAfterSeconds = value.expireAfterSeconds;
+      }
+      continue;
+    }
+    if (!COLLMOD_OPTIONS.has(field)) {
+      throw new MongoCommandError('InvalidOptions', `unknown option to collMod: ${field}`);
+    }
+    checkValidationOptions({ [field]: value });
+    store.options[field] = value;
+  }
+  return reply;
+};
+
+const IGNORED_ARGUMENTS = new Set([
+  'lsid',
+  '$db',
+  '$clusterTime',
+  '$readPreference',
+  'writeConcern',
+  'comment',
+  'apiVersion',
+  'apiStrict',
+  'apiDeprecationErrors',
+  'txnNumber',
+]);
 
 export const drop: CommandHandler = (ctx) => {
   const name = collectionArg(ctx);
@@ -47,6 +143,9 @@ export const dropDatabase: CommandHandler = (ctx) => {
   return { dropped: ctx.db };
 };
 
+const collectionType = (options: Doc): string =>
+  isPlainObject(options.timeseries) ? 'timeseries' : 'collection';
+
 export const listCollections: CommandHandler = (ctx) => {
   const filter = optionalDoc(ctx.command, 'filter');
   const nameOnly = isTruthy(ctx.command.nameOnly);
@@ -55,10 +154,10 @@ export const listCollections: CommandHandler = (ctx) => {
     .collections(ctx.db)
     .map((store): Doc =>
       nameOnly
-        ? { name: store.name, type: 'collection' }
+        ? { name: store.name, type: collectionType(store.options) }
         : {
             name: store.name,
-            type: 'collection',
+            type: collectionType(store.options),
             options: store.options,
             info: { readOnly: false, uuid: store.uuid },
             idIndex: { v: 2, key: { _id: 1 }, name: '_id_' },

@@ -12,6 +12,7 @@ import {
   numericValue,
   setOwn,
 } from './bson-values';
+import { normalizeCollation } from './bson-compare';
 import { ERRORS, MongoCommandError } from './command-errors';
 import type { Matcher } from './mingo-adapter';
 import { compileFilter } from './mingo-adapter';
@@ -81,6 +82,25 @@ function indexValues(
   out.push(undefined);
 }
 
+/**
+ * How an index under a collation tells strings apart, for uniqueness: strength
+ * 1 ignores case and accents, 2 case, 3 and above only the normalisation form;
+ * `alternate: shifted` ignores spaces and punctuation. This is ICU's equality
+ * for Latin, Greek and Cyrillic text; other scripts' finer ICU rules (e.g.
+ * contractions) are not modelled.
+ */
+function collationFold(collation: Doc): ((text: string) => string) | undefined {
+  const spec = normalizeCollation(collation);
+  if (spec.locale === 'simple') return undefined;
+  return (text) => {
+    let out = text.normalize('NFD');
+    if (spec.alternate === 'shifted') out = out.replace(/[\p{P}\p{Z}\p{S}]/gu, '');
+    if (spec.strength === 1) out = out.replace(/\p{M}/gu, '');
+    if (spec.strength <= 2 && !spec.caseLevel) out = out.toLocaleLowerCase(spec.locale);
+    return out.normalize('NFC');
+  };
+}
+
 export class IndexDefinition {
   readonly name: string;
   readonly keyPattern: Doc;
@@ -92,6 +112,8 @@ export class IndexDefinition {
   readonly owners = new Map<string, string>();
   private readonly fields: IndexField[];
   private readonly partial: Matcher | undefined;
+  /** For an index with a collation: the form of a string its keys compare by. */
+  private readonly fold: ((text: string) => string) | undefined;
 
   constructor(spec: Doc) {
     const key = spec.key;
@@ -116,6 +138,7 @@ export class IndexDefinition {
       throw ERRORS.typeMismatch('partialFilterExpression', 'object');
     }
     this.partial = partialFilter ? compileFilter(partialFilter) : undefined;
+    this.fold = isPlainObject(spec.collation) ? collationFold(spec.collation) : undefined;
 
     const stored: Doc = { v: 2, key, name };
     for (const [field, value] of Object.entries(spec)) {
@@ -182,7 +205,10 @@ export class IndexDefinition {
     }
     const keys = new Map<string, IndexKey>();
     for (const values of tuples) {
-      const key = values.map(canonicalKey).join('|');
+      const fold = this.fold;
+      const key = values
+        .map((value) => canonicalKey(fold && typeof value === 'string' ? fold(value) : value))
+        .join('|');
       if (!keys.has(key)) keys.set(key, { key, values });
     }
     return [...keys.values()];

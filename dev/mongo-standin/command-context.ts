@@ -17,6 +17,7 @@ import {
   restoreTypes,
   toQueryDoc,
 } from './bson-values';
+import { normalizeCollation } from './bson-compare';
 import { ERRORS } from './command-errors';
 import type { CursorRegistry } from './cursor-registry';
 import type { QueryOptions } from './mingo-adapter';
@@ -94,14 +95,31 @@ export function nonNegative(field: string, value: number | undefined): number | 
   return value;
 }
 
-export function queryOptions(ctx: CommandContext, collation?: Doc): QueryOptions {
+/**
+ * The query options of a command: its collation (else, with `collection`
+ * given, that collection's default collation), `let` variables, and the
+ * resolver for $lookup's collections. The collation is checked here, so a
+ * bad one fails the command before anything runs.
+ */
+export function queryOptions(
+  ctx: CommandContext,
+  collation?: Doc,
+  collection?: string,
+): QueryOptions {
   const options: QueryOptions = {
     // Copies: pipeline stages after a $lookup may modify what it joined.
     collectionResolver: (name) =>
       (ctx.engine.collection(ctx.db, name)?.views() ?? []).map((view) => cloneDoc(view)),
   };
-  const effectiveCollation = collation ?? optionalDoc(ctx.command, 'collation');
-  if (effectiveCollation) options.collation = effectiveCollation;
+  let effectiveCollation = collation ?? optionalDoc(ctx.command, 'collation');
+  if (!effectiveCollation && collection !== undefined) {
+    const fallback = ctx.engine.collection(ctx.db, collection)?.options.collation;
+    if (isPlainObject(fallback)) effectiveCollation = fallback;
+  }
+  if (effectiveCollation) {
+    normalizeCollation(effectiveCollation);
+    options.collation = effectiveCollation;
+  }
   const variables = optionalDoc(ctx.command, 'let');
   if (variables) options.variables = toQueryDoc(variables);
   return options;
@@ -112,10 +130,15 @@ export function cursorBatchSize(ctx: CommandContext): number | undefined {
   return cursor ? nonNegative('batchSize', optionalInt(cursor, 'batchSize')) : undefined;
 }
 
-export function projectStored(doc: Doc, projection: Doc | undefined, options: QueryOptions): Doc {
+export function projectStored(
+  doc: Doc,
+  projection: Doc | undefined,
+  options: QueryOptions,
+  filter?: Doc,
+): Doc {
   if (!projection || Object.keys(projection).length === 0) return doc;
   if (isSimpleProjection(projection)) return projectDoc(doc, projection, options);
-  return restoreTypes(projectDoc(toQueryDoc(doc), projection, options), doc);
+  return restoreTypes(projectDoc(toQueryDoc(doc), projection, options, filter), doc);
 }
 
 export function cursorReply(
@@ -130,4 +153,48 @@ export function requireCollection(ctx: CommandContext, name: string): Collection
   const store = ctx.engine.collection(ctx.db, name);
   if (!store) throw ERRORS.namespaceNotFound(`${ctx.db}.${name}`);
   return store;
+}
+
+/**
+ * The order a `hint` makes a scan return documents in when nothing sorts them:
+ * the hinted index's key order ({ $natural: ±1 }: insertion order). A hint that
+ * names no index of an existing collection is MongoDB's BadValue.
+ */
+export function hintOrder(
+  hint: unknown,
+  store: CollectionStore | undefined,
+): Record<string, 1 | -1> | undefined {
+  if (hint === undefined || hint === null || !store) return undefined;
+  if (isPlainObject(hint) && Object.keys(hint).length === 0) return undefined;
+  if (isPlainObject(hint) && '$natural' in hint) {
+    return { $natural: optionalNumber(hint.$natural) === -1 ? -1 : 1 };
+  }
+  const spec = typeof hint === 'string' || isPlainObject(hint) ? store.indexSpec(hint) : undefined;
+  if (!spec || !isPlainObject(spec.key)) {
+    throw ERRORS.badValue('hint provided does not correspond to an existing index');
+  }
+  const order: Record<string, 1 | -1> = {};
+  for (const [field, direction] of Object.entries(spec.key)) {
+    const n = optionalNumber(direction);
+    if (n === undefined) return undefined;
+    order[field] = n < 0 ? -1 : 1;
+  }
+  return order;
+}
+
+const INDEX_BOUNDS = new Set(['$eq', '$in', '$gt', '$gte', '$lt', '$lte']);
+
+/**
+ * The order MongoDB's plan returns an unsorted query in when the filter bounds
+ * `_id` (equality, $in, a range): a scan of the `_id` index, so ascending `_id`.
+ * Clients rely on it (mongoose's populate with a limit does); other indexes are
+ * not modelled, so any other query returns documents in insertion order.
+ */
+export function idIndexOrder(filter: Doc | undefined): Record<string, 1 | -1> | undefined {
+  if (!filter || !Object.prototype.hasOwnProperty.call(filter, '_id')) return undefined;
+  const condition = filter._id;
+  if (isPlainObject(condition) && Object.keys(condition).some((key) => key.startsWith('$'))) {
+    return Object.keys(condition).every((key) => INDEX_BOUNDS.has(key)) ? { _id: 1 } : undefined;
+  }
+  return { _id: 1 };
 }

@@ -14,10 +14,14 @@ export const ERROR_CODES = {
   TypeMismatch: 14,
   IllegalOperation: 20,
   NamespaceNotFound: 26,
+  PathNotViable: 28,
   IndexNotFound: 27,
   ConflictingUpdateOperators: 40,
+  DocumentValidationFailure: 121,
   CursorNotFound: 43,
   NamespaceExists: 48,
+  DollarPrefixedFieldName: 52,
+  EmptyFieldName: 56,
   CommandNotFound: 59,
   ImmutableField: 66,
   CannotCreateIndex: 67,
@@ -32,6 +36,7 @@ export const ERROR_CODES = {
   BSONObjectTooLarge: 10334,
   Location40571: 40571,
   Location40573: 40573,
+  Location40324: 40324,
 } as const;
 
 export type ErrorCodeName = keyof typeof ERROR_CODES;

@@ -15,8 +15,23 @@
 
 import type { Doc } from './bson-values';
 import { ERRORS, toCommandError } from './command-errors';
-import { buildInfo, getParameter, helloReply, notOnStandalone, ok } from './admin-commands';
-import { create, drop, dropDatabase, listCollections, listDatabases } from './collection-commands';
+import {
+  buildInfo,
+  getParameter,
+  helloReply,
+  notOnStandalone,
+  ok,
+  serverStatus,
+  setParameter,
+} from './admin-commands';
+import {
+  collMod,
+  create,
+  drop,
+  dropDatabase,
+  listCollections,
+  listDatabases,
+} from './collection-commands';
 import type { CommandContext, CommandHandler } from './command-context';
 import { createIndexes, dropIndexes, listIndexes } from './index-commands';
 import { aggregate, count, distinct, find, getMore, killCursors } from './read-commands';
@@ -36,6 +51,8 @@ export const COMMAND_HANDLERS: ReadonlyMap<string, CommandHandler> = new Map<
   ['buildInfo', buildInfo],
   ['buildinfo', buildInfo],
   ['getParameter', getParameter],
+  ['setParameter', setParameter],
+  ['serverStatus', serverStatus],
   ['endSessions', ok],
   ['refreshSessions', ok],
   ['killSessions', ok],
@@ -59,8 +76,15 @@ export const COMMAND_HANDLERS: ReadonlyMap<string, CommandHandler> = new Map<
   ['deleteIndexes', dropIndexes],
   ['listCollections', listCollections],
   ['create', create],
+  ['collMod', collMod],
   ['drop', drop],
   ['dropDatabase', dropDatabase],
+  [
+    'explain',
+    () => {
+      throw ERRORS.notImplemented('explain');
+    },
+  ],
   ['listDatabases', listDatabases],
 ]);
 

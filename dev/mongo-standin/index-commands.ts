@@ -4,6 +4,7 @@
 
 import type { Doc } from './bson-values';
 import { isPlainObject } from './bson-values';
+import { normalizeCollation } from './bson-compare';
 import { ERRORS } from './command-errors';
 import type { CommandHandler } from './command-context';
 import {
@@ -18,11 +19,19 @@ export const createIndexes: CommandHandler = (ctx) => {
   const name = collectionArg(ctx);
   const specs = requiredDocArray(ctx.command, 'indexes', 'createIndexes.indexes');
   if (specs.length === 0) throw ERRORS.badValue('Must specify at least one index to create');
+  // An index without a collation takes the collection's default, as in MongoDB.
+  const defaultCollation = ctx.engine.collection(ctx.db, name)?.options.collation;
+  const withCollation = specs.map((spec) => {
+    if (isPlainObject(spec.collation)) normalizeCollation(spec.collation);
+    return spec.collation === undefined && isPlainObject(defaultCollation)
+      ? { ...spec, collation: defaultCollation }
+      : spec;
+  });
   const { store, created } = ctx.engine.ensureCollection(ctx.db, name);
   const numIndexesBefore = store.indexCount;
   const existing = new Set(store.indexSpecs().map((spec) => spec.name));
   try {
-    for (const spec of specs) store.createIndex(spec);
+    for (const spec of withCollation) store.createIndex(spec);
   } catch (error) {
     // All or nothing, as in MongoDB: undo the indexes this command already built.
     for (const spec of store.indexSpecs()) {

@@ -5,13 +5,16 @@
 import { Long } from 'bson';
 
 import type { Doc } from './bson-values';
-import { canonicalKey, isTruthy, optionalNumber, valuesAtPath } from './bson-values';
+import { canonicalKey, isPlainObject, isTruthy, optionalNumber, valuesAtPath } from './bson-values';
+import { bsonEquals, stringComparer } from './bson-compare';
 import { ERRORS, MongoCommandError } from './command-errors';
 import type { CommandHandler } from './command-context';
 import {
   collectionArg,
   cursorBatchSize,
   cursorReply,
+  hintOrder,
+  idIndexOrder,
   nonNegative,
   optionalDoc,
   optionalInt,
@@ -19,7 +22,7 @@ import {
   queryOptions,
   requiredDocArray,
 } from './command-context';
-import { normalizeSort, runPipeline } from './mingo-adapter';
+import { compileFilter, normalizeSort, runPipeline, sortViews } from './mingo-adapter';
 
 export const find: CommandHandler = (ctx) => {
   const name = collectionArg(ctx);
@@ -38,10 +41,13 @@ export const find: CommandHandler = (ctx) => {
     singleBatch = true;
   }
   const batchSize = nonNegative('batchSize', optionalInt(cmd, 'batchSize'));
-  const options = queryOptions(ctx);
+  const options = queryOptions(ctx, undefined, name);
   const store = ctx.engine.collection(ctx.db, name);
-  const entries = store ? store.findEntries(filter, { ...options, sort, skip, limit }) : [];
-  const docs = entries.map((entry) => projectStored(entry.doc, projection, options));
+  // A missing collection still validates the filter, as MongoDB does.
+  if (!store) compileFilter(filter, options);
+  const order = sort ?? hintOrder(cmd.hint, store) ?? idIndexOrder(filter);
+  const entries = store ? store.findEntries(filter, { ...options, sort: order, skip, limit }) : [];
+  const docs = entries.map((entry) => projectStored(entry.doc, projection, options, filter));
   return cursorReply(ns, ctx.cursors.open(ns, docs, batchSize, singleBatch), 'firstBatch');
 };
 
@@ -94,15 +100,30 @@ export const aggregate: CommandHandler = (ctx) => {
   }
   let views: Doc[] = [];
   let ns: string;
+  let options;
   if (typeof target === 'string') {
     ns = `${ctx.db}.${target}`;
     views = ctx.engine.collection(ctx.db, target)?.views() ?? [];
+    options = queryOptions(ctx, undefined, target);
   } else if (optionalNumber(target) === 1) {
     ns = `${ctx.db}.$cmd.aggregate`;
+    options = queryOptions(ctx);
   } else {
     throw ERRORS.typeMismatch('aggregate', 'string or 1');
   }
-  const results = runPipeline(views, pipeline, queryOptions(ctx));
+  // Leading $match stages run on the stored query forms (whose typed twins
+  // $type reads), before mingo copies the documents.
+  let rest = pipeline;
+  while (rest.length && isPlainObject(rest[0]!.$match) && Object.keys(rest[0]!).length === 1) {
+    const matches = compileFilter(rest[0]!.$match, options);
+    views = views.filter((view) => matches(view));
+    rest = rest.slice(1);
+  }
+  if (typeof target === 'string') {
+    const order = hintOrder(ctx.command.hint, ctx.engine.collection(ctx.db, target));
+    if (order) views = sortViews(views, order, options);
+  }
+  const results = rest.length ? runPipeline(views, rest, options) : views;
   return cursorReply(ns, ctx.cursors.open(ns, results, cursorBatchSize(ctx), false), 'firstBatch');
 };
 
@@ -112,9 +133,13 @@ export const count: CommandHandler = (ctx) => {
   const skip = nonNegative('skip', optionalInt(ctx.command, 'skip'));
   const limit = Math.abs(optionalInt(ctx.command, 'limit') ?? 0);
   const store = ctx.engine.collection(ctx.db, name);
-  if (!store) return { n: 0 };
+  const options = queryOptions(ctx, undefined, name);
+  if (!store) {
+    compileFilter(filter, options);
+    return { n: 0 };
+  }
   if (!filter && !skip && !limit) return { n: store.count };
-  return { n: store.findEntries(filter, { ...queryOptions(ctx), skip, limit }).length };
+  return { n: store.findEntries(filter, { ...options, skip, limit }).length };
 };
 
 export const distinct: CommandHandler = (ctx) => {
@@ -123,13 +148,18 @@ export const distinct: CommandHandler = (ctx) => {
   if (typeof key !== 'string') throw ERRORS.typeMismatch('distinct.key', 'string');
   const filter = optionalDoc(ctx.command, 'query');
   const store = ctx.engine.collection(ctx.db, name);
+  const options = queryOptions(ctx, undefined, name);
+  if (!store) compileFilter(filter, options);
   const values: unknown[] = [];
   const seen = new Set<string>();
-  for (const entry of store?.findEntries(filter, queryOptions(ctx)) ?? []) {
+  const strings = stringComparer(options.collation);
+  for (const entry of store?.findEntries(filter, options) ?? []) {
     for (const value of valuesAtPath(entry.doc, key.split('.'))) {
       for (const item of Array.isArray(value) ? (value as unknown[]) : [value]) {
         const itemKey = canonicalKey(item);
         if (seen.has(itemKey)) continue;
+        // Under a collation, strings it calls equal are one value.
+        if (strings && values.some((other) => bsonEquals(other, item, strings))) continue;
         seen.add(itemKey);
         values.push(item);
       }

@@ -14,6 +14,8 @@ import { OP_QUERY_COMMANDS, runCommand } from './command-handlers';
 import { MongoCommandError } from './command-errors';
 import { CursorRegistry } from './cursor-registry';
 import { StorageEngine } from './storage-engine';
+import { ttlMonitorSleepSecs } from './admin-commands';
+import { startTtlMonitor } from './ttl-monitor';
 import type { WireRequest } from './wire-protocol';
 import {
   MessageFramer,
@@ -190,6 +192,7 @@ export async function startMongoStandin(opts: MongoStandinOptions = {}): Promise
     "MongoDB STAND-IN in use: records live only in this process's memory and VANISH when it exits. Development and tests only, never production.",
   );
 
+  const stopTtlMonitor = startTtlMonitor(standin.engine, ttlMonitorSleepSecs);
   let closing: Promise<void> | undefined;
   return {
     uri,
@@ -197,6 +200,7 @@ export async function startMongoStandin(opts: MongoStandinOptions = {}): Promise
     port,
     close() {
       closing ??= new Promise<void>((resolve) => {
+        stopTtlMonitor();
         for (const socket of standin.sockets) socket.destroy();
         server.close(() => resolve());
       }).then(() => {

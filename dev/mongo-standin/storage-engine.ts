@@ -15,6 +15,8 @@ import {
   canonicalKey,
   cloneDoc,
   isPlainObject,
+  isTruthy,
+  numericValue,
   toQueryDoc,
   withIdFirst,
 } from './bson-values';
@@ -196,7 +198,25 @@ export class CollectionStore {
     const entry: StoredEntry = { idKey, doc, view, keys };
     this.entries.set(idKey, entry);
     this.addKeys(entry);
+    this.enforceCap();
     return entry;
+  }
+
+  /**
+   * A capped collection keeps at most `max` documents and `size` bytes (rounded
+   * up to a multiple of 256, at least 4096, as MongoDB does): the oldest go first.
+   */
+  private enforceCap(): void {
+    if (!isTruthy(this.options.capped)) return;
+    const max = numericValue(this.options.max) ?? 0;
+    const size = Math.max(4096, Math.ceil((numericValue(this.options.size) ?? 0) / 256) * 256);
+    let bytes = this.dataSize();
+    for (const oldest of this.entries.values()) {
+      if (this.entries.size <= 1) break;
+      if (!(max > 0 && this.entries.size > max) && bytes <= size) break;
+      bytes -= BSON.calculateObjectSize(oldest.doc);
+      this.remove(oldest);
+    }
   }
 
   /** Replaces a stored document by its new version (same `_id`). Throws on a duplicate key. */
@@ -225,6 +245,15 @@ export class CollectionStore {
 
   indexSpecs(): Doc[] {
     return this.indexes.map((index) => index.spec);
+  }
+
+  /** The stored spec of one index, by name or key pattern (collMod changes it in place). */
+  indexSpec(nameOrKey: string | Doc): Doc | undefined {
+    return this.indexes.find((index) =>
+      typeof nameOrKey === 'string'
+        ? index.name === nameOrKey
+        : index.sameKeyPattern(new IndexDefinition({ key: nameOrKey, name: 'probe' })),
+    )?.spec;
   }
 
   get indexCount(): number {

@@ -16,21 +16,25 @@ import {
   requiredDocArray,
 } from './command-context';
 import type { QueryOptions } from './mingo-adapter';
-import { normalizeSort } from './mingo-adapter';
+import { compileFilter, normalizeSort } from './mingo-adapter';
 import type { StoredEntry } from './storage-engine';
 import type { UpdateDocument } from './update-engine';
 import { applyUpdate, buildUpsertSeed, documentsEqual, isOperatorUpdate } from './update-engine';
+import { validateWrite } from './document-validation';
 
 export const insert: CommandHandler = (ctx) => {
   const name = collectionArg(ctx);
   const documents = requiredDocArray(ctx.command, 'documents', 'insert.documents');
   const ordered = ctx.command.ordered === undefined || isTruthy(ctx.command.ordered);
   const { store } = ctx.engine.ensureCollection(ctx.db, name);
+  const bypass = isTruthy(ctx.command.bypassDocumentValidation);
   let n = 0;
   const writeErrors: Doc[] = [];
   for (const [index, document] of documents.entries()) {
     try {
-      store.insert(ensureId(document));
+      const doc = ensureId(document);
+      validateWrite(store, doc, undefined, bypass);
+      store.insert(doc);
       n++;
     } catch (error) {
       writeErrors.push(toCommandError(error).toWriteError(index));
@@ -65,6 +69,7 @@ export const update: CommandHandler = (ctx) => {
   const name = collectionArg(ctx);
   const statements = requiredDocArray(ctx.command, 'updates', 'update.updates');
   const ordered = ctx.command.ordered === undefined || isTruthy(ctx.command.ordered);
+  const bypass = isTruthy(ctx.command.bypassDocumentValidation);
   let n = 0;
   let nModified = 0;
   const upserted: Doc[] = [];
@@ -76,19 +81,22 @@ export const update: CommandHandler = (ctx) => {
       const multi = isTruthy(statement.multi);
       const upsert = isTruthy(statement.upsert);
       const arrayFilters = optionalDocArray(statement, 'arrayFilters');
-      const options = queryOptions(ctx, optionalDoc(statement, 'collation'));
+      const options = queryOptions(ctx, optionalDoc(statement, 'collation'), name);
       if (multi && !Array.isArray(change) && !isOperatorUpdate(change)) {
         throw ERRORS.failedToParse('multi update is not supported for replacement-style update');
       }
       const store = ctx.engine.collection(ctx.db, name);
       const sort = normalizeSort(statement.sort);
+      if (!store) compileFilter(filter, options);
       const matched = store
         ? store.findEntries(filter, { ...options, sort, limit: multi ? 0 : 1 })
         : [];
       if (matched.length === 0) {
         if (upsert) {
           const doc = upsertDocument(filter, change, arrayFilters, options);
-          ctx.engine.ensureCollection(ctx.db, name).store.insert(doc);
+          const target = ctx.engine.ensureCollection(ctx.db, name).store;
+          validateWrite(target, doc, undefined, bypass);
+          target.insert(doc);
           n++;
           upserted.push({ index, _id: doc._id });
         }
@@ -103,6 +111,7 @@ export const update: CommandHandler = (ctx) => {
         });
         n++;
         if (!documentsEqual(entry.doc, next)) {
+          validateWrite(store!, next, entry.doc, bypass);
           store!.replace(entry, next);
           nModified++;
         }
@@ -134,8 +143,11 @@ export const remove: CommandHandler = (ctx) => {
         );
       }
       const store = ctx.engine.collection(ctx.db, name);
-      if (!store) continue;
-      const options = queryOptions(ctx, optionalDoc(statement, 'collation'));
+      const options = queryOptions(ctx, optionalDoc(statement, 'collation'), name);
+      if (!store) {
+        compileFilter(filter, options);
+        continue;
+      }
       for (const entry of store.findEntries(filter, { ...options, limit })) {
         store.remove(entry);
         n++;
@@ -158,7 +170,8 @@ export const findAndModify: CommandHandler = (ctx) => {
   const upsert = isTruthy(cmd.upsert);
   const returnNew = isTruthy(cmd.new);
   const arrayFilters = optionalDocArray(cmd, 'arrayFilters');
-  const options = queryOptions(ctx);
+  const bypass = isTruthy(cmd.bypassDocumentValidation);
+  const options = queryOptions(ctx, undefined, name);
   if (removeDoc && cmd.update !== undefined) {
     throw ERRORS.failedToParse('Cannot specify both an update and remove=true');
   }
@@ -172,13 +185,14 @@ export const findAndModify: CommandHandler = (ctx) => {
   }
 
   const store = ctx.engine.collection(ctx.db, name);
+  if (!store) compileFilter(filter, options);
   const entry: StoredEntry | undefined = store?.findEntries(filter, {
     ...options,
     sort,
     limit: 1,
   })[0];
   const project = (doc: Doc | undefined): Doc | null =>
-    doc ? projectStored(doc, fields, options) : null;
+    doc ? projectStored(doc, fields, options, filter) : null;
 
   if (removeDoc) {
     if (!store || !entry) return { lastErrorObject: { n: 0 }, value: null };
@@ -189,7 +203,9 @@ export const findAndModify: CommandHandler = (ctx) => {
   const change = updateArg(cmd.update, 'findAndModify.update');
   if (store && entry) {
     const next = applyUpdate(entry.doc, change, { insert: false, filter, arrayFilters, options });
-    const stored = documentsEqual(entry.doc, next) ? entry : store.replace(entry, next);
+    const unchanged = documentsEqual(entry.doc, next);
+    if (!unchanged) validateWrite(store, next, entry.doc, bypass);
+    const stored = unchanged ? entry : store.replace(entry, next);
     return {
       lastErrorObject: { n: 1, updatedExisting: true },
       value: project(returnNew ? stored.doc : entry.doc),
@@ -197,7 +213,9 @@ export const findAndModify: CommandHandler = (ctx) => {
   }
   if (upsert) {
     const doc = upsertDocument(filter, change, arrayFilters, options);
-    const inserted = ctx.engine.ensureCollection(ctx.db, name).store.insert(doc);
+    const target = ctx.engine.ensureCollection(ctx.db, name).store;
+    validateWrite(target, doc, undefined, bypass);
+    const inserted = target.insert(doc);
     return {
       lastErrorObject: { n: 1, updatedExisting: false, upserted: doc._id },
       value: returnNew ? project(inserted.doc) : null,

@@ -835,6 +835,43 @@ describe('commands', () => {
   });
 });
 
+describe('what the stand-in does not emulate is refused, never ignored', () => {
+  it('answers NotImplemented (238) for $text, geo queries and $where', async () => {
+    const collection = client.db(dbName).collection('not_emulated');
+    await collection.insertOne({ a: 1 });
+    for (const filter of [
+      { $text: { $search: 'x' } },
+      { loc: { $near: [0, 0] } },
+      { loc: { $geoWithin: { $center: [[0, 0], 1] } } },
+      { $where: 'true' },
+    ]) {
+      await expect(collection.find(filter).toArray()).rejects.toMatchObject({ code: 238 });
+    }
+  });
+
+  it('refuses explain', async () => {
+    const collection = client.db(dbName).collection('not_emulated');
+    await expect(collection.find({}).explain()).rejects.toMatchObject({ code: 238 });
+  });
+});
+
+describe('TTL monitor', () => {
+  it('deletes documents whose TTL index date is older than expireAfterSeconds', async () => {
+    const { removeExpired } = await import('../../dev/mongo-standin/ttl-monitor');
+    const { StorageEngine } = await import('../../dev/mongo-standin/storage-engine');
+    const engine = new StorageEngine();
+    const store = engine.createCollection('ttl', 'sessions');
+    store.createIndex({ key: { at: 1 }, name: 'at_1', expireAfterSeconds: 60 });
+    const now = Date.now();
+    store.insert({ _id: 'old', at: new Date(now - 61_000) });
+    store.insert({ _id: 'new', at: new Date(now - 10_000) });
+    store.insert({ _id: 'no-date', at: 'yesterday' });
+    store.insert({ _id: 'array', at: [new Date(now), new Date(now - 120_000)] });
+    expect(removeExpired(engine, now)).toBe(2);
+    expect(store.allEntries().map((entry) => entry.doc._id)).toEqual(['new', 'no-date']);
+  });
+});
+
 describe('npm run mongo-standin', () => {
   it('prints its URI as the first line, serves a client, and stops on SIGTERM', async () => {
     const port = await freePort();

@@ -3,6 +3,8 @@
  * (MONGODB_URI, a container, mongod) or the in-process wire stand-in. It
  * asserts only what real MongoDB does, so it passing against the stand-in
  * means the service's mongoose code cannot tell the difference.
+ * mongoose-compat-updates.test.ts and mongoose-compat-queries.test.ts hold the
+ * cases found by running mongoose's own suite against the stand-in.
  */
 import mongoose, { Schema, type Connection, type Model, type Types } from 'mongoose';
 
