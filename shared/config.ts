@@ -297,6 +297,7 @@ const variables = z.object({
       }),
   ),
   JOB_WAIT_MS: int(30_000, 100),
+  MAX_PENDING_JOBS: int(200, 1),
   WORKER_QUEUES: queues,
   JOB_LOCK_MS: int(30_000, 1_000),
   WORKER_CONCURRENCY: concurrency,
@@ -463,6 +464,8 @@ export interface Config {
     acceptedTypes: string[];
   };
   jobWaitMs: number;
+  /** Unfinished jobs (waiting, delayed, running) one organization may have at once. */
+  maxPendingJobs: number;
   worker: {
     queues: QueueName[];
     concurrency: Record<QueueName, number>;
@@ -625,6 +628,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       acceptedTypes: e.ACCEPTED_TYPES,
     },
     jobWaitMs: e.JOB_WAIT_MS,
+    maxPendingJobs: e.MAX_PENDING_JOBS,
     worker: {
       queues: e.WORKER_QUEUES,
       concurrency: e.WORKER_CONCURRENCY,

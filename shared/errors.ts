@@ -31,6 +31,7 @@ export type ErrorCode =
   | 'UNREADABLE_MEDIA'
   | 'ENCRYPTED_PDF'
   | 'RATE_LIMITED'
+  | 'TOO_MANY_JOBS'
   | 'DEPENDENCY_UNAVAILABLE'
   | 'JOB_TIMEOUT'
   | 'INTERNAL';
@@ -258,6 +259,14 @@ export const Errors = {
       { headers: { 'Retry-After': String(seconds) } },
     );
   },
+  tooManyJobs: (cap: number) =>
+    new AppError(
+      'TOO_MANY_JOBS',
+      429,
+      `This organization has ${cap} jobs waiting or running, its limit; try again when some have finished`,
+      undefined,
+      { headers: { 'Retry-After': '5' }, extra: { limit: cap } },
+    ),
   unavailable: (dependency: 'MongoDB' | 'Redis' | 'storage', cause?: unknown) =>
     new AppError(
       'DEPENDENCY_UNAVAILABLE',

@@ -15,6 +15,7 @@ import { encodeJobError, type JobName, type JobPayloads } from '@shared/jobs';
 import type { QueueName } from '@shared/config';
 import { pingMongo } from '@shared/db/connection';
 import { createWorkerMetrics, type WorkerMetrics } from '@shared/metrics';
+import { PendingJobs } from '@shared/queue/pending-jobs';
 import { createRedis, type RedisConnection } from '@shared/queue/redis';
 import { inSpan, jobContext, SpanKind, type JobTrace } from '@shared/tracing';
 import { observeChecks, type ReadinessChecks } from '@shared/readiness';
@@ -39,6 +40,19 @@ export function createWorker(
   const { config, logger } = ctx;
   if (!config.redisUrl) throw new Error('REDIS_URL is not set');
   const connections: RedisConnection[] = [];
+  // A job that has ended for good no longer counts against its organization's cap.
+  const pendingConnection = createRedis(config.redisUrl, 'worker', logger);
+  connections.push(pendingConnection);
+  const pending = new PendingJobs(() => pendingConnection, config.queuePrefix, { cap: 0 });
+  const release = (job: Job) => {
+    const org = (job.data as { organizationId?: number }).organizationId;
+    if (org === undefined || !job.id) return Promise.resolve();
+    return pending
+      .release(org, job.id)
+      .catch((err: unknown) =>
+        logger.warn({ err, jobId: job.id }, 'could not release the job from its organization'),
+      );
+  };
 
   // One `process` span per attempt, a child of the API's `send` span (its context is in the job).
   const processJob = (job: Job) =>
@@ -93,6 +107,7 @@ export function createWorker(
       )(view, ctx);
       log.info({ ms: Math.round(performance.now() - started) }, 'job completed');
       observe('completed');
+      await release(job);
       return result;
     } catch (err) {
       const ms = Math.round(performance.now() - started);
@@ -107,7 +122,7 @@ export function createWorker(
       );
       // A job that has failed for good removes the temporary inputs it owned,
       // before its failure is reported (the client then finds nothing left).
-      if (final) await removeTemporaryInputs(job);
+      if (final) await Promise.all([removeTemporaryInputs(job), release(job)]);
       if (refused) {
         log.info({ ms, code: err.code }, 'job refused its input');
         throw new UnrecoverableError(encodeJobError(err));
@@ -144,6 +159,10 @@ export function createWorker(
       stalledInterval: config.worker.lockMs,
     });
     worker.on('error', (err) => logger.error({ err, queue }, 'worker error'));
+    // A job failed for good without passing through runJob's catch (stalled too often).
+    worker.on('failed', (job) => {
+      if (job) void release(job);
+    });
     logger.info({ queue, concurrency: config.worker.concurrency[queue] }, 'taking jobs');
     return worker;
   });

@@ -22,6 +22,7 @@ import {
 import type { Logger } from '../logger';
 import { timeDependency, type DependencyMetrics } from '../metrics';
 import { currentJobTrace, inSpan, SpanKind } from '../tracing';
+import { PendingJobs, priorityFor } from './pending-jobs';
 import { createRedis, waitForRedis, type RedisConnection, type RedisRole } from './redis';
 
 /** The states of a job that has not ended (it may still read its inputs). */
@@ -103,12 +104,22 @@ export class BullJobQueue implements JobQueue {
   private readonly onEventsLost = new Map<QueueName, Set<() => void>>();
   private readonly connections: RedisConnection[] = [];
 
+  /** Each organization's unfinished jobs: the cap, and the priorities that keep queues fair. */
+  private readonly pending: PendingJobs;
+
   constructor(
-    private readonly config: Pick<Config, 'redisUrl' | 'queuePrefix'>,
+    private readonly config: Pick<Config, 'redisUrl' | 'queuePrefix'> & {
+      /** Unfinished jobs an organization may have (MAX_PENDING_JOBS); unbounded when absent. */
+      maxPendingJobs?: number;
+    },
     private readonly logger: Logger,
     /** Times the producer's calls to Redis (add, get, counts, ping…) for the dependency metrics. */
     private readonly metrics?: DependencyMetrics,
-  ) {}
+  ) {
+    this.pending = new PendingJobs(() => this.producer(), config.queuePrefix, {
+      cap: config.maxPendingJobs ?? Number.MAX_SAFE_INTEGER,
+    });
+  }
 
   /** A call to Redis: timed, and a 503 when Redis itself fails. */
   private call<T>(operation: string, fn: () => Promise<T>): Promise<T> {
@@ -179,9 +190,17 @@ export class BullJobQueue implements JobQueue {
     );
   }
 
+  /**
+   * Queues a job, if its organization is under its cap of unfinished jobs
+   * (else 429 TOO_MANY_JOBS), with a priority from how many it has unfinished.
+   */
   async add<N extends JobName>(name: N, payload: JobPayloads[N], jobUuid: string): Promise<string> {
     const jobId = newJobId(name, jobUuid);
     const queue = JOB_QUEUES[name];
+    const org = payload.organizationId;
+    const pending = await this.call('admit', () => this.pending.admit(org, jobId));
+    if (pending === null) throw Errors.tooManyJobs(this.config.maxPendingJobs ?? 0);
+    const priority = priorityFor(pending);
     // The worker's `process` span is a child of this one: its context travels in the payload.
     await inSpan(
       `send ${queue}`,
@@ -196,9 +215,19 @@ export class BullJobQueue implements JobQueue {
       () => {
         const trace = currentJobTrace();
         const data = trace ? { ...payload, trace } : payload;
-        return this.call('add', () => this.queue(queue).add(name, data, { ...JOB_OPTIONS, jobId }));
+        return this.call('add', () =>
+          this.queue(queue).add(name, data, {
+            ...JOB_OPTIONS,
+            jobId,
+            ...(priority ? { priority } : {}),
+          }),
+        );
       },
-    );
+    ).catch(async (err: unknown) => {
+      // Not queued: it does not count.
+      await this.pending.release(org, jobId).catch(() => undefined);
+      throw err;
+    });
     return jobId;
   }
 
@@ -315,6 +344,7 @@ export class BullJobQueue implements JobQueue {
       if (await this.call('isActive', () => job.isActive())) active++;
       else {
         await this.call('remove', () => job.remove());
+        await this.pending.release(organizationId, job.id!);
         removed++;
       }
     }

@@ -39,6 +39,7 @@ const sampleErrors: Record<keyof typeof Errors, () => AppError> = {
   unreadable: () => Errors.unreadable('corrupt image', [{ index: 0, message: 'truncated' }]),
   encryptedPdf: () => Errors.encryptedPdf('encrypted', [{ index: 1, message: 'encrypted' }]),
   rateLimited: () => Errors.rateLimited(3),
+  tooManyJobs: () => Errors.tooManyJobs(200),
   unavailable: () => Errors.unavailable('storage'),
   jobTimeout: () => Errors.jobTimeout('17', 'http://localhost:3000/jobs/17'),
   internal: () => Errors.internal(new Error('boom')),
@@ -61,6 +62,13 @@ describe('error answers and api/openapi.yaml', () => {
       etag: '"03d87850d2dd2c31b14aeb15125caefe33ce700feabd79c5c5c0b33ecf075e8f"',
       'last-modified': 'Sat, 22 Nov 2025 06:52:11 GMT',
       'accept-ranges': 'bytes',
+    };
+    // TOO_MANY_JOBS comes after the token's cost was counted: its answer carries the counters.
+    const rateLimitHeaders = {
+      'ratelimit-policy': '600;w=60',
+      'ratelimit-limit': '600',
+      'ratelimit-remaining': '580',
+      'ratelimit-reset': '42',
     };
     const raised: [string, string, AppError, Record<string, string>?][] = [
       ['POST', '/media/upload', Errors.fileTooLarge(104857600, 'holiday.jpg')],
@@ -98,6 +106,9 @@ describe('error answers and api/openapi.yaml', () => {
       ['POST', '/media/convert', fromJob(Errors.unavailable('storage'))],
       ['POST', '/media/convert', fromJob(Errors.internal(new Error('boom')))],
       ['POST', '/media/convert', Errors.jobTimeout(IMAGE_JOB, statusUrl(IMAGE_JOB))],
+      ['POST', '/media/convert', Errors.tooManyJobs(200), rateLimitHeaders],
+      ['GET', '/media/metadata', Errors.tooManyJobs(200), rateLimitHeaders],
+      ['POST', '/media/merge-pdfs', Errors.tooManyJobs(200), rateLimitHeaders],
       ['POST', '/media/merge-pdfs', Errors.badRequest('The request must be multipart/form-data')],
       ['POST', '/media/merge-pdfs', Errors.tooManyFiles(50, 'merge inputs')],
       ['POST', '/media/merge-pdfs', Errors.fileTooLarge(104857600, 'a.pdf').forInput(0, 'a.pdf')],
