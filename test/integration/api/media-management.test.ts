@@ -248,7 +248,11 @@ describe('one record: get and delete', () => {
         if (res.status === 202) throw new Error('still running');
         return res;
       });
-      expect([status.status, status.body.error]).toEqual([404, 'MEDIA_NOT_FOUND']);
+      // The whole body is compared, so a failure shows the message the job failed with.
+      expect({ status: status.status, ...status.body }).toMatchObject({
+        status: 404,
+        error: 'MEDIA_NOT_FOUND',
+      });
     } finally {
       await worker.close();
     }

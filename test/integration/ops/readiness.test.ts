@@ -73,6 +73,33 @@ describe('readiness of the API and the worker (services up)', () => {
   });
 });
 
+describe('readiness details are for operators, and checked at most once a second', () => {
+  it('with METRICS_TOKEN set: the status to anyone, the checks only with the token; a flood of probes makes one round', async () => {
+    const api = await startApi('readyzop', { env: { METRICS_TOKEN: 'operator-secret' } });
+    try {
+      const anyone = await readyz(api.url);
+      expect(anyone.res.status).toBe(200);
+      expect(anyone.body).toEqual({ status: 'ready' });
+      const operator = await fetch(`${api.url}/readyz`, {
+        headers: { Authorization: 'Bearer operator-secret' },
+      });
+      const detailed = (await operator.json()) as Readiness;
+      expect(Object.keys(detailed.checks).sort()).toEqual(['mongodb', 'redis', 'storage']);
+      // 50 probes at once are answered from one round of checks: the same timings in every answer.
+      const answers = await Promise.all(
+        Array.from({ length: 50 }, () =>
+          fetch(`${api.url}/readyz`, { headers: { Authorization: 'Bearer operator-secret' } }).then(
+            (r) => r.json() as Promise<Readiness>,
+          ),
+        ),
+      );
+      expect(new Set(answers.map((a) => JSON.stringify(a.checks))).size).toBe(1);
+    } finally {
+      await api.close();
+    }
+  });
+});
+
 describe('readiness when storage is unreachable', () => {
   it('API: /readyz 503 naming storage, the others still ok; 200 again once it is back', async () => {
     const { api, proxy, close } = await startApiWithProxiedStorage('readyzs3');
