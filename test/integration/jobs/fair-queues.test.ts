@@ -159,10 +159,10 @@ describe('queues stay fair', () => {
         .filter((j) => j.name === 'image.convert')
         .map((j) => j.finishedOn! - j.processedOn!);
       const meanJobMs = durations.reduce((a, b) => a + b, 0) / durations.length;
-      console.log(
+      process.stdout.write(
         `fair queues: metadata of another organization answered in ${answered - asked} ms ` +
           `with ${floodLeft} of the flood's 200 conversions still unfinished; ` +
-          `${during} flood jobs finished meanwhile (mean conversion ${meanJobMs.toFixed(1)} ms)`,
+          `${during} flood jobs finished meanwhile (mean conversion ${meanJobMs.toFixed(1)} ms)\n`,
       );
       // Only the job running when it was queued (and one taken at that instant) went first.
       expect(during).toBeLessThanOrEqual(2);
