@@ -60,9 +60,16 @@ async function main(): Promise<void> {
       }
       const run = message.run!;
       counter.take();
-      for (let i = 0; i < run.n; i++) await request(run);
+      const ms: number[] = [];
+      for (let i = 0; i < run.n; i++) {
+        const t = performance.now();
+        await request(run);
+        ms.push(performance.now() - t);
+      }
       const counts: Counts = counter.take();
-      process.send!({ id: message.id, ok: true, counts });
+      ms.sort((x, y) => x - y);
+      const medianMs = ms[Math.floor(ms.length / 2)] ?? 0;
+      process.send!({ id: message.id, ok: true, counts, medianMs });
     })().catch((err: unknown) => process.send!({ id: message.id, ok: false, error: String(err) }));
   });
   process.send!({ ready: true });

@@ -22,6 +22,7 @@ import { createApiContext } from '../api/context';
 import { createHttpServer } from '../api/http-server';
 import { loadConfig } from '../shared/config';
 import { createLogger } from '../shared/logger';
+import { createS3Client } from '../shared/storage/s3-client';
 import { RoundTripCounter, type Counts } from './lib/round-trip-counter';
 import type { PeerRun } from './round-trips-peer';
 import { startServices } from './services';
@@ -39,7 +40,8 @@ async function main(): Promise<void> {
   // The rate limiter still counts (its Redis commands are part of the cost) but never refuses.
   const env = { ...services.envFor('round-trips', 0), RATE_LIMIT_MAX: '1000000000' };
   const logger = createLogger({ level: 'warn' });
-  const ctx = await createApiContext(loadConfig(env), logger);
+  const config = loadConfig(env);
+  const ctx = await createApiContext(config, logger);
   counter.watch(ctx.connection);
   const server = createHttpServer(createApp(ctx), logger);
   server.listen(0, '127.0.0.1');
@@ -70,12 +72,13 @@ async function main(): Promise<void> {
   await once(peer, 'message');
   let nextId = 0;
   const call = (message: { run?: PeerRun; stop?: true }) =>
-    new Promise<Counts>((resolve, reject) => {
+    new Promise<{ counts: Counts; medianMs: number }>((resolve, reject) => {
       const id = ++nextId;
-      const onMessage = (m: { id: number; ok: boolean; counts: Counts; error?: string }) => {
+      type Reply = { id: number; ok: boolean; counts: Counts; medianMs: number; error?: string };
+      const onMessage = (m: Reply) => {
         if (m.id !== id) return;
         peer.off('message', onMessage);
-        if (m.ok) resolve(m.counts);
+        if (m.ok) resolve(m);
         else reject(new Error(m.error));
       };
       peer.on('message', onMessage);
@@ -89,13 +92,13 @@ async function main(): Promise<void> {
     await call({ run });
     counter.take();
     const cpu0 = process.cpuUsage();
-    const worker = await call({ run: { ...run, n: N[op] } });
+    const { counts: worker, medianMs } = await call({ run: { ...run, n: N[op] } });
     const cpu = process.cpuUsage(cpu0);
     const api = counter.take();
     const per = (x: number) => (x / N[op]).toFixed(2);
     const label = op === 'download' ? 'GET /media/download' : 'POST /media/convert';
     rows.push(
-      `| ${label} | ${N[op]} | ${per(api.mongodb)} | ${per(api.redis)} | ${per((cpu.user + cpu.system) / 1000)} | ${per(worker.mongodb)} | ${per(worker.redis)} |`,
+      `| ${label} | ${N[op]} | ${per(api.mongodb)} | ${per(api.redis)} | ${per((cpu.user + cpu.system) / 1000)} | ${per(worker.mongodb)} | ${per(worker.redis)} | ${medianMs.toFixed(2)} |`,
     );
     const named = (c: Counts) =>
       Object.entries(c.byName)
@@ -106,9 +109,9 @@ async function main(): Promise<void> {
     if (op === 'convert') details.push(`${label}: worker ${named(worker)}`);
   }
   print(
-    '| request | N | API MongoDB commands | API Redis commands | API CPU ms | worker MongoDB commands | worker Redis commands |',
+    '| request | N | API MongoDB commands | API Redis commands | API CPU ms | worker MongoDB commands | worker Redis commands | median ms (client) |',
   );
-  print('| --- | --- | --- | --- | --- | --- | --- |');
+  print('| --- | --- | --- | --- | --- | --- | --- | --- |');
   for (const row of rows) print(row);
   print('');
   for (const d of details) print(`- ${d}`);
@@ -120,6 +123,9 @@ async function main(): Promise<void> {
   const keys: string[] = [];
   for await (const o of ctx.store.list('')) keys.push(o.key);
   await ctx.store.removeMany(keys);
+  await createS3Client(config.s3!)
+    .removeBucket(config.bucket)
+    .catch(() => undefined);
   await ctx.close();
   await services.stop();
 }
