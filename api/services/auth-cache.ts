@@ -67,9 +67,9 @@ export class AuthCache {
   private readonly organizations: BoundedCache<number, Organization>;
   private generation = 0;
 
-  constructor(ttlMs: number, maxEntries = AUTH_CACHE_ENTRIES) {
-    this.tokens = new BoundedCache(maxEntries, ttlMs);
-    this.organizations = new BoundedCache(maxEntries, ttlMs);
+  constructor(ttlMs: number, maxEntries = AUTH_CACHE_ENTRIES, now: () => number = Date.now) {
+    this.tokens = new BoundedCache(maxEntries, ttlMs, now);
+    this.organizations = new BoundedCache(maxEntries, ttlMs, now);
   }
 
   /** Reads through the cache: `load` on a miss, its answer kept unless an invalidation came meanwhile. */
