@@ -8,6 +8,7 @@
  *   org:delete --org <slug> --confirm <slug>
  *   token:create --org <slug> [--name <label>] [--expires-in <30d|12h|…>] [--scopes read,write,delete]
  *   token:revoke --id <tokenId>
+ *   token:update --id <tokenId> --scopes read,write,delete
  *   token:list --org <slug>
  *   reconcile [--org <slug>] [--older-than <1h>] [--fix] [--pushgateway <url>]
  */
@@ -145,9 +146,7 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
       });
       const quotaBytes = parseQuota(o.quota!);
       const organization = await ctx.organizations.require(o.org!);
-      return {
-        organization: await ctx.repositories.organizations.setQuota(organization.id, quotaBytes),
-      };
+      return { organization: await ctx.organizations.setQuota(organization.id, quotaBytes) };
     },
   },
   'org:delete': {
@@ -169,6 +168,7 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
           store,
           deletion,
           jobs: queue,
+          changes: ctx.organizations,
           logger: ctx.logger,
         }).delete(organization);
       });
@@ -195,6 +195,16 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
     run: async (ctx, args) => {
       const o = options(args, { id: { type: 'string', required: true } });
       return { token: await ctx.tokens.revoke(o.id!) };
+    },
+  },
+  'token:update': {
+    usage: 'token:update --id <tokenId> --scopes read,write,delete',
+    run: async (ctx, args) => {
+      const o = options(args, {
+        id: { type: 'string', required: true },
+        scopes: { type: 'string', required: true },
+      });
+      return { token: await ctx.tokens.setScopes(o.id!, parseScopes(o.scopes!)) };
     },
   },
   'token:list': {

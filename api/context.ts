@@ -18,6 +18,8 @@ import { observeObjectStore } from '@shared/storage/observed-object-store';
 import type { ObjectStore } from '@shared/storage/object-store';
 import { BullJobQueue } from '@shared/queue/job-queue';
 import { createRedis, waitForRedis, type RedisConnection } from '@shared/queue/redis';
+import { InvalidationPublisher, subscribeInvalidations } from '@shared/queue/invalidations';
+import { AuthCache } from './services/auth-cache';
 import { DownloadService } from './services/download.service';
 import { FoldersService } from './services/folders.service';
 import { IngestService } from './services/ingest.service';
@@ -36,6 +38,8 @@ export interface DataContext {
   repositories: Repositories;
   tokens: TokensService;
   organizations: OrganizationsService;
+  /** Tells the API replicas of token and organization changes (connects to Redis on first use). */
+  invalidations: InvalidationPublisher;
   close(): Promise<void>;
 }
 
@@ -69,6 +73,8 @@ export async function createDataContext(
   logger: Logger,
   /** Times MongoDB's commands (the API's; the CLI has none). */
   metrics?: DependencyMetrics,
+  /** Tokens and organizations kept in this process (the API's; the CLI has none). */
+  cache?: AuthCache,
 ): Promise<DataContext> {
   const connection = await connectMongo(
     requireSetting(config.mongodbUri, 'MONGODB_URI'),
@@ -78,7 +84,15 @@ export async function createDataContext(
   const models = createModels(connection);
   await syncIndexes(models);
   const repositories = createRepositories(models);
-  const tokens = new TokensService(repositories.tokens, repositories.organizations);
+  const invalidations = new InvalidationPublisher({
+    redisUrl: config.redisUrl,
+    queuePrefix: config.queuePrefix,
+    logger,
+  });
+  const tokens = new TokensService(repositories.tokens, repositories.organizations, undefined, {
+    cache,
+    invalidations,
+  });
   return {
     config,
     logger,
@@ -86,8 +100,15 @@ export async function createDataContext(
     models,
     repositories,
     tokens,
-    organizations: new OrganizationsService(repositories.organizations, tokens),
-    close: () => connection.close(),
+    organizations: new OrganizationsService(repositories.organizations, tokens, {
+      cache,
+      invalidations,
+    }),
+    invalidations,
+    close: async () => {
+      invalidations.close();
+      await connection.close();
+    },
   };
 }
 
@@ -101,7 +122,16 @@ export async function createApiContext(
   const metrics = createApiMetrics({
     queueCounts: () => made.queue?.counts() ?? Promise.reject(new Error('no queue yet')),
   });
-  const data = await createDataContext(config, logger, metrics);
+  // Authentication reads from memory; changes arrive through Redis (api/services/auth-cache.ts).
+  const cache = config.authCacheMs > 0 ? new AuthCache(config.authCacheMs) : undefined;
+  const data = await createDataContext(config, logger, metrics, cache);
+  const subscription =
+    cache && config.redisUrl
+      ? subscribeInvalidations(config.redisUrl, config.queuePrefix, logger, {
+          onMessage: (message) => cache.invalidate(message),
+          onResync: () => cache.clear(),
+        })
+      : undefined;
   try {
     // Every storage call is timed and traced (shared/storage/observed-object-store.ts).
     const store = observeObjectStore(overrides.store ?? createObjectStore(config, logger), metrics);
@@ -138,6 +168,7 @@ export async function createApiContext(
     return {
       ...data,
       close: async () => {
+        subscription?.close();
         redis?.disconnect();
         await queue.close();
         await data.close();
@@ -185,6 +216,7 @@ export async function createApiContext(
       ),
     };
   } catch (err) {
+    subscription?.close();
     await data.close();
     throw err;
   }

@@ -168,7 +168,10 @@ async function main(): Promise<void> {
   }
   writeFileSync(previousFile, `${JSON.stringify(run, null, 2)}\n`);
   const page = join(outDir, 'benchmarks.md');
-  writeFileSync(page, renderMarkdown(run, relative(outDir, chartDir), PREAMBLE));
+  // Kept by hand (bench/round-trips.ts prints it; its "before" needs the older code).
+  const appendixFile = join(root, 'docs', 'benchmarks', 'round-trips.md');
+  const appendix = existsSync(appendixFile) ? readFileSync(appendixFile, 'utf8') : '';
+  writeFileSync(page, renderMarkdown(run, relative(outDir, chartDir), PREAMBLE, appendix));
 
   for (const b of results) {
     process.stdout.write(`\n## ${b.title}\n`);

@@ -307,6 +307,7 @@ const variables = z.object({
   RATE_LIMIT_MAX: int(600, 0),
   RATE_LIMIT_WINDOW_MS: int(60_000, 1_000, 24 * 60 * 60_000),
   AUTH_FAILURE_LIMIT: int(30, 0),
+  AUTH_CACHE_MS: int(30_000, 0, 60 * 60_000),
   // Tracing (OpenTelemetry), off unless OTEL_TRACES_EXPORTER is otlp or console.
   OTEL_TRACES_EXPORTER: z.preprocess(
     emptyToUndefined,
@@ -483,6 +484,12 @@ export interface Config {
    * undefined when RATE_LIMIT_MAX=0.
    */
   rateLimit: { max: number; windowMs: number; authFailures: number } | undefined;
+  /**
+   * How long an API process keeps a token and its organization after reading
+   * them (0: not at all); changes reach every replica at once through Redis,
+   * and within this bound when Redis is away.
+   */
+  authCacheMs: number;
   /** OpenTelemetry tracing; undefined (off, no SDK loaded) when OTEL_TRACES_EXPORTER is none or unset. */
   tracing: TracingConfig | undefined;
 }
@@ -648,6 +655,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
             authFailures: e.AUTH_FAILURE_LIMIT,
           }
         : undefined,
+    authCacheMs: e.AUTH_CACHE_MS,
     tracing:
       e.OTEL_TRACES_EXPORTER === 'none'
         ? undefined

@@ -14,6 +14,11 @@ import type { Repositories } from '@shared/repositories';
 import type { Organization } from '@shared/repositories/organizations.repository';
 import type { ObjectStore } from '@shared/storage/object-store';
 
+/** Tells the API replicas an organization changed (they drop it and its tokens from their caches). */
+export interface OrganizationChanges {
+  changed(organizationId: number): Promise<void>;
+}
+
 /** The queue side: an organization's jobs. */
 export interface OrganizationJobs {
   removeUnstartedOf(organizationId: number): Promise<{ removed: number; active: number }>;
@@ -39,6 +44,8 @@ export class OffboardingService {
       store: ObjectStore;
       deletion: MediaDeletion;
       jobs: OrganizationJobs;
+      /** Told once the tokens are revoked and again once the organization is gone. */
+      changes?: OrganizationChanges;
       logger: Logger;
       /** How long to wait for the organization's running jobs (default 60 s). */
       activeJobsWaitMs?: number;
@@ -48,6 +55,8 @@ export class OffboardingService {
   async delete(org: Organization): Promise<OffboardingReport> {
     const { media, folders, tokens, usage, organizations } = this.deps.repositories;
     const tokensRevoked = await tokens.revokeAllOf(org.id);
+    // Replicas refuse its tokens from now on, not when their cached entries expire.
+    await this.deps.changes?.changed(org.id);
     const jobsRemoved = await this.stopJobs(org);
 
     const files = { count: 0, bytes: 0 };
@@ -86,6 +95,7 @@ export class OffboardingService {
     await usage.remove(org.id);
     const tokenCount = await tokens.removeAllOf(org.id);
     await organizations.remove(org.id);
+    await this.deps.changes?.changed(org.id);
     return {
       organization: org,
       tokensRevoked,

@@ -6,12 +6,19 @@ import type {
   Organization,
   OrganizationsRepository,
 } from '@shared/repositories/organizations.repository';
+import type { InvalidationPublisher } from '@shared/queue/invalidations';
+import type { AuthCache } from './auth-cache';
 import type { IssuedToken, TokensService } from './tokens.service';
 
 export class OrganizationsService {
   constructor(
     private readonly organizations: OrganizationsRepository,
     private readonly tokens: TokensService,
+    private readonly options: {
+      cache?: AuthCache | undefined;
+      /** Tells every API replica of a quota change (organizations are cached with their quota). */
+      invalidations?: InvalidationPublisher | undefined;
+    } = {},
   ) {}
 
   async create(
@@ -47,6 +54,20 @@ export class OrganizationsService {
     const organization = await this.organizations.findBySlug(slug);
     if (!organization) throw Errors.notFound(`No organization with slug "${slug}"`);
     return organization;
+  }
+
+  /** Sets (a number of bytes) or removes (null) the organization's quota. */
+  async setQuota(id: number, quotaBytes: number | null): Promise<Organization> {
+    const organization = await this.organizations.setQuota(id, quotaBytes);
+    if (!organization) throw Errors.notFound(`No organization with id ${id}`);
+    await this.changed(id);
+    return organization;
+  }
+
+  /** Drops the organization (and its tokens) from this process's cache and every replica's. */
+  async changed(id: number): Promise<void> {
+    this.options.cache?.invalidate({ organizationId: id });
+    await this.options.invalidations?.publish({ organizationId: id });
   }
 
   count(): Promise<number> {

@@ -15,6 +15,8 @@ import type {
   OrganizationsRepository,
 } from '@shared/repositories/organizations.repository';
 import type { StoredToken, TokensRepository } from '@shared/repositories/tokens.repository';
+import type { InvalidationPublisher } from '@shared/queue/invalidations';
+import type { AuthCache } from './auth-cache';
 
 const TOKEN_PATTERN = /^mst_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$/;
 
@@ -52,11 +54,20 @@ const scopesOf = (t: StoredToken): Scope[] => t.scopes ?? [...SCOPES];
 
 const hashToken = (token: string) => createHash('sha256').update(token).digest('hex');
 
+/** `lastUsedAt` is written at most this often per token (and API process). */
+export const TOUCH_EVERY_MS = 60_000;
+
 export class TokensService {
   constructor(
     private readonly tokens: TokensRepository,
     private readonly organizations: OrganizationsRepository,
     private readonly now: () => Date = () => new Date(),
+    private readonly options: {
+      /** Tokens and organizations kept in this process (the API's; none in the CLI). */
+      cache?: AuthCache | undefined;
+      /** Tells every API replica of a revocation or a scope change. */
+      invalidations?: InvalidationPublisher | undefined;
+    } = {},
   ) {}
 
   async issue(
@@ -85,22 +96,54 @@ export class TokensService {
   async verify(token: string): Promise<Principal | null> {
     const match = TOKEN_PATTERN.exec(token);
     if (!match) return null;
-    const stored = await this.tokens.findByTokenId(match[1]!);
+    const { cache } = this.options;
+    const tokenId = match[1]!;
+    const findToken = () => this.tokens.findByTokenId(tokenId);
+    const stored = await (cache ? cache.token(tokenId, findToken) : findToken());
     // Hash even when nothing is stored, so an unknown id costs the same time.
     const presented = Buffer.from(hashToken(token), 'hex');
     const expected = Buffer.from(stored?.hash ?? '0'.repeat(64), 'hex');
     const equal = expected.length === presented.length && timingSafeEqual(presented, expected);
     if (!stored || !equal || this.statusOf(stored) !== 'active') return null;
-    const organization = await this.organizations.findById(stored.organizationId);
+    const findOrganization = () => this.organizations.findById(stored.organizationId);
+    const organization = await (cache
+      ? cache.organization(stored.organizationId, findOrganization)
+      : findOrganization());
     if (!organization) return null;
-    void this.tokens.touch(stored.tokenId).catch(() => undefined);
+    this.touch(stored);
     return { organization, tokenId: stored.tokenId, scopes: new Set(scopesOf(stored)) };
+  }
+
+  /** Records the token's use, at most once per TOUCH_EVERY_MS; never fails the request. */
+  private touch(stored: StoredToken): void {
+    const now = this.now();
+    if (stored.lastUsedAt && now.getTime() - stored.lastUsedAt.getTime() < TOUCH_EVERY_MS) return;
+    // The cached copy remembers it, so the next requests skip the write.
+    stored.lastUsedAt = now;
+    void this.tokens.touch(stored.tokenId, now).catch(() => undefined);
   }
 
   async revoke(tokenId: string): Promise<TokenInfo> {
     const stored = await this.tokens.revoke(tokenId, this.now());
     if (!stored) throw Errors.notFound(`No token with id "${tokenId}"`);
+    await this.changed(tokenId);
     return this.info(stored);
+  }
+
+  /** Replaces a token's scopes (at least one). */
+  async setScopes(tokenId: string, scopes: Scope[]): Promise<TokenInfo> {
+    const kept = SCOPES.filter((s) => scopes.includes(s));
+    if (kept.length === 0) throw Errors.badRequest('A token needs at least one scope');
+    const stored = await this.tokens.setScopes(tokenId, kept);
+    if (!stored) throw Errors.notFound(`No token with id "${tokenId}"`);
+    await this.changed(tokenId);
+    return this.info(stored);
+  }
+
+  /** Drops the token from this process's cache and every replica's. */
+  private async changed(tokenId: string): Promise<void> {
+    this.options.cache?.invalidate({ tokenId });
+    await this.options.invalidations?.publish({ tokenId });
   }
 
   async list(organizationId: number): Promise<TokenInfo[]> {

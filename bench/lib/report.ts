@@ -125,8 +125,17 @@ function targetsTable(targets: Target[]): string {
   ].join('\n');
 }
 
-/** The page: machine, how to run, every target, then one section per benchmark. */
-export function renderMarkdown(run: RunResult, chartDir: string, preamble: string): string {
+/**
+ * The page: machine, how to run, every target, one section per benchmark, then
+ * `appendix` (sections kept by hand beside the suite's, such as the round-trip
+ * counts of docs/benchmarks/round-trips.md), as is.
+ */
+export function renderMarkdown(
+  run: RunResult,
+  chartDir: string,
+  preamble: string,
+  appendix = '',
+): string {
   const m = run.machine;
   const lines: string[] = [
     '# Benchmarks',
@@ -170,5 +179,6 @@ export function renderMarkdown(run: RunResult, chartDir: string, preamble: strin
       }
     }
   }
+  if (appendix.trim()) lines.push(appendix.trim(), '');
   return `${lines.join('\n').trimEnd()}\n`;
 }

@@ -28,7 +28,13 @@ return n
 /** BullMQ's lowest priority (highest number). */
 export const MAX_PRIORITY = 2_097_152;
 
+/** What `defineCommand` adds to a connection: the script by its SHA (EVALSHA, EVAL only once). */
+type WithAdmit = { mediaAdmitJob(key: string, ...args: string[]): Promise<number> };
+
 export class PendingJobs {
+  /** Connections the admission script is defined on (once each, not per job). */
+  private readonly defined = new WeakSet<RedisConnection>();
+
   constructor(
     private readonly redis: () => RedisConnection,
     /** The queue prefix (a hash tag on a cluster: the sets live in the queues' slot). */
@@ -47,17 +53,25 @@ export class PendingJobs {
   async admit(organizationId: number, jobId: string): Promise<number | null> {
     const now = Date.now();
     const staleMs = this.options.staleMs ?? 3_600_000;
-    const n = (await this.redis().eval(
-      ADMIT,
-      1,
+    const n = await this.admitScript().mediaAdmitJob(
       this.key(organizationId),
       String(now),
       String(now - staleMs),
       String(this.options.cap),
       jobId,
       String(staleMs),
-    )) as number;
+    );
     return n < 0 ? null : n;
+  }
+
+  /** The connection with ADMIT defined: sent by its SHA, its text only when Redis lacks it. */
+  private admitScript(): WithAdmit {
+    const redis = this.redis();
+    if (!this.defined.has(redis)) {
+      redis.defineCommand('mediaAdmitJob', { numberOfKeys: 1, lua: ADMIT });
+      this.defined.add(redis);
+    }
+    return redis as unknown as WithAdmit;
   }
 
   /** The job has ended (or was never queued): it no longer counts. */

@@ -49,8 +49,13 @@ export class MediaRepository {
     private readonly counters: CountersRepository,
   ) {}
 
-  async insert(media: NewMedia): Promise<MediaRecord> {
-    const id = await this.counters.next('media');
+  /** The id the next record will carry (taken ahead, so it can be fetched beside other work). */
+  nextId(): Promise<number> {
+    return this.counters.next('media');
+  }
+
+  async insert(media: NewMedia, takenId?: number): Promise<MediaRecord> {
+    const id = takenId ?? (await this.counters.next('media'));
     const doc = await db(() => this.models.Media.create({ ...media, id }));
     return toRecord(doc.toObject());
   }

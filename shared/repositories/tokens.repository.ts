@@ -41,6 +41,17 @@ export class TokensRepository {
     });
   }
 
+  /** Replaces a token's scopes; null when there is no such token. */
+  async setScopes(tokenId: string, scopes: StoredToken['scopes']): Promise<StoredToken | null> {
+    return db(() =>
+      this.models.ApiToken.findOneAndUpdate(
+        { tokenId },
+        { $set: { scopes } },
+        { returnDocument: 'after', lean: true },
+      ).exec(),
+    );
+  }
+
   async listByOrganization(organizationId: number): Promise<StoredToken[]> {
     return db(() =>
       this.models.ApiToken.find({ organizationId }).sort({ createdAt: 1 }).lean().exec(),

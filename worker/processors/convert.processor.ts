@@ -11,11 +11,17 @@ export const convertProcessor: Processor<
 > = {
   name: 'image.convert',
   async process(job, ctx) {
-    const done = await ctx.results.existing(job.id);
-    if (done) return { mediaId: done.id };
     const { organizationId, key, format, quality, origin, tokenId } = job.data;
-    const organization = await requireOrganization(ctx, organizationId);
-    const source = await requireMedia(ctx, organizationId, key);
+    // A previous attempt's record, the organization and the source: one round trip's time.
+    // (A written result wins over a source or organization gone since.)
+    const [done, organization, source] = await Promise.all([
+      ctx.results.existing(job.id),
+      requireOrganization(ctx, organizationId).catch((err: unknown) => err as Error),
+      requireMedia(ctx, organizationId, key).catch((err: unknown) => err as Error),
+    ]);
+    if (done) return { mediaId: done.id };
+    if (organization instanceof Error) throw organization;
+    if (source instanceof Error) throw source;
     const input = await ctx.results.read(source.key, ctx.limits.maxFileSize);
     const output = await ctx.images.convert(
       input,

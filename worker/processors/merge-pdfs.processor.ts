@@ -18,13 +18,17 @@ export const mergePdfsProcessor: Processor<
 > = {
   name: 'pdf.merge',
   async process(job, ctx) {
-    const done = await ctx.results.existing(job.id);
+    const { organizationId, inputs, folderId, origin, tokenId } = job.data;
+    // A previous attempt's record and the organization: one round trip's time.
+    const [done, organization] = await Promise.all([
+      ctx.results.existing(job.id),
+      requireOrganization(ctx, organizationId).catch((err: unknown) => err as Error),
+    ]);
     if (done) {
       await ctx.store.removeMany(job.data.temporaryKeys);
       return { mediaId: done.id };
     }
-    const { organizationId, inputs, folderId, origin, tokenId } = job.data;
-    const organization = await requireOrganization(ctx, organizationId);
+    if (organization instanceof Error) throw organization;
     // Each distinct key is read once, even when it is merged several times; several at once.
     const bytes = await ctx.results.readMany(
       inputs.map(({ key }) => key),

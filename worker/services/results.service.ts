@@ -65,9 +65,13 @@ export class ResultsService {
     return this.deps.media.findByJobId(jobId);
   }
 
+  /**
+   * Writes the result. Callers ask `existing()` first (a processor does it
+   * beside its other lookups), so it is not asked again here; should a
+   * previous attempt have written the record after all, its unique job id
+   * refuses the second one and that record is answered.
+   */
   async write(output: JobOutput): Promise<MediaRecord> {
-    const done = await this.existing(output.jobId);
-    if (done) return done;
     const folder =
       output.folderId === null
         ? null
@@ -84,35 +88,49 @@ export class ResultsService {
         },
         tokenOfJob(output.jobId),
       );
-    // Counted against the quota first (refused atomically past it), given back on failure.
+    // Counted against the quota (refused atomically past it) while the object is
+    // written and the record's id taken: three round trips at once, not one after
+    // another. The count is given back and the object removed when either fails.
     const usage = { bytes: output.data.length, files: 1 };
     const { id: orgId, quotaBytes } = output.organization;
-    if (!(await this.deps.usage.reserve(orgId, usage, quotaBytes))) {
-      throw Errors.quotaExceeded(quotaBytes ?? 0);
-    }
     const release = () =>
       this.deps.usage.release(orgId, usage).catch((err: unknown) => {
         this.deps.logger.warn({ err, orgId }, 'could not give back a failed result’s usage');
       });
-    try {
-      await this.deps.store.put(key, output.data, { contentType: output.mimetype });
-    } catch (err) {
-      await release();
-      throw err;
+    const [reserved, put, nextId] = await Promise.allSettled([
+      this.deps.usage.reserve(orgId, usage, quotaBytes),
+      this.deps.store.put(key, output.data, { contentType: output.mimetype }),
+      this.deps.media.nextId(),
+    ]);
+    if (reserved.status === 'fulfilled' && reserved.value && put.status === 'fulfilled') {
+      if (nextId.status === 'rejected') {
+        await release();
+        await this.removeUnrecorded(key, output.jobId);
+        throw nextId.reason;
+      }
+    } else {
+      if (reserved.status === 'fulfilled' && reserved.value) await release();
+      if (put.status === 'fulfilled') await this.removeUnrecorded(key, output.jobId);
+      if (reserved.status === 'rejected') throw reserved.reason;
+      if (!reserved.value) throw Errors.quotaExceeded(quotaBytes ?? 0);
+      throw (put as PromiseRejectedResult).reason;
     }
     try {
-      return await this.deps.media.insert({
-        organizationId: output.organization.id,
-        folderId: folder?.id ?? null,
-        key,
-        name: output.name,
-        mimetype: output.mimetype,
-        bytes: output.data.length,
-        checksum: `sha256:${createHash('sha256').update(output.data).digest('hex')}`,
-        metaData: output.origin,
-        createdBy: output.createdBy ?? null,
-        jobId: output.jobId,
-      });
+      return await this.deps.media.insert(
+        {
+          organizationId: output.organization.id,
+          folderId: folder?.id ?? null,
+          key,
+          name: output.name,
+          mimetype: output.mimetype,
+          bytes: output.data.length,
+          checksum: `sha256:${createHash('sha256').update(output.data).digest('hex')}`,
+          metaData: output.origin,
+          createdBy: output.createdBy ?? null,
+          jobId: output.jobId,
+        },
+        nextId.value,
+      );
     } catch (err) {
       // The insert may have landed before the failure was seen (a lost reply), or a
       // concurrent attempt of the same job may have won: either way its record
@@ -125,21 +143,33 @@ export class ResultsService {
         return written;
       }
       await release();
-      if (written === null) {
-        // Certainly no record: remove the object (a retry writes it again).
-        await this.deps.store
-          .remove(key)
-          .catch((removeErr: unknown) =>
-            this.deps.logger.error(
-              { err: removeErr, key },
-              'could not remove a result object left without a record',
-            ),
-          );
-      }
+      // Certainly no record: remove the object (a retry writes it again).
+      if (written === null) await this.removeObject(key);
       // Otherwise MongoDB could not even be asked; a retry settles the object, and
       // after the last attempt the reconciliation command finds it.
       throw err;
     }
+  }
+
+  /**
+   * Removes the object a failed write left, unless another attempt of the job
+   * recorded it meanwhile (the key is the job's); left alone when that cannot
+   * be told (reconcile finds it).
+   */
+  private async removeUnrecorded(key: string, jobId: string): Promise<void> {
+    if ((await this.existing(jobId).catch(() => undefined)) === null) await this.removeObject(key);
+  }
+
+  /** Removes a result object left without a record; logs a failure (reconcile finds it). */
+  private async removeObject(key: string): Promise<void> {
+    await this.deps.store
+      .remove(key)
+      .catch((err: unknown) =>
+        this.deps.logger.error(
+          { err, key },
+          'could not remove a result object left without a record',
+        ),
+      );
   }
 
   /**

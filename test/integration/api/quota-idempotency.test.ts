@@ -66,7 +66,7 @@ async function expectNothingBeyond(org: TestOrg, keys: string[]) {
 describe('quota', () => {
   it('refuses the upload that would pass it (413 QUOTA_EXCEEDED), keeping nothing of it', async () => {
     const org = await api.createOrg('quota-seq');
-    await api.ctx.repositories.organizations.setQuota(org.organization.id, jpeg.length * 3 + 100);
+    await api.ctx.organizations.setQuota(org.organization.id, jpeg.length * 3 + 100);
     const keys: string[] = [];
     for (let i = 0; i < 3; i++) {
       const ok = await post(org, '/media/upload', form([['file', jpeg, `${i}.jpg`]]));
@@ -101,7 +101,7 @@ describe('quota', () => {
     const org = await api.createOrg('quota-par');
     const size = 300 * 1024;
     const quota = Math.floor(size * 3.5);
-    await api.ctx.repositories.organizations.setQuota(org.organization.id, quota);
+    await api.ctx.organizations.setQuota(org.organization.id, quota);
     const answers = await Promise.all(
       Array.from({ length: 8 }, (_, i) =>
         post(org, '/media/upload', form([['file', bigJpeg(size), `c${i}.jpg`]])),
@@ -132,7 +132,7 @@ describe('quota', () => {
     const org = await api.createOrg('quota-job');
     const source = await post(org, '/media/upload', form([['file', jpeg, 'src.jpg']]));
     const key = (source.body.data as { key: string }).key;
-    await api.ctx.repositories.organizations.setQuota(org.organization.id, jpeg.length + 10);
+    await api.ctx.organizations.setQuota(org.organization.id, jpeg.length + 10);
     const converted = await post(org, '/media/convert', { mediaKey: key, format: 'png' });
     expect([converted.status, converted.body.error]).toEqual([413, 'QUOTA_EXCEEDED']);
     await expectNothingBeyond(org, [key]);
