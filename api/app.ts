@@ -6,11 +6,13 @@ import express, { type Express } from 'express';
 import type { Config } from '@shared/config';
 import type { Logger } from '@shared/logger';
 import { bearerAuth } from './middleware/auth';
+import { corsPolicy } from './middleware/cors';
 import { errorHandler, notFoundHandler } from './middleware/error-handler';
 import { httpMetrics } from './middleware/http-metrics';
 import { idempotency, tapRequestBody } from './middleware/idempotency';
 import { rateLimiters } from './middleware/rate-limit';
 import { requestContext } from './middleware/request-context';
+import { signedUrlAccess } from './middleware/signed-url';
 import type { ApiMetrics } from '@shared/metrics';
 import type { ReadinessChecks } from '@shared/readiness';
 import type { Queue } from 'bullmq';
@@ -22,12 +24,14 @@ import { mediaRoutes } from './routes/media.routes';
 import { downloadRoutes } from './routes/download.routes';
 import { jobRoutes } from './routes/jobs.routes';
 import { opsRoutes } from './routes/ops.routes';
+import { signRoutes } from './routes/sign.routes';
 import { uploadRoutes } from './routes/upload.routes';
 import type { DownloadService } from './services/download.service';
 import type { JobsService } from './services/jobs.service';
 import type { FoldersService } from './services/folders.service';
 import type { MediaJobsService } from './services/media-jobs.service';
 import type { MediaService } from './services/media.service';
+import { DOWNLOAD_PATH, RENDER_PATH, type SignedUrlService } from './services/signed-urls.service';
 import type { TokensService } from './services/tokens.service';
 import type { UploadService } from './services/upload.service';
 
@@ -41,6 +45,8 @@ export interface AppDeps {
   mediaJobs: MediaJobsService;
   mediaService: MediaService;
   folders: FoldersService;
+  /** Signs URLs (POST /media/sign) and verifies signed requests. */
+  signedUrls: SignedUrlService;
   /** HTTP latency and bytes stored, served on GET /metrics. */
   metrics: ApiMetrics;
   /** The dependencies GET /readyz checks (MongoDB, Redis, storage). */
@@ -64,6 +70,9 @@ export function createApp(deps: AppDeps): Express {
   app.set('query parser', 'simple');
   app.use(requestContext(deps.logger));
   app.use(httpMetrics(deps.metrics));
+  // Before authentication: browsers send preflights without credentials.
+  const cors = corsPolicy(deps.config.corsOrigins);
+  if (cors) app.use(cors);
 
   app.use(
     opsRoutes({
@@ -89,6 +98,14 @@ export function createApp(deps: AppDeps): Express {
     : undefined;
   // An address that failed authentication too often is refused before its token is looked up.
   if (limiters) app.use('/media', limiters.authFailureGuard);
+  // A GET with a signed URL's `signature` is verified here instead of asking for a token.
+  app.use(
+    signedUrlAccess({
+      signedUrls: deps.signedUrls,
+      paths: [DOWNLOAD_PATH, RENDER_PATH],
+      onInvalid: limiters ? (req) => limiters.authFailed(req) : undefined,
+    }),
+  );
   app.use(
     '/media',
     bearerAuth(deps.tokens, {
@@ -106,6 +123,7 @@ export function createApp(deps: AppDeps): Express {
   );
   app.use(uploadRoutes({ uploads: deps.uploads, config: deps.config, metrics: deps.metrics }));
   app.use(downloadRoutes({ downloads: deps.downloads, metrics: deps.metrics }));
+  app.use(signRoutes({ signedUrls: deps.signedUrls }));
   app.use(jobRoutes({ jobs: deps.jobs, mediaJobs: deps.mediaJobs }));
   app.use(folderRoutes({ folders: deps.folders }));
   // Last: its /media/{id} takes what no other /media route named.

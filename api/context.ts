@@ -27,6 +27,7 @@ import { JobsService } from './services/jobs.service';
 import { MediaJobsService } from './services/media-jobs.service';
 import { MediaService } from './services/media.service';
 import { OrganizationsService } from './services/organizations.service';
+import { SignedUrlService } from './services/signed-urls.service';
 import { TokensService } from './services/tokens.service';
 import { UploadService } from './services/upload.service';
 
@@ -57,6 +58,7 @@ export interface ApiContext extends DataContext {
   mediaJobs: MediaJobsService;
   mediaService: MediaService;
   folders: FoldersService;
+  signedUrls: SignedUrlService;
   metrics: ApiMetrics;
   /** What GET /readyz checks. */
   readiness: ReadinessChecks;
@@ -205,6 +207,12 @@ export async function createApiContext(
       }),
       folders,
       downloads: new DownloadService({ media, store }),
+      signedUrls: new SignedUrlService({
+        signing: config.urlSigning,
+        publicBaseUrl: config.publicBaseUrl,
+        media,
+        organizations: data.repositories.organizations,
+      }),
       metrics,
       readiness: observeChecks(
         {

@@ -178,6 +178,41 @@ function parseOtlpHeaders(raw: string, ctx: z.RefinementCtx): Record<string, str
   return headers;
 }
 
+/** URL_SIGNING_KEYS: comma-separated secrets, the first signs, all verify; each 32+ characters. */
+function parseSigningKeys(raw: string, ctx: z.RefinementCtx): string[] {
+  const keys = raw
+    .split(',')
+    .map((k) => k.trim())
+    .filter(Boolean);
+  // The values are secrets: never echo them, say which position is wrong.
+  const short = keys.flatMap((k, i) => (k.length < 32 ? [i + 1] : []));
+  if (short.length > 0) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `every key must have at least 32 characters (key ${short.join(', ')} is shorter; make one with: openssl rand -base64 32)`,
+    });
+    return z.NEVER;
+  }
+  return keys;
+}
+
+/** CORS_ORIGINS: `*`, or comma-separated origins (`https://app.example.com`, no path). */
+function parseOrigins(raw: string, ctx: z.RefinementCtx): string[] {
+  const origins = raw
+    .split(',')
+    .map((o) => o.trim().toLowerCase())
+    .filter(Boolean);
+  const bad = origins.filter((o) => o !== '*' && !/^https?:\/\/[^/\s?#]+$/.test(o));
+  if (bad.length > 0) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `must be * or a list of origins such as https://app.example.com (scheme and host, no path; not: ${bad.join(', ')})`,
+    });
+    return z.NEVER;
+  }
+  return [...new Set(origins)];
+}
+
 const variables = z.object({
   NODE_ENV: z.preprocess(
     emptyToUndefined,
@@ -308,6 +343,22 @@ const variables = z.object({
   RATE_LIMIT_WINDOW_MS: int(60_000, 1_000, 24 * 60 * 60_000),
   AUTH_FAILURE_LIMIT: int(30, 0),
   AUTH_CACHE_MS: int(30_000, 0, 60 * 60_000),
+  // Signed URLs (docs/api.md, "Signed URLs"): off unless URL_SIGNING_KEYS is set.
+  URL_SIGNING_KEYS: z.preprocess(
+    emptyToUndefined,
+    z
+      .string()
+      .optional()
+      .transform((raw, ctx) => (raw === undefined ? [] : parseSigningKeys(raw, ctx))),
+  ),
+  URL_SIGNING_MAX_EXPIRES_IN: int(7 * 24 * 3600, 1, 366 * 24 * 3600),
+  CORS_ORIGINS: z.preprocess(
+    emptyToUndefined,
+    z
+      .string()
+      .optional()
+      .transform((raw, ctx) => (raw === undefined ? [] : parseOrigins(raw, ctx))),
+  ),
   // Tracing (OpenTelemetry), off unless OTEL_TRACES_EXPORTER is otlp or console.
   OTEL_TRACES_EXPORTER: z.preprocess(
     emptyToUndefined,
@@ -492,6 +543,14 @@ export interface Config {
   authCacheMs: number;
   /** OpenTelemetry tracing; undefined (off, no SDK loaded) when OTEL_TRACES_EXPORTER is none or unset. */
   tracing: TracingConfig | undefined;
+  /**
+   * Signed URLs: the keys (the first signs, every one verifies) and the
+   * longest lifetime a URL may be given, in seconds; undefined (signing off)
+   * without URL_SIGNING_KEYS.
+   */
+  urlSigning: { keys: string[]; maxExpiresIn: number } | undefined;
+  /** Origins allowed to read answers from browsers (CORS); empty: no CORS headers. `*`: any. */
+  corsOrigins: string[];
 }
 
 export interface TracingConfig {
@@ -530,6 +589,7 @@ export const SECRET_VARIABLES = [
   'DASHBOARD_USER',
   'DASHBOARD_PASSWORD',
   'OTEL_EXPORTER_OTLP_HEADERS',
+  'URL_SIGNING_KEYS',
 ] as const;
 
 /** Why a file cannot be read (its error code), or undefined when it can. */
@@ -671,6 +731,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
             },
             sampler: { name: e.OTEL_TRACES_SAMPLER, ratio: e.OTEL_TRACES_SAMPLER_ARG },
           },
+    urlSigning:
+      e.URL_SIGNING_KEYS.length > 0
+        ? { keys: e.URL_SIGNING_KEYS, maxExpiresIn: e.URL_SIGNING_MAX_EXPIRES_IN }
+        : undefined,
+    corsOrigins: e.CORS_ORIGINS,
   };
 }
 

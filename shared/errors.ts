@@ -11,6 +11,8 @@ export type ErrorCode =
   | 'FOLDER_MISMATCH'
   | 'UNAUTHORIZED'
   | 'INSUFFICIENT_SCOPE'
+  | 'SIGNED_URL_INVALID'
+  | 'SIGNED_URL_EXPIRED'
   | 'NOT_FOUND'
   | 'MEDIA_NOT_FOUND'
   | 'FOLDER_NOT_FOUND'
@@ -34,6 +36,7 @@ export type ErrorCode =
   | 'TOO_MANY_JOBS'
   | 'DEPENDENCY_UNAVAILABLE'
   | 'JOB_TIMEOUT'
+  | 'SIGNED_URLS_DISABLED'
   | 'INTERNAL';
 
 export interface ErrorDetail {
@@ -152,6 +155,24 @@ export const Errors = {
         'WWW-Authenticate': `Bearer realm="media", error="insufficient_scope", scope="${scope}"`,
       },
     }),
+  /** A signed URL whose signature does not verify: tampered, for other parameters, or its key retired. */
+  signedUrlInvalid: (message = 'The signature of this URL is not valid') =>
+    new AppError('SIGNED_URL_INVALID', 403, message),
+  signedUrlExpired: (expiredAt: Date) =>
+    new AppError(
+      'SIGNED_URL_EXPIRED',
+      403,
+      `This signed URL expired at ${expiredAt.toISOString()}; ask for a new one`,
+      undefined,
+      { extra: { expiredAt: expiredAt.toISOString() } },
+    ),
+  /** URL_SIGNING_KEYS is not set: no URL can be signed, no signed URL accepted. */
+  signedUrlsDisabled: () =>
+    new AppError(
+      'SIGNED_URLS_DISABLED',
+      501,
+      'Signed URLs are not enabled on this server (URL_SIGNING_KEYS is not set)',
+    ),
   notFound: (message = 'Not found') => new AppError('NOT_FOUND', 404, message),
   methodNotAllowed: (allow: string) =>
     new AppError('METHOD_NOT_ALLOWED', 405, `Only ${allow} is allowed here`, undefined, {

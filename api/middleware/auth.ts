@@ -2,7 +2,8 @@
  * Bearer-token authentication with passport + passport-http-bearer. Every
  * authenticated request carries `req.principal` (its organization); a missing,
  * malformed, unknown, expired or revoked token is a 401 with
- * `WWW-Authenticate: Bearer` in the error envelope.
+ * `WWW-Authenticate: Bearer` in the error envelope. A request a signed URL
+ * admitted (middleware/signed-url.ts) already has its principal and passes.
  */
 import type { Request, RequestHandler } from 'express';
 import passport from 'passport';
@@ -33,6 +34,8 @@ export function bearerAuth(
     }),
   );
   return (req, res, next) => {
+    // Admitted by a signed URL (middleware/signed-url.ts): no token is asked for.
+    if (req.signedUrl && req.principal) return next();
     const refuse = (message: string) => {
       hooks.onFailure?.(req);
       next(Errors.unauthorized(message));

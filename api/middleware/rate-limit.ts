@@ -11,6 +11,8 @@
  *   `Retry-After`. Counted answers carry the IETF draft-6 headers
  *   `RateLimit-Policy`, `RateLimit-Limit`, `RateLimit-Remaining` and
  *   `RateLimit-Reset` (in cost units).
+ * - Requests admitted by a signed URL (no token) are counted per client
+ *   address instead, on the same budget.
  * - Requests that fail authentication are counted per client address, and
  *   past `authFailures` in a window the address gets 429 before its token is
  *   looked up (before MongoDB).
@@ -158,7 +160,9 @@ export function rateLimiters(options: RateLimitOptions): Limiters {
         req.method === 'HEAD' ? 'GET' : req.method,
         req.originalUrl.split('?')[0]!,
       );
-      tokens.consume(req.principal.tokenId, cost).then(
+      // A signed URL has no token: its requests are counted per client address.
+      const key = req.signedUrl ? `signed:${addressOf(req)}` : req.principal.tokenId;
+      tokens.consume(key, cost).then(
         (counted) => {
           if (!counted) return next();
           setHeaders(res, max, windowMs, counted.res);

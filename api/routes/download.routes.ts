@@ -3,7 +3,9 @@
  * caller's organization, with Content-Type, Content-Length, ETag (the content
  * hash), Last-Modified, Content-Disposition (the record's name, safe for any
  * characters); `Range` gives 206 (416 when unsatisfiable) and a matching
- * `If-None-Match` gives 304.
+ * `If-None-Match` gives 304. `disposition=inline` shows images and PDFs in
+ * the browser (PDFs sandboxed by a Content-Security-Policy); a signed URL's
+ * answer may be cached publicly until it expires (middleware/signed-url.ts).
  */
 import { Router, type Request, type Response } from 'express';
 import { create as contentDisposition } from 'content-disposition';
@@ -13,7 +15,29 @@ import type { ApiMetrics } from '@shared/metrics';
 import type { MediaRecord } from '@shared/repositories/media.repository';
 import type { ByteRange } from '@shared/storage/object-store';
 import { principalOf, requireScope } from '../middleware/auth';
+import { cacheControlFor } from '../middleware/signed-url';
 import type { DownloadService } from '../services/download.service';
+
+/**
+ * What an inline PDF may do: nothing. `sandbox` gives the document an opaque
+ * origin with scripts, forms and popups off; `default-src 'none'` lets it
+ * load nothing (the viewer draws the PDF's own bytes). docs/api.md.
+ */
+export const PDF_INLINE_CSP = "sandbox; default-src 'none'";
+
+/** Types shown inline on request: images (never SVG, which is never stored) and PDFs. */
+const showsInline = (mimetype: string) =>
+  (mimetype.startsWith('image/') && mimetype !== 'image/svg+xml') || mimetype === 'application/pdf';
+
+/** `disposition` (optional): `attachment` (the default) or `inline`. */
+function dispositionOf(req: Request): 'inline' | 'attachment' {
+  const value = req.query.disposition;
+  if (value === undefined || value === 'attachment') return 'attachment';
+  if (value === 'inline') return 'inline';
+  throw Errors.validation([
+    { field: 'disposition', message: 'disposition must be inline or attachment' },
+  ]);
+}
 
 const etagOf = (record: MediaRecord) => `"${record.checksum.replace(/^sha256:/, '')}"`;
 
@@ -59,11 +83,12 @@ export function downloadRoutes(deps: {
         { field: 'media', message: 'the media query parameter (a media key) is required' },
       ]);
     }
+    const disposition = dispositionOf(req);
     const record = await deps.downloads.find(org.id, key);
     const etag = etagOf(record);
     res.setHeader('ETag', etag);
     res.setHeader('Last-Modified', record.updatedAt.toUTCString());
-    res.setHeader('Cache-Control', 'private, no-cache');
+    res.setHeader('Cache-Control', cacheControlFor(req));
     res.setHeader('Accept-Ranges', 'bytes');
     if (noneMatch(req.headers['if-none-match'], etag)) {
       res.status(304).end();
@@ -76,8 +101,15 @@ export function downloadRoutes(deps: {
     const body =
       req.method === 'HEAD' ? undefined : await deps.downloads.open(record, range ?? undefined);
     res.setHeader('Content-Type', record.mimetype);
-    res.setHeader('Content-Disposition', contentDisposition(record.name, { type: 'attachment' }));
+    const inline = disposition === 'inline' && showsInline(record.mimetype);
+    res.setHeader(
+      'Content-Disposition',
+      contentDisposition(record.name, { type: inline ? 'inline' : 'attachment' }),
+    );
     res.setHeader('X-Content-Type-Options', 'nosniff');
+    if (inline && record.mimetype === 'application/pdf') {
+      res.setHeader('Content-Security-Policy', PDF_INLINE_CSP);
+    }
     if (range) {
       res.status(206);
       res.setHeader('Content-Range', `bytes ${range.start}-${range.end}/${record.bytes}`);

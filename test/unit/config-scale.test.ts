@@ -77,6 +77,7 @@ describe('secrets from files (<NAME>_FILE)', () => {
       'S3_ACCESS_KEY',
       'S3_SECRET_KEY',
       'S3_SESSION_TOKEN',
+      'URL_SIGNING_KEYS',
     ]);
   });
 

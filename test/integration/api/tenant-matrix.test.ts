@@ -91,7 +91,9 @@ const owned = {
 };
 
 beforeAll(async () => {
-  api = await startApi('tenantmatrix');
+  api = await startApi('tenantmatrix', {
+    env: { URL_SIGNING_KEYS: 'tenant-matrix-signing-key-0123456789abcdef' },
+  });
   alpha = await api.createOrg('alpha');
   beta = await api.createOrg('beta');
   const upload = async (fd: FormData) => {
@@ -260,6 +262,18 @@ const REQUESTS: Record<string, (org: TestOrg) => Promise<Answer>> = {
         file: `data:image/jpeg;base64,${fixture('Canon_40D.jpg').toString('base64')}`,
         folderId: owned.folderId,
       }),
+    }),
+  'POST /media/sign mediaKey (body)': (org) =>
+    viaFetch('/media/sign', {
+      method: 'POST',
+      headers: { ...org.auth, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ mediaKey: owned.jpegKey }),
+    }),
+  'POST /media/sign mediaKeys (body)': (org) =>
+    viaFetch('/media/sign', {
+      method: 'POST',
+      headers: { ...org.auth, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ mediaKeys: [owned.pdfKey, owned.jpegKey] }),
     }),
   'GET /media/jobs/{id} id (path)': (org) =>
     viaFetch(`/media/jobs/${encodeURIComponent(owned.jobId)}`, { headers: org.auth }),

@@ -15,6 +15,7 @@ import type { IngestService } from '../../../api/services/ingest.service';
 import { JobsService } from '../../../api/services/jobs.service';
 import { MediaJobsService } from '../../../api/services/media-jobs.service';
 import type { MediaService } from '../../../api/services/media.service';
+import type { SignedUrlService } from '../../../api/services/signed-urls.service';
 import { SCOPES, type TokensService } from '../../../api/services/tokens.service';
 import type { UploadService } from '../../../api/services/upload.service';
 import { loadConfig } from '../../../shared/config';
@@ -138,6 +139,7 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
       jobs: jobsService,
       mediaJobs,
       mediaService: {} as MediaService,
+      signedUrls: {} as SignedUrlService,
       folders: {} as FoldersService,
       metrics: createApiMetrics(),
       readiness: {},

@@ -12,6 +12,7 @@ import type { FoldersService } from '../../../api/services/folders.service';
 import type { JobsService } from '../../../api/services/jobs.service';
 import type { MediaJobsService } from '../../../api/services/media-jobs.service';
 import type { MediaService } from '../../../api/services/media.service';
+import type { SignedUrlService } from '../../../api/services/signed-urls.service';
 import { toMediaView } from '../../../api/services/media-view';
 import type { TokensService } from '../../../api/services/tokens.service';
 import type { UploadService } from '../../../api/services/upload.service';
@@ -71,6 +72,7 @@ function appRoutes(): string[] {
     jobs: {} as JobsService,
     mediaJobs: {} as MediaJobsService,
     mediaService: {} as MediaService,
+    signedUrls: {} as SignedUrlService,
     folders: {} as FoldersService,
     metrics: createApiMetrics(),
     readiness: {},

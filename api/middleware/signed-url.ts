@@ -1,0 +1,65 @@
+/**
+ * Signed-URL access for GET (and HEAD) routes: a request to one of `paths`
+ * that carries a `signature` query parameter is verified instead of asking
+ * for a bearer token (bearerAuth lets it through). The signature covers the
+ * path, every query parameter and the expiry (api/services/url-signature.ts);
+ * a request that passes reads the signing organization's records with the
+ * `read` scope only, and its answers may be cached publicly until the expiry
+ * (`cacheControlFor`). Mount it before bearerAuth, for every route signed URLs
+ * may name; the route itself is unchanged (it finds the record in
+ * `principalOf(req).organization`, a 404 once the record is deleted).
+ */
+import type { Request, RequestHandler } from 'express';
+import { isAppError } from '@shared/errors';
+import { secondsUntil, type SignedUrlService } from '../services/signed-urls.service';
+import type { Scope } from '../services/tokens.service';
+import { SIGNATURE_PARAM } from '../services/url-signature';
+
+declare module 'express-serve-static-core' {
+  interface Request {
+    /** Set on a request admitted by a valid signed URL: when that URL expires. */
+    signedUrl?: { expiresAt: Date };
+  }
+}
+
+/** The token id a signed request's principal carries (no API token is involved). */
+export const SIGNED_URL_TOKEN_ID = 'signed-url';
+const READ_ONLY: ReadonlySet<Scope> = new Set<Scope>(['read']);
+
+export function signedUrlAccess(deps: {
+  signedUrls: SignedUrlService;
+  /** The paths signed URLs may name (GET and HEAD only). */
+  paths: readonly string[];
+  /** Called for a signature that does not verify (counted as a failed authentication). */
+  onInvalid?: ((req: Request) => void) | undefined;
+}): RequestHandler {
+  const paths = new Set(deps.paths);
+  return (req, _res, next) => {
+    if (!paths.has(req.path) || (req.method !== 'GET' && req.method !== 'HEAD')) return next();
+    const at = req.originalUrl.indexOf('?');
+    const query = at === -1 ? '' : req.originalUrl.slice(at + 1);
+    if (!new URLSearchParams(query).has(SIGNATURE_PARAM)) return next();
+    deps.signedUrls.verify(req.path, query).then(
+      ({ organization, expiresAt }) => {
+        req.principal = { organization, tokenId: SIGNED_URL_TOKEN_ID, scopes: READ_ONLY };
+        req.signedUrl = { expiresAt };
+        next();
+      },
+      (err: unknown) => {
+        if (isAppError(err) && err.code === 'SIGNED_URL_INVALID') deps.onInvalid?.(req);
+        next(err);
+      },
+    );
+  };
+}
+
+/**
+ * `Cache-Control` of a successful answer: a signed URL's bytes never change
+ * (a key names one content), so it is `public, max-age=<seconds until the
+ * URL expires>, immutable`; a bearer-token answer stays `private, no-cache`.
+ */
+export function cacheControlFor(req: Request, now = new Date()): string {
+  return req.signedUrl
+    ? `public, max-age=${secondsUntil(req.signedUrl.expiresAt, now)}, immutable`
+    : 'private, no-cache';
+}

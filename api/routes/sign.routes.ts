@@ -1,0 +1,94 @@
+/**
+ * POST /media/sign: signed URLs for one record (`mediaKey`) or several
+ * (`mediaKeys`), valid `expiresIn` seconds, optionally `disposition` and
+ * `render` options (then the URLs are `/media/render` URLs). Needs the `read`
+ * scope: a signed URL reads, it grants nothing a reading token could not do.
+ */
+import express, { Router } from 'express';
+import { z } from 'zod';
+import { Errors } from '@shared/errors';
+import { CONVERT_FORMATS } from '@shared/media/formats';
+import { principalOf, requireScope } from '../middleware/auth';
+import { success } from '../respond';
+import type { SignedUrlService } from '../services/signed-urls.service';
+import { parseInput } from './validate';
+
+/** Keys one request may sign. */
+export const MAX_SIGNED_KEYS = 100;
+const FITS = ['cover', 'contain', 'fill', 'inside', 'outside'] as const;
+
+const key = z.string({ error: 'a media key is a string' }).min(1, 'a media key is not empty');
+const dimension = (name: string) =>
+  z
+    .int(`${name} must be an integer from 1 to 10000`)
+    .min(1, `${name} must be an integer from 1 to 10000`)
+    .max(10_000, `${name} must be an integer from 1 to 10000`)
+    .optional();
+
+const render = z
+  .strictObject({
+    preset: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{1,64}$/, 'preset is a name of letters, digits, _ and - (at most 64)')
+      .optional(),
+    w: dimension('w'),
+    h: dimension('h'),
+    fit: z.enum(FITS, { error: `fit must be one of ${FITS.join(', ')}` }).optional(),
+    format: z
+      .enum(CONVERT_FORMATS, { error: `format must be one of ${CONVERT_FORMATS.join(', ')}` })
+      .optional(),
+    q: z
+      .int('q must be an integer from 1 to 100')
+      .min(1, 'q must be an integer from 1 to 100')
+      .max(100, 'q must be an integer from 1 to 100')
+      .optional(),
+  })
+  .refine((r) => Object.values(r).some((v) => v !== undefined), {
+    error: 'render needs a preset or at least one option (w, h, fit, format, q)',
+  })
+  .refine((r) => r.preset === undefined || Object.keys(r).length === 1, {
+    error: 'render takes a preset or options (w, h, fit, format, q), not both',
+  });
+
+const signBody = z
+  .strictObject({
+    mediaKey: key.optional(),
+    mediaKeys: z
+      .array(key, { error: 'mediaKeys is an array of media keys' })
+      .min(1, 'mediaKeys needs at least one key')
+      .max(MAX_SIGNED_KEYS, `at most ${MAX_SIGNED_KEYS} keys per request`)
+      .optional(),
+    expiresIn: z
+      .int('expiresIn must be a whole number of seconds')
+      .min(1, 'expiresIn must be at least 1 second')
+      .optional(),
+    disposition: z
+      .enum(['inline', 'attachment'], { error: 'disposition must be inline or attachment' })
+      .optional(),
+    render: render.optional(),
+  })
+  .refine((b) => (b.mediaKey === undefined) !== (b.mediaKeys === undefined), {
+    error: 'give mediaKey (one key) or mediaKeys (several), not both',
+    path: ['mediaKey'],
+  });
+
+export function signRoutes(deps: { signedUrls: SignedUrlService }): Router {
+  const router = Router();
+  const json = express.json({ limit: '64kb', type: ['application/json', 'application/*+json'] });
+
+  router.post('/media/sign', requireScope('read'), json, async (req, res) => {
+    if (!deps.signedUrls.enabled) throw Errors.signedUrlsDisabled();
+    const body = parseInput(signBody, req.body ?? {});
+    const mediaKeys = body.mediaKeys ?? [body.mediaKey!];
+    const signed = await deps.signedUrls.sign(principalOf(req).organization, {
+      mediaKeys: [...new Set(mediaKeys)],
+      expiresIn: body.expiresIn,
+      disposition: body.disposition,
+      render: body.render,
+    });
+    // One key asked for: its URL beside the list, for convenience.
+    success(res, body.mediaKey === undefined ? signed : { ...signed, url: signed.urls[0]!.url });
+  });
+
+  return router;
+}
