@@ -22,12 +22,14 @@ import { mediaRoutes } from './routes/media.routes';
 import { downloadRoutes } from './routes/download.routes';
 import { jobRoutes } from './routes/jobs.routes';
 import { opsRoutes } from './routes/ops.routes';
+import { renderRoutes } from './routes/render.routes';
 import { uploadRoutes } from './routes/upload.routes';
 import type { DownloadService } from './services/download.service';
 import type { JobsService } from './services/jobs.service';
 import type { FoldersService } from './services/folders.service';
 import type { MediaJobsService } from './services/media-jobs.service';
 import type { MediaService } from './services/media.service';
+import type { RenderService } from './services/render.service';
 import type { TokensService } from './services/tokens.service';
 import type { UploadService } from './services/upload.service';
 
@@ -37,6 +39,8 @@ export interface AppDeps {
   tokens: TokensService;
   uploads: UploadService;
   downloads: DownloadService;
+  /** Renders (GET /media/render). */
+  renders: RenderService;
   jobs: JobsService;
   mediaJobs: MediaJobsService;
   mediaService: MediaService;
@@ -106,6 +110,7 @@ export function createApp(deps: AppDeps): Express {
   );
   app.use(uploadRoutes({ uploads: deps.uploads, config: deps.config, metrics: deps.metrics }));
   app.use(downloadRoutes({ downloads: deps.downloads, metrics: deps.metrics }));
+  app.use(renderRoutes({ renders: deps.renders, metrics: deps.metrics }));
   app.use(jobRoutes({ jobs: deps.jobs, mediaJobs: deps.mediaJobs }));
   app.use(folderRoutes({ folders: deps.folders }));
   // Last: its /media/{id} takes what no other /media route named.

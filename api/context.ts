@@ -19,6 +19,7 @@ import type { ObjectStore } from '@shared/storage/object-store';
 import { BullJobQueue } from '@shared/queue/job-queue';
 import { createRedis, waitForRedis, type RedisConnection } from '@shared/queue/redis';
 import { DownloadService } from './services/download.service';
+import { RenderService } from './services/render.service';
 import { FoldersService } from './services/folders.service';
 import { IngestService } from './services/ingest.service';
 import { JobsService } from './services/jobs.service';
@@ -49,6 +50,7 @@ export interface ApiContext extends DataContext {
   media: MediaRepository;
   uploads: UploadService;
   downloads: DownloadService;
+  renders: RenderService;
   jobs: JobsService;
   mediaJobs: MediaJobsService;
   mediaService: MediaService;
@@ -174,6 +176,12 @@ export async function createApiContext(
       }),
       folders,
       downloads: new DownloadService({ media, store }),
+      renders: new RenderService({
+        variants: data.repositories.variants,
+        jobs,
+        store,
+        settings: config.render,
+      }),
       metrics,
       readiness: observeChecks(
         {

@@ -10,6 +10,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from '../../../api/app';
 import type { DownloadService } from '../../../api/services/download.service';
+import type { RenderService } from '../../../api/services/render.service';
 import type { FoldersService } from '../../../api/services/folders.service';
 import type { IngestService } from '../../../api/services/ingest.service';
 import { JobsService } from '../../../api/services/jobs.service';
@@ -85,6 +86,7 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
     },
     wait: () => Promise.resolve(outcome as never),
     get: (jobId) => Promise.resolve(jobs.get(jobId) ?? null),
+    settleShared: () => Promise.resolve(),
     counts: () => Promise.reject(new Error('not used')),
     ping: () => Promise.resolve(),
     close: () => Promise.resolve(),
@@ -135,6 +137,7 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
       tokens,
       uploads: {} as UploadService,
       downloads: {} as DownloadService,
+      renders: {} as RenderService,
       jobs: jobsService,
       mediaJobs,
       mediaService: {} as MediaService,
