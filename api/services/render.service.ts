@@ -62,6 +62,12 @@ export interface Rendered {
   rendered: boolean;
 }
 
+/** The job id's uuid part of a variant's render: derived from its key, UUID-shaped (hex of its hash). */
+export function renderJobUuid(key: string): string {
+  const h = createHash('sha256').update(`render:${key}`).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
+}
+
 /** The strong validator of a variant: its key's hash (the bytes behind a key never change). */
 export function variantTag(key: string): string {
   return createHash('sha256').update(key).digest('base64url').slice(0, 32);
@@ -105,7 +111,7 @@ export class RenderService {
     const { variant } = await this.deps.jobs.runShared(
       'image.render',
       { organizationId, requestId: request.requestId, key: record.key, options },
-      variantTag(target),
+      renderJobUuid(target),
     );
     return { record, variant, negotiated, rendered: true };
   }
@@ -211,9 +217,7 @@ export class RenderService {
     if (problems.length > 0 || key === undefined) throw Errors.validation(problems);
 
     const asked: RenderFormat =
-      preset?.format ??
-      (formatName === 'jpg' ? 'jpeg' : (formatName)) ??
-      'auto';
+      preset?.format ?? (formatName === 'jpg' ? 'jpeg' : formatName) ?? 'auto';
     const negotiated = asked === 'auto';
     const format: ConvertFormat = negotiated ? negotiateFormat(request.accept) : asked;
     const options = normalizeRenderOptions({

@@ -182,6 +182,8 @@ export class BullJobQueue implements JobQueue {
         prefix: this.config.queuePrefix,
       });
       events.on('error', (err) => this.logger.warn({ err, queue: name }, 'queue events error'));
+      // Requests that share a job (renders) each listen for its outcome: many at once is normal.
+      events.setMaxListeners(1_000);
       this.events.set(name, events);
     }
     return events;
