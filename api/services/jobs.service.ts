@@ -82,9 +82,10 @@ export class JobsService {
     const jobId = await this.deps.queue.add(name, payload, jobUuid);
     const outcome = await this.deps.queue.wait(name, jobId, this.deps.waitMs);
     if (outcome.state === 'completed' || outcome.state === 'failed') {
-      await this.deps.queue
+      // Not waited for: the answer does not depend on it (a stale entry expires within the hour).
+      void this.deps.queue
         .settleShared(jobId, payload.organizationId, outcome.state === 'failed')
-        .catch(() => undefined); // best effort: a stale entry expires within the hour
+        .catch(() => undefined);
     }
     switch (outcome.state) {
       case 'completed':

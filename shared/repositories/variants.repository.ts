@@ -56,17 +56,21 @@ export class VariantsRepository {
    * the file did not change). `present`: an earlier attempt added it; `gone`:
    * the record is deleted or being deleted (the caller removes the object).
    */
-  async add(recordId: number, variant: StoredVariant): Promise<AddVariantOutcome> {
+  async add(
+    organizationId: number,
+    key: string,
+    variant: StoredVariant,
+  ): Promise<AddVariantOutcome> {
     const result = await db(() =>
       this.models.Media.updateOne(
-        { id: recordId, ...LIVE, 'variants.id': { $ne: variant.id } },
+        { organizationId, key, ...LIVE, 'variants.id': { $ne: variant.id } },
         { $push: { variants: { ...variant, createdAt: new Date() } } },
         { timestamps: false },
       ).exec(),
     );
     if (result.matchedCount > 0) return 'added';
     const doc = await db(() =>
-      this.models.Media.findOne({ id: recordId, ...LIVE }, { variants: 1 })
+      this.models.Media.findOne({ organizationId, key, ...LIVE }, { variants: 1 })
         .lean()
         .exec(),
     );

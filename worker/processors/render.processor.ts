@@ -1,8 +1,8 @@
 /**
  * image.render: renders a variant of a stored image (GET /media/render) and
  * stores it beside its source: the object under `.variants/<key>/`, then the
- * variant on the source's record. Idempotent: a variant already on the
- * record is answered as it is. A source deleted meanwhile gets no variant:
+ * variant on the source's record. Idempotent: a retry writes the same object
+ * and finds the variant recorded. A source deleted meanwhile gets no variant:
  * the object just written is removed (the deletion may have listed the
  * variants before it existed).
  */
@@ -17,32 +17,28 @@ export const renderProcessor: Processor<
 > = {
   name: 'image.render',
   async process(job, ctx) {
+    // The API has checked the source (an image of the organization) and that the variant is
+    // not stored: the job goes straight to the bytes. A source deleted since fails the read
+    // (404), or is found gone when the variant is added.
     const { organizationId, key, options } = job.data;
-    const id = variantId(options);
-    const found = await ctx.variants.find(organizationId, key, id);
-    if (!found) throw Errors.mediaNotFound(key);
-    if (found.variant) return { variant: found.variant };
-    const { record } = found;
-    if (!record.mimetype.startsWith('image/')) {
-      throw Errors.unsupportedType(`"${key}" is ${record.mimetype}, not an image`);
-    }
-    const input = await ctx.results.read(record.key, ctx.limits.maxFileSize);
+    const input = await ctx.results.read(key, ctx.limits.maxFileSize);
     const output = await ctx.images.render(input, options);
     const variant: StoredVariant = {
-      id,
-      key: variantKey(record.key, options),
+      id: variantId(options),
+      key: variantKey(key, options),
       mimetype: output.mime,
       bytes: output.data.length,
       width: output.width,
       height: output.height,
     };
     await ctx.store.put(variant.key, output.data, { contentType: output.mime });
-    const added = await ctx.variants.add(record.id, variant);
+    // `present`: an earlier attempt recorded it (the same bytes were written again).
+    const added = await ctx.variants.add(organizationId, key, variant);
     if (added === 'gone') {
       await ctx.store.remove(variant.key);
       throw Errors.mediaNotFound(key);
     }
-    job.log.info({ source: record.key, key: variant.key, bytes: variant.bytes, added }, 'rendered');
+    job.log.info({ source: key, key: variant.key, bytes: variant.bytes, added }, 'rendered');
     return { variant };
   },
 };

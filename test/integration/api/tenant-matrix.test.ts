@@ -139,7 +139,7 @@ beforeAll(async () => {
   });
   const rendered = { id: variantId(options), key: variantKey(jpeg.key, options) };
   await api.ctx.store.put(rendered.key, fixture('Canon_40D.jpg'), { contentType: 'image/png' });
-  await api.ctx.repositories.variants.add(jpeg.id, {
+  await api.ctx.repositories.variants.add(alpha.organization.id, jpeg.key, {
     ...rendered,
     mimetype: 'image/png',
     bytes: fixture('Canon_40D.jpg').length,
