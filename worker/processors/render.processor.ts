@@ -21,8 +21,11 @@ export const renderProcessor: Processor<
     // not stored: the job goes straight to the bytes. A source deleted since fails the read
     // (404), or is found gone when the variant is added.
     const { organizationId, key, options } = job.data;
+    const t0 = performance.now();
     const input = await ctx.results.read(key, ctx.limits.maxFileSize);
+    const t1 = performance.now();
     const output = await ctx.images.render(input, options);
+    const t2 = performance.now();
     const variant: StoredVariant = {
       id: variantId(options),
       key: variantKey(key, options),
@@ -32,13 +35,30 @@ export const renderProcessor: Processor<
       height: output.height,
     };
     await ctx.store.put(variant.key, output.data, { contentType: output.mime });
+    const t3 = performance.now();
     // `present`: an earlier attempt recorded it (the same bytes were written again).
     const added = await ctx.variants.add(organizationId, key, variant);
     if (added === 'gone') {
       await ctx.store.remove(variant.key);
       throw Errors.mediaNotFound(key);
     }
-    job.log.info({ source: key, key: variant.key, bytes: variant.bytes, added }, 'rendered');
+    const ms = (a: number, b: number) => Math.round(b - a);
+    job.log.info(
+      {
+        source: key,
+        key: variant.key,
+        bytes: variant.bytes,
+        added,
+        // Where the job's time went (ms): source read, render, variant write, record update.
+        phases: {
+          read: ms(t0, t1),
+          render: ms(t1, t2),
+          write: ms(t2, t3),
+          record: ms(t3, performance.now()),
+        },
+      },
+      'rendered',
+    );
     return { variant };
   },
 };
