@@ -13,6 +13,7 @@ import sharp from 'sharp';
 import { createLogger } from '../../../shared/logger';
 import { MediaDeletion } from '../../../shared/media-deletion';
 import { createRepositories } from '../../../shared/repositories';
+import { OffboardingService } from '../../../api/services/offboarding.service';
 import { ReconcileService } from '../../../api/services/reconcile.service';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { reconcileNow } from '../../support/context';
@@ -290,6 +291,32 @@ describe('deletion and reconcile', () => {
     await eventually(async () => {
       expect(await api.objectKeys(`.variants/${inFolder.key}/`)).toEqual([]);
     }, 20_000);
+  }, 60_000);
+
+  it('offboarding an organization removes its variants, left-over ones included', async () => {
+    const leaving = await api.createOrg('rend-leaving');
+    const res = await fetch(`${api.url}/media/upload`, {
+      method: 'POST',
+      headers: leaving.auth,
+      body: form([['file', fixture('Canon_40D.jpg'), 'leaving.jpg']]),
+    });
+    const { key } = ((await res.json()) as Body<Media>).data;
+    const rendered = await fetch(`${api.url}/media/render?media=${key}&w=30&format=webp`, {
+      headers: leaving.auth,
+    });
+    expect(rendered.status).toBe(200);
+    // One whose source went without it (a render that lost a race with a delete, say).
+    const stray = `.variants/${leaving.organization.slug}/gone-xyz.jpg/abc.webp`;
+    await api.ctx.store.put(stray, Buffer.from('stray'), { contentType: 'image/webp' });
+    expect(await api.objectKeys(`.variants/${leaving.organization.slug}/`)).toHaveLength(2);
+
+    const { repositories, store, queue, logger } = api.ctx;
+    const deletion = new MediaDeletion({ ...repositories, store, logger });
+    await new OffboardingService({ repositories, store, deletion, jobs: queue, logger }).delete(
+      leaving.organization,
+    );
+    expect(await api.objectKeys(`.variants/${leaving.organization.slug}/`)).toEqual([]);
+    expect(await api.objectKeys(`.variants/${org.organization.slug}/`)).not.toEqual([]);
   }, 60_000);
 
   it('reconcile knows variants of live sources, and cleans those whose source is gone', async () => {
