@@ -12,7 +12,7 @@ import { httpMetrics } from './middleware/http-metrics';
 import { idempotency, tapRequestBody } from './middleware/idempotency';
 import { rateLimiters } from './middleware/rate-limit';
 import { requestContext } from './middleware/request-context';
-import { signedUrlAccess } from './middleware/signed-url';
+import { cacheControlFor, signedUrlAccess } from './middleware/signed-url';
 import type { ApiMetrics } from '@shared/metrics';
 import type { ReadinessChecks } from '@shared/readiness';
 import type { Queue } from 'bullmq';
@@ -25,6 +25,7 @@ import { downloadRoutes } from './routes/download.routes';
 import { jobRoutes } from './routes/jobs.routes';
 import { opsRoutes } from './routes/ops.routes';
 import { signRoutes } from './routes/sign.routes';
+import { PRIVATE_CACHE_CONTROL, renderRoutes } from './routes/render.routes';
 import { uploadRoutes } from './routes/upload.routes';
 import type { DownloadService } from './services/download.service';
 import type { JobsService } from './services/jobs.service';
@@ -32,6 +33,7 @@ import type { FoldersService } from './services/folders.service';
 import type { MediaJobsService } from './services/media-jobs.service';
 import type { MediaService } from './services/media.service';
 import { DOWNLOAD_PATH, RENDER_PATH, type SignedUrlService } from './services/signed-urls.service';
+import type { RenderService } from './services/render.service';
 import type { TokensService } from './services/tokens.service';
 import type { UploadService } from './services/upload.service';
 
@@ -41,6 +43,8 @@ export interface AppDeps {
   tokens: TokensService;
   uploads: UploadService;
   downloads: DownloadService;
+  /** Renders (GET /media/render). */
+  renders: RenderService;
   jobs: JobsService;
   mediaJobs: MediaJobsService;
   mediaService: MediaService;
@@ -124,6 +128,15 @@ export function createApp(deps: AppDeps): Express {
   app.use(uploadRoutes({ uploads: deps.uploads, config: deps.config, metrics: deps.metrics }));
   app.use(downloadRoutes({ downloads: deps.downloads, metrics: deps.metrics }));
   app.use(signRoutes({ signedUrls: deps.signedUrls }));
+  app.use(
+    renderRoutes({
+      renders: deps.renders,
+      metrics: deps.metrics,
+      // A signed render URL may name any size within the maxima, and its answer is cached publicly.
+      isSigned: (req) => req.signedUrl !== undefined,
+      cacheControl: (req) => (req.signedUrl ? cacheControlFor(req) : PRIVATE_CACHE_CONTROL),
+    }),
+  );
   app.use(jobRoutes({ jobs: deps.jobs, mediaJobs: deps.mediaJobs }));
   app.use(folderRoutes({ folders: deps.folders }));
   // Last: its /media/{id} takes what no other /media route named.

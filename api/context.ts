@@ -21,6 +21,7 @@ import { createRedis, waitForRedis, type RedisConnection } from '@shared/queue/r
 import { InvalidationPublisher, subscribeInvalidations } from '@shared/queue/invalidations';
 import { AuthCache } from './services/auth-cache';
 import { DownloadService } from './services/download.service';
+import { RenderService } from './services/render.service';
 import { FoldersService } from './services/folders.service';
 import { IngestService } from './services/ingest.service';
 import { JobsService } from './services/jobs.service';
@@ -54,6 +55,7 @@ export interface ApiContext extends DataContext {
   media: MediaRepository;
   uploads: UploadService;
   downloads: DownloadService;
+  renders: RenderService;
   jobs: JobsService;
   mediaJobs: MediaJobsService;
   mediaService: MediaService;
@@ -212,6 +214,12 @@ export async function createApiContext(
         publicBaseUrl: config.publicBaseUrl,
         media,
         organizations: data.repositories.organizations,
+      }),
+      renders: new RenderService({
+        variants: data.repositories.variants,
+        jobs,
+        store,
+        settings: config.render,
       }),
       metrics,
       readiness: observeChecks(

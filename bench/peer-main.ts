@@ -1,5 +1,5 @@
 /**
- * The peer process of the convert and merge benchmarks (see lib/peer.ts):
+ * The peer process of the convert, render and merge benchmarks (see lib/peer.ts):
  * takes requests over IPC and answers with how long each took.
  */
 import { randomUUID } from 'node:crypto';
@@ -32,6 +32,16 @@ async function handle(request: PeerRequest): Promise<PeerReply> {
         {},
       );
       await store.put(`bench-peer/${randomUUID()}.${result.ext}`, result.data, {
+        contentType: result.mime,
+      });
+      return { ms: performance.now() - t };
+    }
+    case 'render': {
+      const t = performance.now();
+      const chunks: Buffer[] = [];
+      for await (const c of await store.get(request.key)) chunks.push(c as Buffer);
+      const result = await images.render(Buffer.concat(chunks), request.options);
+      await store.put(`bench-peer/${randomUUID()}.${request.options.format}`, result.data, {
         contentType: result.mime,
       });
       return { ms: performance.now() - t };

@@ -20,6 +20,7 @@ import { manage } from './benchmarks/manage';
 import { merge } from './benchmarks/merge';
 import { metadata } from './benchmarks/metadata';
 import { queue } from './benchmarks/queue';
+import { render } from './benchmarks/render';
 import { scaling } from './benchmarks/scaling';
 import { upload } from './benchmarks/upload';
 import { uploadMemory } from './benchmarks/upload-memory';
@@ -40,6 +41,7 @@ export const BENCHMARKS: Benchmark[] = [
   merge,
   scaling,
   manage,
+  render,
 ];
 
 const root = join(__dirname, '..');
@@ -67,7 +69,16 @@ for (const id of only ?? []) {
  * The order they run in: metadata (two workers at the default concurrency)
  * before the ones that run workers one job at a time, so workers restart once.
  */
-const RUN_ORDER = ['upload', 'upload-memory', 'queue', 'metadata', 'convert', 'merge', 'scaling'];
+const RUN_ORDER = [
+  'upload',
+  'upload-memory',
+  'queue',
+  'metadata',
+  'convert',
+  'render',
+  'merge',
+  'scaling',
+];
 const selected = BENCHMARKS.filter((b) => !only || only.includes(b.id)).sort(
   (a, b) => RUN_ORDER.indexOf(a.id) - RUN_ORDER.indexOf(b.id),
 );

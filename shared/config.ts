@@ -6,6 +6,12 @@
  */
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import {
+  parseRenderPresets,
+  parseRenderSizes,
+  type RenderPreset,
+  type RenderSize,
+} from './media/render-options';
 import { isHashTagged, parseRedisUrl } from './queue/redis-url';
 
 const MB = 1024 * 1024;
@@ -84,6 +90,16 @@ function parseConcurrency(raw: string, ctx: z.RefinementCtx): Record<QueueName, 
     result[name] = n;
   }
   return result;
+}
+
+/** A parser's result, or its error message as the variable's issue. */
+function parsedOrIssue<T>(parse: () => T, ctx: z.RefinementCtx): T {
+  try {
+    return parse();
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: err instanceof Error ? err.message : String(err) });
+    return z.NEVER;
+  }
 }
 
 function isQueueName(v: string | undefined): v is QueueName {
@@ -331,6 +347,25 @@ const variables = z.object({
         return types;
       }),
   ),
+  // Renders (GET /media/render): bounds against filling storage with endless sizes.
+  RENDER_MAX_WIDTH: int(4096, 1, 16_384),
+  RENDER_MAX_HEIGHT: int(4096, 1, 16_384),
+  RENDER_SIZES: z.preprocess(
+    emptyToUndefined,
+    z
+      .string()
+      .default('')
+      .transform((raw, ctx) => parsedOrIssue(() => parseRenderSizes(raw), ctx)),
+  ),
+  RENDER_PRESETS: z.preprocess(
+    emptyToUndefined,
+    z
+      .string()
+      .default('{"thumbnail":{"w":200,"h":200,"fit":"cover"}}')
+      .transform((raw, ctx) => parsedOrIssue(() => parseRenderPresets(raw), ctx)),
+  ),
+  RENDER_REQUIRE_SIGNED: bool(false),
+  RENDER_MAX_VARIANTS: int(100, 1, 10_000),
   JOB_WAIT_MS: int(30_000, 100),
   MAX_PENDING_JOBS: int(200, 1),
   WORKER_QUEUES: queues,
@@ -401,6 +436,19 @@ const variables = z.object({
 const schema = variables.superRefine((env, ctx) => {
   const issue = (path: string, message: string) =>
     ctx.addIssue({ code: 'custom', path: [path], message });
+  const within = (what: string, s: { width?: number | null; height?: number | null }) => {
+    if ((s.width ?? 0) > env.RENDER_MAX_WIDTH) return `${what} is wider than RENDER_MAX_WIDTH`;
+    if ((s.height ?? 0) > env.RENDER_MAX_HEIGHT) return `${what} is taller than RENDER_MAX_HEIGHT`;
+    return undefined;
+  };
+  for (const size of env.RENDER_SIZES) {
+    const problem = within(`${size.width ?? ''}x${size.height ?? ''}`, size);
+    if (problem) issue('RENDER_SIZES', problem);
+  }
+  for (const [name, preset] of Object.entries(env.RENDER_PRESETS)) {
+    const problem = within(`preset "${name}"`, preset);
+    if (problem) issue('RENDER_PRESETS', problem);
+  }
   if (env.S3_ENDPOINT) {
     // Static keys, or else a web identity (IRSA); keys win when both are there.
     const keys = ['S3_ACCESS_KEY', 'S3_SECRET_KEY'] as const;
@@ -514,6 +562,18 @@ export interface Config {
     maxMergeInputs: number;
     maxInputPixels: number;
     acceptedTypes: string[];
+  };
+  /** Renders (GET /media/render): bounds, allowed sizes and presets (docs/renders.md). */
+  render: {
+    maxWidth: number;
+    maxHeight: number;
+    /** Sizes a bearer request may ask for; empty: any size within the maxima (unless `requireSigned`). */
+    sizes: RenderSize[];
+    presets: Record<string, RenderPreset>;
+    /** Signed render URLs only: bearer requests may ask for presets and `sizes` only. */
+    requireSigned: boolean;
+    /** Variants stored per source; a render past it is refused (400). */
+    maxVariants: number;
   };
   jobWaitMs: number;
   /** Unfinished jobs (waiting, delayed, running) one organization may have at once. */
@@ -693,6 +753,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxMergeInputs: e.MAX_MERGE_INPUTS,
       maxInputPixels: e.MAX_INPUT_PIXELS,
       acceptedTypes: e.ACCEPTED_TYPES,
+    },
+    render: {
+      maxWidth: e.RENDER_MAX_WIDTH,
+      maxHeight: e.RENDER_MAX_HEIGHT,
+      sizes: e.RENDER_SIZES,
+      presets: e.RENDER_PRESETS,
+      requireSigned: e.RENDER_REQUIRE_SIGNED,
+      maxVariants: e.RENDER_MAX_VARIANTS,
     },
     jobWaitMs: e.JOB_WAIT_MS,
     maxPendingJobs: e.MAX_PENDING_JOBS,

@@ -10,6 +10,7 @@ import { QUEUE_NAMES, type QueueName } from './config';
 import type { RequestOrigin } from './db/models';
 import { AppError, type ErrorCode, type ErrorDetail } from './errors';
 import type { ConvertFormat } from './media/formats';
+import type { RenderOptions } from './media/render-options';
 
 export type { QueueName };
 
@@ -17,6 +18,7 @@ export type { QueueName };
 export const JOB_QUEUES = {
   'image.metadata': 'image',
   'image.convert': 'image',
+  'image.render': 'image',
   'pdf.merge': 'pdf',
   'media.delete-folder': 'maintenance',
 } as const satisfies Record<string, QueueName>;
@@ -46,6 +48,11 @@ export interface JobPayloads {
     format: ConvertFormat;
     quality?: number;
   };
+  /**
+   * Renders a variant of a stored image (GET /media/render); its job id is
+   * derived from the variant's key, so identical first requests share it.
+   */
+  'image.render': BasePayload & { key: string; options: RenderOptions };
   'pdf.merge': CreatingPayload & {
     /** In merge order; an input may appear more than once. */
     inputs: { key: string; name: string }[];
@@ -63,11 +70,23 @@ export type MetadataResult = Record<string, unknown>;
 export interface JobResults {
   'image.metadata': { metadata: MetadataResult };
   'image.convert': { mediaId: number };
+  'image.render': { variant: StoredVariant };
   'pdf.merge': { mediaId: number };
   'media.delete-folder': {
     folder: { id: number; name: string };
     deleted: { files: number; bytes: number };
   };
+}
+
+/** A rendered variant as stored beside its source (GET /media/render streams it). */
+export interface StoredVariant {
+  /** The hash of its normalized options (shared/media/render-options.ts). */
+  id: string;
+  key: string;
+  mimetype: string;
+  bytes: number;
+  width: number;
+  height: number;
 }
 
 /** How far a long job has come (its status URL shows it while it runs). */

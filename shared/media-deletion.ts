@@ -2,12 +2,14 @@
  * Deleting a media file, the one way every process does it (the API's
  * delete, a folder's recursive delete job, reconcile, an organization's
  * offboarding): mark the record, remove the object (and what was derived
- * from it), remove the record, give its bytes back to the usage count. A
+ * from it: its rendered variants, listed under `.variants/<key>/`), remove
+ * the record, give its bytes back to the usage count. A
  * crash at any step leaves a marked record, which lookups no longer see and
  * `reconcile` finishes; it never leaves a record without its object visible,
  * nor an object without a record.
  */
 import type { Logger } from './logger';
+import { variantPrefix } from './media/render-options';
 import type { MediaRecord, MediaRepository } from './repositories/media.repository';
 import type { UsageRepository } from './repositories/usage.repository';
 import type { ObjectStore } from './storage/object-store';
@@ -19,7 +21,7 @@ export class MediaDeletion {
       usage: UsageRepository;
       store: ObjectStore;
       logger: Logger;
-      /** Keys of objects derived from a record (deleted with it); none by default. */
+      /** Keys of objects derived from a record (deleted with it); by default its variants' objects. */
       derivedKeys?: (record: MediaRecord) => Promise<string[]>;
       now?: () => Date;
     },
@@ -38,7 +40,8 @@ export class MediaDeletion {
 
   /** The steps after the mark: the object and what was derived from it, the record, the usage. */
   async finish(record: MediaRecord): Promise<void> {
-    const derived = (await this.deps.derivedKeys?.(record)) ?? [];
+    // Listed after the mark: a render finishing later finds the record gone and removes its object.
+    const derived = await (this.deps.derivedKeys ?? ((r) => this.variantKeys(r)))(record);
     await this.deps.store.removeMany([record.key, ...derived]);
     await this.deps.media.removeByIds([record.id]);
     await this.deps.usage
@@ -47,5 +50,13 @@ export class MediaDeletion {
         // The count is off until reconcile sets it from the records.
         this.deps.logger.warn({ err, id: record.id }, 'could not release a deleted file’s usage'),
       );
+  }
+
+  /** The objects of a record's variants (listed: one a render wrote but could not record is there too). */
+  private async variantKeys(record: MediaRecord): Promise<string[]> {
+    const keys: string[] = [];
+    for await (const object of this.deps.store.list(variantPrefix(record.key)))
+      keys.push(object.key);
+    return keys;
   }
 }

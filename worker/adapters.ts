@@ -15,6 +15,7 @@ export function createAdapters(config: Config, logger: Logger): { images: ImageO
         const out = await images.convert(input, format, options);
         return { data: out.data, mime: out.mime, ext: out.ext };
       },
+      render: (input, options) => images.render(input, options),
     },
     pdfs: {
       merge: (inputs) => mergePdfs(inputs, {}, { logger: logger.child({ component: 'pdf' }) }),

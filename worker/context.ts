@@ -8,6 +8,7 @@ import type { Config } from '@shared/config';
 import { connectMongo } from '@shared/db/connection';
 import { createModels, syncIndexes, type Models } from '@shared/db/models';
 import type { JobPayloads } from '@shared/jobs';
+import type { RenderOptions } from '@shared/media/render-options';
 import type { Logger } from '@shared/logger';
 import { MediaDeletion } from '@shared/media-deletion';
 import type { DependencyMetrics } from '@shared/metrics';
@@ -25,6 +26,10 @@ export interface ImageOps {
     format: JobPayloads['image.convert']['format'],
     options: { quality?: number },
   ): Promise<{ data: Buffer; mime: string; ext: string }>;
+  render(
+    input: Buffer,
+    options: RenderOptions,
+  ): Promise<{ data: Buffer; mime: string; width: number; height: number }>;
 }
 
 /** PDF work (over pdf-lib and qpdf): what the merge processor needs. */
@@ -37,6 +42,7 @@ export interface JobContext {
   limits: Config['limits'];
   store: ObjectStore;
   media: Repositories['media'];
+  variants: Repositories['variants'];
   folders: Repositories['folders'];
   organizations: Repositories['organizations'];
   results: ResultsService;
@@ -72,7 +78,7 @@ export async function createWorkerContext(
     // Every storage call is timed and traced (shared/storage/observed-object-store.ts).
     const store = observeObjectStore(overrides.store ?? createObjectStore(config, logger), metrics);
     if (!overrides.store) await store.init();
-    const { media, folders, organizations, usage } = createRepositories(models);
+    const { media, folders, organizations, usage, variants } = createRepositories(models);
     return {
       config,
       logger,
@@ -81,6 +87,7 @@ export async function createWorkerContext(
       limits: config.limits,
       store,
       media,
+      variants,
       folders,
       organizations,
       results: new ResultsService({ store, media, folders, usage, logger }),

@@ -68,6 +68,37 @@ export class JobsService {
     }
   }
 
+  /**
+   * Runs a job whose id is derived from what it makes (`jobUuid`), so
+   * identical requests share one job: the first queues it, the others' add
+   * is a no-op, and all wait on it. Answers its result, or throws its
+   * failure (or a 504 with the job id when the wait runs out).
+   */
+  async runShared<N extends JobName>(
+    name: N,
+    payload: JobPayloads[N],
+    jobUuid: string,
+  ): Promise<JobResults[N]> {
+    const jobId = await this.deps.queue.add(name, payload, jobUuid);
+    const outcome = await this.deps.queue.wait(name, jobId, this.deps.waitMs);
+    if (outcome.state === 'completed' || outcome.state === 'failed') {
+      // Not waited for: the answer does not depend on it (a stale entry expires within the hour).
+      void this.deps.queue
+        .settleShared(jobId, payload.organizationId, outcome.state === 'failed')
+        .catch(() => undefined);
+    }
+    switch (outcome.state) {
+      case 'completed':
+        return outcome.result;
+      case 'failed':
+        throw outcome.error.withExtra({ jobId });
+      case 'timeout':
+        throw Errors.jobTimeout(jobId, this.statusUrl(jobId));
+      case 'unavailable':
+        throw outcome.error.withExtra({ jobId });
+    }
+  }
+
   /** The job's state; once finished, the same answer the original request would have had. */
   async status(org: Organization, jobId: string): Promise<JobAnswer> {
     const job = await this.deps.queue.get(jobId);
@@ -102,6 +133,7 @@ export class JobsService {
   ): Promise<JobAnswer> {
     if ('metadata' in result) return { kind: 'done', data: result.metadata, creates: false };
     if ('folder' in result) return { kind: 'done', data: result, creates: false };
+    if ('variant' in result) return { kind: 'done', data: result.variant, creates: false };
     const record = await this.deps.media.findById(organizationId, result.mediaId);
     // Deleted since the job made it.
     if (!record) throw Errors.mediaIdNotFound(result.mediaId);

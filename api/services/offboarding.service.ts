@@ -4,12 +4,13 @@
  * jobs that have not started are removed and those running are waited for,
  * then every file goes the way a single delete does (object, record, usage),
  * then what is left under its key prefix or claimed at the bucket's root
- * (orphans, temporary inputs, open uploads), its folders, claims, usage
+ * (orphans, temporary inputs, open uploads, variants under `.variants/<slug>/`), its folders, claims, usage
  * counter and tokens, and last the organization itself.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '@shared/logger';
 import type { MediaDeletion } from '@shared/media-deletion';
+import { VARIANTS_PREFIX } from '@shared/media/render-options';
 import type { Repositories } from '@shared/repositories';
 import type { Organization } from '@shared/repositories/organizations.repository';
 import type { ObjectStore } from '@shared/storage/object-store';
@@ -84,6 +85,10 @@ export class OffboardingService {
     }
     const keys: string[] = [];
     for await (const object of this.deps.store.list(prefix)) keys.push(object.key);
+    // Variants whose source went without them (each delete above removed its own).
+    for await (const object of this.deps.store.list(`${VARIANTS_PREFIX}${prefix}`)) {
+      keys.push(object.key);
+    }
     keys.push(...(await media.claimedKeysOf(org.id)));
     for (let i = 0; i < keys.length; i += 1_000) {
       await this.deps.store.removeMany(keys.slice(i, i + 1_000));

@@ -22,8 +22,14 @@
  * Scoped to one organization, it lists the organization's key prefix and the
  * merged PDFs at the bucket's root (`merged_<ms>.pdf`), keeping those whose
  * record (or, with no record, whose key claim) belongs to the organization.
+ *
+ * Rendered variants (`.variants/<source key>/…`, GET /media/render) have no
+ * record of their own: one is known while its source has a record, and one
+ * whose source is gone is listed (`variant: true`) and removed with `fix`.
+ * They are listed under `.variants/<org slug>/` in an organization's scope.
  */
 import { ROOT_KEY_PREFIX } from '@shared/media/naming';
+import { sourceOfVariantKey, VARIANTS_PREFIX } from '@shared/media/render-options';
 import type { MediaDeletion } from '@shared/media-deletion';
 import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
 import type { Usage, UsageRepository } from '@shared/repositories/usage.repository';
@@ -56,6 +62,8 @@ export interface OrphanObject {
   lastModified: string;
   /** A job's temporary input (`<org>/.tmp/…`), whose job is gone. */
   temporary: boolean;
+  /** A rendered variant (`.variants/<source key>/…`) whose source is gone. */
+  variant: boolean;
 }
 
 /** A record whose object is missing, as the report lists it (in full: `fix` deletes it). */
@@ -173,11 +181,16 @@ export class ReconcileService {
       bytes: o.size,
       lastModified: o.lastModified.toISOString(),
       temporary: o.key.includes(TEMPORARY_SEGMENT),
+      variant: sourceOfVariantKey(o.key) !== null,
     });
-    /** Objects under the scope's own prefix: any record of that key makes them known. */
+    /**
+     * Objects under the scope's own prefix: any record of that key makes them
+     * known; a variant is known by a record of its source.
+     */
     const checkPrefixed = async (batch: Listed[]) => {
-      const known = await this.deps.media.recordedKeys(batch.map((o) => o.key));
-      for (const o of batch) if (!known.has(o.key)) objectsWithoutRecord.push(orphan(o));
+      const recordKey = (o: Listed) => sourceOfVariantKey(o.key) ?? o.key;
+      const known = await this.deps.media.recordedKeys([...new Set(batch.map(recordKey))]);
+      for (const o of batch) if (!known.has(recordKey(o))) objectsWithoutRecord.push(orphan(o));
     };
     /** Root objects in an organization's scope: only those its record or claim gives it. */
     const checkRoot = async (batch: Listed[]) => {
@@ -214,6 +227,8 @@ export class ReconcileService {
       if (batch.length > 0) await check(batch);
     };
     await scan(prefix, checkPrefixed, true);
+    // The whole bucket's listing holds the variants too; an organization's does not.
+    if (org) await scan(`${VARIANTS_PREFIX}${prefix}`, checkPrefixed, true);
     // The whole bucket's listing already holds the root; an organization's does not.
     if (org) await scan(ROOT_KEY_PREFIX, checkRoot, false);
 

@@ -1,5 +1,5 @@
 /**
- * The "in-process" peers of the convert and merge benchmarks run in a process
+ * The "in-process" peers of the convert, render and merge benchmarks run in a process
  * of their own, started like a worker (same Node flags and environment) but
  * with no queue: the storage read + sharp + storage write of a conversion, or
  * the PDF adapter's merge on inputs already in memory. A clean process keeps
@@ -9,10 +9,12 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
+import type { RenderOptions } from '../../shared/media/render-options';
 import { stopProcess } from '../../test/support/services/process';
 
 export type PeerRequest =
   | { op: 'convert'; key: string; format: string }
+  | { op: 'render'; key: string; options: RenderOptions }
   | { op: 'load-pdfs'; paths: string[] }
   | { op: 'merge' };
 

@@ -71,8 +71,22 @@ export interface MediaDoc {
   deletingAt: Date | null;
   /** The job that produced this record (convert, merge), for idempotent retries. */
   jobId?: string;
+  /** Renders stored beside the file (GET /media/render); absent until the first. */
+  variants?: VariantDoc[];
   createdAt: Date;
   updatedAt: Date;
+}
+
+/** A rendered variant of a media file: its object under `.variants/<key>/` (shared/media/render-options.ts). */
+export interface VariantDoc {
+  /** The hash of the normalized render options. */
+  id: string;
+  key: string;
+  mimetype: string;
+  bytes: number;
+  width: number;
+  height: number;
+  createdAt: Date;
 }
 
 /** What an organization has recorded, kept as records are written and deleted (the quota's count). */
@@ -162,6 +176,23 @@ const mediaSchema = new Schema<MediaDoc>(
     deletingAt: { type: Date, default: null },
     // Absent (not null) unless a job made the record, so the sparse unique index skips it.
     jobId: { type: String, required: false },
+    variants: {
+      type: [
+        new Schema<VariantDoc>(
+          {
+            id: { type: String, required: true },
+            key: { type: String, required: true },
+            mimetype: { type: String, required: true },
+            bytes: { type: Number, required: true },
+            width: { type: Number, required: true },
+            height: { type: Number, required: true },
+            createdAt: { type: Date, required: true },
+          },
+          { _id: false },
+        ),
+      ],
+      default: undefined,
+    },
   },
   options,
 );

@@ -72,6 +72,13 @@ export interface JobQueue {
   add<N extends JobName>(name: N, payload: JobPayloads[N], jobUuid: string): Promise<string>;
   wait<N extends JobName>(name: N, jobId: string, timeoutMs: number): Promise<JobOutcome<N>>;
   get(jobId: string): Promise<JobSnapshot | null>;
+  /**
+   * After waiting on a job whose id many requests share (renders): its entry
+   * in the organization's unfinished jobs goes (an `add` of a job that had
+   * already ended put it back), and a failed job is removed, so the next
+   * request tries again rather than meeting the same failure for a week.
+   */
+  settleShared(jobId: string, organizationId: number, failed: boolean): Promise<void>;
   /** Waiting, active, delayed and failed counts per queue (metrics, readiness). */
   counts(): Promise<Record<QueueName, Record<string, number>>>;
   ping(): Promise<void>;
@@ -175,6 +182,8 @@ export class BullJobQueue implements JobQueue {
         prefix: this.config.queuePrefix,
       });
       events.on('error', (err) => this.logger.warn({ err, queue: name }, 'queue events error'));
+      // Requests that share a job (renders) each listen for its outcome: many at once is normal.
+      events.setMaxListeners(1_000);
       this.events.set(name, events);
     }
     return events;
@@ -310,6 +319,16 @@ export class BullJobQueue implements JobQueue {
       attemptsMade: job.attemptsMade,
       progress: isProgress(job.progress) ? job.progress : undefined,
     };
+  }
+
+  async settleShared(jobId: string, organizationId: number, failed: boolean): Promise<void> {
+    await this.call('release', () => this.pending.release(organizationId, jobId));
+    const queueName = queueOfJobId(jobId);
+    if (!failed || !queueName) return;
+    const job = await this.call('getJob', () => this.queue(queueName).getJob(jobId));
+    if (job && (await this.call('isFailed', () => job.isFailed()))) {
+      await this.call('remove', () => job.remove()).catch(() => undefined);
+    }
   }
 
   /**

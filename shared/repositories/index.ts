@@ -6,6 +6,7 @@ import { MediaRepository } from './media.repository';
 import { OrganizationsRepository } from './organizations.repository';
 import { TokensRepository } from './tokens.repository';
 import { UsageRepository } from './usage.repository';
+import { VariantsRepository } from './variants.repository';
 
 export interface Repositories {
   counters: CountersRepository;
@@ -14,6 +15,7 @@ export interface Repositories {
   folders: FoldersRepository;
   media: MediaRepository;
   usage: UsageRepository;
+  variants: VariantsRepository;
 }
 
 export function createRepositories(models: Models): Repositories {
@@ -25,5 +27,6 @@ export function createRepositories(models: Models): Repositories {
     folders: new FoldersRepository(models, counters),
     media: new MediaRepository(models, counters),
     usage: new UsageRepository(models),
+    variants: new VariantsRepository(models),
   };
 }

@@ -19,11 +19,11 @@ export interface MediaFilter {
 }
 
 /** Records that are not being deleted (a delete marks its record first). */
-const LIVE = { deletingAt: null } as const;
+export const LIVE = { deletingAt: null } as const;
 
 const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
-const toRecord = (doc: MediaDoc): MediaRecord => ({
+export const toRecord = (doc: MediaDoc): MediaRecord => ({
   id: doc.id,
   organizationId: doc.organizationId,
   folderId: doc.folderId ?? null,

@@ -28,6 +28,7 @@ const IDS = [
   'merge',
   'scaling',
   'manage',
+  'render',
 ];
 
 let run: { code: number; stdout: string; stderr: string; seconds: number };
@@ -111,6 +112,7 @@ it('measures what each benchmark is about (positive rates, the targets the issue
     ['merge', 'qpdf'],
     ['scaling', 'rate'],
     ['manage', 'p50'],
+    ['render', 'ratio'],
   ] as const) {
     const cells = stats(id, key);
     expect(cells.length).toBeGreaterThan(0);
@@ -127,6 +129,8 @@ it('measures what each benchmark is about (positive rates, the targets the issue
   );
   expect(byId['upload-memory']!.targets).toHaveLength(2);
   expect(byId.convert!.targets).toHaveLength(4);
+  // A stored variant beside a download; first renders with 1 and 2 workers.
+  expect(byId.render!.targets).toHaveLength(3);
   for (const b of result.benchmarks) {
     for (const t of b.targets) {
       expect(t.met).toBe(

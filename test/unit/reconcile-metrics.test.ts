@@ -17,8 +17,20 @@ const report: ReconcileReport = {
   fixed: false,
   clean: false,
   objectsWithoutRecord: [
-    { key: 'acme/a.jpg', bytes: 10, lastModified: '2025-12-31T00:00:00Z', temporary: false },
-    { key: 'acme/.tmp/b.pdf', bytes: 20, lastModified: '2025-12-31T00:00:00Z', temporary: true },
+    {
+      key: 'acme/a.jpg',
+      bytes: 10,
+      lastModified: '2025-12-31T00:00:00Z',
+      temporary: false,
+      variant: false,
+    },
+    {
+      key: 'acme/.tmp/b.pdf',
+      bytes: 20,
+      lastModified: '2025-12-31T00:00:00Z',
+      temporary: true,
+      variant: false,
+    },
   ],
   recordsWithoutObject: [],
   incompleteUploads: [{ key: 'acme/c.jpg', uploadId: 'u1', initiated: '2025-12-31T00:00:00Z' }],

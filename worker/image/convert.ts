@@ -64,15 +64,16 @@ export interface ConvertResult {
  * - gif: sharp's defaults (libimagequant palette, effort 7, full dithering):
  *   the best-looking palette, and the slowest format; quality ignored.
  */
-const ENCODERS: Record<ConvertFormat, (image: Sharp, quality: number | undefined) => Sharp> = {
-  jpeg: (image, quality) => image.jpeg({ quality: quality ?? 80 }),
-  png: (image) => image.png({ compressionLevel: 6 }),
-  webp: (image, quality) => image.webp({ quality: quality ?? 80, effort: 4 }),
-  avif: (image, quality) =>
-    image.avif({ quality: quality ?? 50, effort: 2, chromaSubsampling: '4:2:0' }),
-  tiff: (image) => image.tiff({ compression: 'lzw', predictor: 'horizontal' }),
-  gif: (image) => image.gif(),
-};
+export const ENCODERS: Record<ConvertFormat, (image: Sharp, quality: number | undefined) => Sharp> =
+  {
+    jpeg: (image, quality) => image.jpeg({ quality: quality ?? 80 }),
+    png: (image) => image.png({ compressionLevel: 6 }),
+    webp: (image, quality) => image.webp({ quality: quality ?? 80, effort: 4 }),
+    avif: (image, quality) =>
+      image.avif({ quality: quality ?? 50, effort: 2, chromaSubsampling: '4:2:0' }),
+    tiff: (image) => image.tiff({ compression: 'lzw', predictor: 'horizontal' }),
+    gif: (image) => image.gif(),
+  };
 
 /**
  * Converts to `target`, auto-oriented; see `ENCODERS` for what `quality` does.

@@ -11,16 +11,20 @@
  *  - 400 VALIDATION_FAILED: an unknown target format or a quality outside 1-100.
  *
  * Its parts: metadata (metadata.ts), conversion and the encoders (convert.ts),
+ * renders: resized variants (render.ts),
  * HEIC decoding (heic.ts) and the TIFF it hands sharp (tiff.ts), and sharp's
  * tuning and error mapping (sharp.ts).
  */
 import type { ConvertFormat } from '@shared/media/formats';
+import type { RenderOptions } from '@shared/media/render-options';
 import { convertImage, type ConvertResult } from './convert';
 import { readMetadata, type ImageMetadata } from './metadata';
+import { renderImage, type RenderResult } from './render';
 import { ensureSharpConfigured } from './sharp';
 
 export { FORMAT_EXT, FORMAT_MIME, type ConvertResult } from './convert';
 export type { ImageMetadata } from './metadata';
+export type { RenderResult } from './render';
 export { configureSharp } from './sharp';
 
 export interface ImageAdapterOptions {
@@ -51,5 +55,10 @@ export class ImageAdapter {
     options: { quality?: number } = {},
   ): Promise<ConvertResult> {
     return convertImage(input, target, options, this.maxInputPixels);
+  }
+
+  /** Resizes and encodes a variant (GET /media/render); see render.ts. */
+  render(input: Buffer, options: RenderOptions): Promise<RenderResult> {
+    return renderImage(input, options, this.maxInputPixels);
   }
 }

@@ -4,10 +4,12 @@ import { convertProcessor } from './convert.processor';
 import { deleteFolderProcessor } from './delete-folder.processor';
 import { mergePdfsProcessor } from './merge-pdfs.processor';
 import { metadataProcessor } from './metadata.processor';
+import { renderProcessor } from './render.processor';
 
 export const PROCESSORS: readonly AnyProcessor[] = [
   metadataProcessor,
   convertProcessor,
+  renderProcessor,
   mergePdfsProcessor,
   deleteFolderProcessor,
 ];

@@ -14,6 +14,11 @@
  */
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
+import {
+  normalizeRenderOptions,
+  variantId,
+  variantKey,
+} from '../../../shared/media/render-options';
 import { fixture, form } from '../../support/files';
 import { deref, expectMatchesSpec, nodeAt, pointerOf, specOperations } from '../../support/openapi';
 
@@ -125,6 +130,24 @@ beforeAll(async () => {
     ]),
   );
   const pdf = await upload(form([['file', fixture('minimal-document.pdf'), 'contract.pdf']]));
+  // A stored variant of the JPEG (this file runs no worker): the render control streams it.
+  const options = normalizeRenderOptions({
+    width: 10,
+    height: null,
+    fit: 'cover',
+    format: 'png',
+    quality: null,
+    keepMetadata: false,
+  });
+  const rendered = { id: variantId(options), key: variantKey(jpeg.key, options) };
+  await api.ctx.store.put(rendered.key, fixture('Canon_40D.jpg'), { contentType: 'image/png' });
+  await api.ctx.repositories.variants.add(alpha.organization.id, jpeg.key, {
+    ...rendered,
+    mimetype: 'image/png',
+    bytes: fixture('Canon_40D.jpg').length,
+    width: 10,
+    height: 7,
+  });
   const job = await fetch(`${api.url}/media/metadata?mediaKey=${encodeURIComponent(jpeg.key)}`, {
     headers: { ...alpha.auth, Prefer: 'respond-async' },
   });
@@ -191,6 +214,10 @@ const REQUESTS: Record<string, (org: TestOrg) => Promise<Answer>> = {
   'HEAD /media/download media (query)': (org) =>
     viaFetch(`/media/download?media=${encodeURIComponent(owned.jpegKey)}`, {
       method: 'HEAD',
+      headers: org.auth,
+    }),
+  'GET /media/render media (query)': (org) =>
+    viaFetch(`/media/render?media=${encodeURIComponent(owned.jpegKey)}&w=10&format=png`, {
       headers: org.auth,
     }),
   'GET /media/metadata mediaKey (query)': (org) =>

@@ -247,6 +247,7 @@ describe('queue selection', () => {
     expect(JOB_NAMES.sort()).toEqual([
       'image.convert',
       'image.metadata',
+      'image.render',
       'media.delete-folder',
       'pdf.merge',
     ]);

@@ -160,11 +160,12 @@ describe('api/openapi.yaml', () => {
     // A signed URL only reads: signing grants nothing a reading token could not do.
     'POST /media/sign': 'read',
   };
-  /** Operations that take more than a bearer token: the download also takes a signed URL. */
+  /** Operations that take more than a bearer token: the download and renders also take a signed URL. */
   const SIGNED = [{ bearerAuth: ['read'] }, { signedUrl: [] }];
   const SECURITY_EXCEPTIONS: Record<string, unknown[]> = {
     'GET /media/download': SIGNED,
     'HEAD /media/download': SIGNED,
+    'GET /media/render': SIGNED,
   };
 
   it('describes every operation completely', () => {

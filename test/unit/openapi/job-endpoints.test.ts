@@ -10,6 +10,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from '../../../api/app';
 import type { DownloadService } from '../../../api/services/download.service';
+import type { RenderService } from '../../../api/services/render.service';
 import type { FoldersService } from '../../../api/services/folders.service';
 import type { IngestService } from '../../../api/services/ingest.service';
 import { JobsService } from '../../../api/services/jobs.service';
@@ -86,6 +87,7 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
     },
     wait: () => Promise.resolve(outcome as never),
     get: (jobId) => Promise.resolve(jobs.get(jobId) ?? null),
+    settleShared: () => Promise.resolve(),
     counts: () => Promise.reject(new Error('not used')),
     ping: () => Promise.resolve(),
     close: () => Promise.resolve(),
@@ -136,6 +138,7 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
       tokens,
       uploads: {} as UploadService,
       downloads: {} as DownloadService,
+      renders: {} as RenderService,
       jobs: jobsService,
       mediaJobs,
       mediaService: {} as MediaService,

@@ -8,6 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createApp, type AppDeps } from '../../../api/app';
 import type { DownloadService } from '../../../api/services/download.service';
+import type { RenderService } from '../../../api/services/render.service';
 import type { FoldersService } from '../../../api/services/folders.service';
 import type { JobsService } from '../../../api/services/jobs.service';
 import type { MediaJobsService } from '../../../api/services/media-jobs.service';
@@ -69,6 +70,7 @@ function appRoutes(): string[] {
     tokens: {} as TokensService,
     uploads: {} as UploadService,
     downloads: {} as DownloadService,
+    renders: {} as RenderService,
     jobs: {} as JobsService,
     mediaJobs: {} as MediaJobsService,
     mediaService: {} as MediaService,

@@ -1,0 +1,233 @@
+/**
+ * Renders (GET /media/render): reads and bounds the options a request asks
+ * for, then answers the stored variant, or has the image workers render it
+ * first (one job per variant, however many requests ask at once: its job id
+ * is derived from the variant's key).
+ *
+ * Bounds (each refusal a 400 naming the bound): width and height at most
+ * RENDER_MAX_WIDTH / RENDER_MAX_HEIGHT; when RENDER_SIZES is set or
+ * RENDER_REQUIRE_SIGNED is on, a bearer request may ask only for a preset or
+ * a listed size, with the format's default quality (a signed request, once
+ * the signature middleware marks it, may ask for any size within the
+ * maxima); at most RENDER_MAX_VARIANTS variants per source.
+ */
+import { createHash } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import type { Config } from '@shared/config';
+import { Errors, type ErrorDetail } from '@shared/errors';
+import type { StoredVariant } from '@shared/jobs';
+import { CONVERT_FORMAT_NAMES, type ConvertFormat } from '@shared/media/formats';
+import {
+  negotiateFormat,
+  normalizeRenderOptions,
+  RENDER_FITS,
+  variantId,
+  variantKey,
+  type RenderFit,
+  type RenderFormat,
+  type RenderOptions,
+  type RenderPreset,
+} from '@shared/media/render-options';
+import type { MediaRecord } from '@shared/repositories/media.repository';
+import type { VariantsRepository } from '@shared/repositories/variants.repository';
+import type { ByteRange, ObjectStore } from '@shared/storage/object-store';
+import type { JobsService } from './jobs.service';
+
+/** The query of a render request, as sent (every value a string or absent). */
+export interface RenderQuery {
+  media?: unknown;
+  w?: unknown;
+  h?: unknown;
+  fit?: unknown;
+  format?: unknown;
+  q?: unknown;
+  preset?: unknown;
+  metadata?: unknown;
+}
+
+export interface RenderRequest {
+  requestId: string;
+  /** The Accept header (format=auto). */
+  accept: string | undefined;
+  /** The request carries a valid signature (the signature middleware says so): the size list does not apply. */
+  signed: boolean;
+}
+
+export interface Rendered {
+  record: MediaRecord;
+  variant: StoredVariant;
+  /** The format came from the Accept header (the answer varies by it). */
+  negotiated: boolean;
+  /** The variant had to be rendered for this request (or a concurrent identical one). */
+  rendered: boolean;
+}
+
+/** The job id's uuid part of a variant's render: derived from its key, UUID-shaped (hex of its hash). */
+export function renderJobUuid(key: string): string {
+  const h = createHash('sha256').update(`render:${key}`).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
+}
+
+/** The strong validator of a variant: its key's hash (the bytes behind a key never change). */
+export function variantTag(key: string): string {
+  return createHash('sha256').update(key).digest('base64url').slice(0, 32);
+}
+
+const PRESET_FIXES = ['w', 'h', 'fit', 'q', 'metadata'] as const;
+
+export class RenderService {
+  constructor(
+    private readonly deps: {
+      variants: Pick<VariantsRepository, 'find'>;
+      jobs: Pick<JobsService, 'runShared'>;
+      store: Pick<ObjectStore, 'get'>;
+      settings: Config['render'];
+    },
+  ) {}
+
+  async render(
+    organizationId: number,
+    query: RenderQuery,
+    request: RenderRequest,
+  ): Promise<Rendered> {
+    const { key, options, negotiated } = this.parse(query, request);
+    const found = await this.deps.variants.find(organizationId, key, variantId(options));
+    if (!found) throw Errors.mediaNotFound(key);
+    const { record } = found;
+    if (!record.mimetype.startsWith('image/')) {
+      throw Errors.unsupportedType(`"${key}" is ${record.mimetype}, not an image`);
+    }
+    if (found.variant) return { record, variant: found.variant, negotiated, rendered: false };
+    const max = this.deps.settings.maxVariants;
+    if (found.variants >= max) {
+      throw Errors.validation([
+        {
+          field: 'media',
+          message: `"${key}" has ${found.variants} variants, the most a file may have (RENDER_MAX_VARIANTS ${max})`,
+        },
+      ]);
+    }
+    const target = variantKey(record.key, options);
+    const { variant } = await this.deps.jobs.runShared(
+      'image.render',
+      { organizationId, requestId: request.requestId, key: record.key, options },
+      renderJobUuid(target),
+    );
+    return { record, variant, negotiated, rendered: true };
+  }
+
+  open(variant: StoredVariant, range?: ByteRange): Promise<Readable> {
+    return this.deps.store.get(variant.key, range);
+  }
+
+  /** The source key and the normalized options, or a 400 naming what is wrong or over a bound. */
+  parse(
+    query: RenderQuery,
+    request: Pick<RenderRequest, 'accept' | 'signed'>,
+  ): { key: string; options: RenderOptions; negotiated: boolean } {
+    const s = this.deps.settings;
+    const problems: ErrorDetail[] = [];
+    const text = (name: keyof RenderQuery): string | undefined => {
+      const v = query[name];
+      if (v === undefined || v === '') return undefined;
+      if (typeof v !== 'string') {
+        problems.push({ field: name, message: `${name} must be given once` });
+        return undefined;
+      }
+      return v;
+    };
+    const integer = (name: 'w' | 'h' | 'q', min: number, max: number, bound: string) => {
+      const v = text(name);
+      if (v === undefined) return undefined;
+      const n = /^\d{1,6}$/.test(v) ? Number(v) : NaN;
+      if (!Number.isInteger(n) || n < min) {
+        problems.push({ field: name, message: `${name} must be an integer from ${min} to ${max}` });
+      } else if (n > max) {
+        problems.push({ field: name, message: `${name} is over the limit of ${max} (${bound})` });
+      } else return n;
+      return undefined;
+    };
+    const oneOf = <T extends string>(name: keyof RenderQuery, values: readonly T[]) => {
+      const v = text(name)?.toLowerCase();
+      if (v === undefined) return undefined;
+      if ((values as readonly string[]).includes(v)) return v as T;
+      problems.push({ field: name, message: `${name} must be one of ${values.join(', ')}` });
+      return undefined;
+    };
+
+    const key = text('media');
+    if (key === undefined) {
+      problems.push({
+        field: 'media',
+        message: 'the media query parameter (a media key) is required',
+      });
+    }
+    const presetName = text('preset');
+    let preset: RenderPreset | undefined;
+    if (presetName !== undefined) {
+      preset = Object.hasOwn(s.presets, presetName) ? s.presets[presetName] : undefined;
+      if (!preset) {
+        const names = Object.keys(s.presets);
+        problems.push({
+          field: 'preset',
+          message: `unknown preset "${presetName}" (RENDER_PRESETS: ${names.join(', ') || 'none'})`,
+        });
+      }
+      for (const name of PRESET_FIXES) {
+        if (text(name) !== undefined) {
+          problems.push({ field: name, message: `${name} cannot be given with a preset` });
+        }
+      }
+    }
+    const w = integer('w', 1, s.maxWidth, 'RENDER_MAX_WIDTH');
+    const h = integer('h', 1, s.maxHeight, 'RENDER_MAX_HEIGHT');
+    const q = integer('q', 1, 100, 'quality');
+    const fit = oneOf<RenderFit>('fit', RENDER_FITS);
+    const formatName = oneOf('format', ['auto', ...CONVERT_FORMAT_NAMES]);
+    const metadata = oneOf('metadata', ['keep', 'strip'] as const);
+    if (preset?.format !== undefined && formatName !== undefined) {
+      problems.push({ field: 'format', message: `preset "${presetName}" fixes the format` });
+    }
+
+    const restricted = s.sizes.length > 0 || s.requireSigned;
+    if (restricted && !request.signed && presetName === undefined && problems.length === 0) {
+      const asked = `${w ?? ''}x${h ?? ''}`;
+      const listed = s.sizes.some((z) => z.width === (w ?? null) && z.height === (h ?? null));
+      const original = w === undefined && h === undefined;
+      if (s.sizes.length === 0 && !original) {
+        problems.push({
+          field: 'preset',
+          message: `renders are signed only (RENDER_REQUIRE_SIGNED): a bearer request may ask for a preset (${Object.keys(s.presets).join(', ') || 'none'})`,
+        });
+      } else if (!listed && !original) {
+        const allowed = s.sizes.map((z) => `${z.width ?? ''}x${z.height ?? ''}`).join(', ');
+        problems.push({
+          field: w === undefined ? 'h' : 'w',
+          message: `${asked} is not an allowed size (RENDER_SIZES: ${allowed})`,
+        });
+      }
+      if (q !== undefined) {
+        problems.push({
+          field: 'q',
+          message:
+            'q comes from a preset or a signed URL only (RENDER_SIZES / RENDER_REQUIRE_SIGNED)',
+        });
+      }
+    }
+    if (problems.length > 0 || key === undefined) throw Errors.validation(problems);
+
+    const asked: RenderFormat =
+      preset?.format ?? (formatName === 'jpg' ? 'jpeg' : formatName) ?? 'auto';
+    const negotiated = asked === 'auto';
+    const format: ConvertFormat = negotiated ? negotiateFormat(request.accept) : asked;
+    const options = normalizeRenderOptions({
+      width: (preset ? preset.width : w) ?? null,
+      height: (preset ? preset.height : h) ?? null,
+      fit: (preset ? preset.fit : fit) ?? 'cover',
+      format,
+      quality: (preset ? preset.quality : q) ?? null,
+      keepMetadata: (preset ? preset.keepMetadata : metadata === 'keep') ?? false,
+    });
+    return { key, options, negotiated };
+  }
+}
