@@ -16,9 +16,11 @@ import { createHttpServer } from '../../../api/http-server';
 import { SignedUrlService } from '../../../api/services/signed-urls.service';
 import { signedQuery } from '../../../api/services/url-signature';
 import type { Config } from '../../../shared/config';
+import sharp from 'sharp';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { fixture, form } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
+import { startWorker } from '../../support/worker';
 
 const OLD_KEY = 'old-signing-key-0123456789abcdef0123456789';
 const NEW_KEY = 'new-signing-key-fedcba9876543210fedcba9876';
@@ -69,8 +71,9 @@ const at = (base: string, url: string) =>
 async function get(url: string, headers: Record<string, string> = {}, base = api.url) {
   const res = await fetch(at(base, url), { headers });
   const bytes = Buffer.from(await res.arrayBuffer());
-  if (new URL(at(base, url)).pathname === '/media/download') {
-    expectMatchesSpec('GET', '/media/download', res.status, bytes, res.headers);
+  const path = new URL(at(base, url)).pathname;
+  if (path === '/media/download' || path === '/media/render') {
+    expectMatchesSpec('GET', path, res.status, bytes, res.headers);
   }
   const json = res.headers.get('content-type')?.startsWith('application/json')
     ? (JSON.parse(bytes.toString()) as Json)
@@ -179,7 +182,7 @@ describe('POST /media/sign', () => {
       { mediaKey: keys.jpeg, disposition: 'download' },
       { mediaKey: keys.jpeg, extra: true },
       { mediaKey: keys.jpeg, render: {} },
-      { mediaKey: keys.jpeg, render: { preset: 'thumb', w: 10 } },
+      { mediaKey: keys.jpeg, render: { preset: 'thumbnail', w: 10 } },
       { mediaKey: keys.jpeg, render: { w: 0 } },
       { mediaKey: keys.jpeg, render: { fit: 'stretch' } },
     ]) {
@@ -233,7 +236,7 @@ describe('POST /media/sign', () => {
       ['expires', String(data.expires)],
       ['signature', url.searchParams.get('signature')],
     ]);
-    const preset = await sign({ mediaKey: keys.jpeg, render: { preset: 'thumb' } });
+    const preset = await sign({ mediaKey: keys.jpeg, render: { preset: 'thumbnail' } });
     expect([...new URL(preset.data.url!).searchParams.keys()]).toEqual([
       'media',
       'preset',
@@ -241,11 +244,21 @@ describe('POST /media/sign', () => {
       'expires',
       'signature',
     ]);
-    // Verified, then routed (the render route lands separately: until then no route, a 404
-    // NOT_FOUND; never a 401 asking for a token, never a 403 about the signature).
-    for (const signed of [data.url!, preset.data.url!]) {
-      const { res, json } = await get(signed);
-      expect([res.status, json?.error]).toEqual([404, 'NOT_FOUND']);
+    // With no token, rendered by a worker and cached publicly until the URL expires.
+    const worker = await startWorker(api.env.env);
+    try {
+      const rendered = await get(data.url!);
+      expect(rendered.res.status).toBe(200);
+      expect(rendered.res.headers.get('cache-control')).toMatch(/^public, max-age=\d+, immutable$/);
+      // Cover-fit into 320 × 200, never enlarged (the source is smaller).
+      const meta = await sharp(rendered.bytes).metadata();
+      expect(meta.format).toBe('webp');
+      expect([meta.width <= 320, meta.height <= 200]).toEqual([true, true]);
+      const thumb = await get(preset.data.url!);
+      expect(thumb.res.status).toBe(200);
+      expect((await sharp(thumb.bytes).metadata()).width).toBeLessThanOrEqual(200);
+    } finally {
+      await worker.close();
     }
     // Changed, it is refused before routing.
     const wider = await get(withParam(data.url!, 'w', '4000'));
