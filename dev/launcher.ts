@@ -212,7 +212,7 @@ function banner(
     `  docs      ${apiUrl}/docs   (OpenAPI: ${apiUrl}/docs/openapi.yaml)`,
     `  health    ${apiUrl}/readyz   metrics ${apiUrl}/metrics`,
     config.dashboard
-      ? `  dashboard ${apiUrl}/admin/queues (user ${config.dashboard.user})`
+      ? `  dashboard ${apiUrl}/admin/queues (user ${config.dashboard.user}${config.dashboard.write ? ', actions allowed' : ', read-only'})`
       : '  dashboard off (set DASHBOARD_USER and DASHBOARD_PASSWORD to enable /admin/queues)',
   ];
   if (org) {
