@@ -9,7 +9,8 @@
  *   writes); anything else in the file is ignored;
  * - a variable already set (non-empty), or given as `<NAME>_FILE`, wins over the file;
  * - NODE_ENV=production ignores the file altogether;
- * - a file whose launcher is gone (its `pid` no longer runs) is ignored.
+ * - a file whose launcher is gone (its `pid` no longer runs, or runs with
+ *   another start time than `pidStartTime` records: the pid was reused) is ignored.
  *
  * It imports no launcher code: the file's format is the contract (`pid`, a
  * number; `env`, an object of strings; any other field is not read), and
@@ -37,6 +38,32 @@ function alive(pid: number): boolean {
 }
 
 /**
+ * A process's start time in clock ticks since boot (field 22 of
+ * /proc/<pid>/stat), or undefined where it cannot be read (no such process, or
+ * no /proc). With the pid it names one process: a pid reused later has
+ * another start time. The launcher records it beside each pid it writes.
+ */
+export function processStartTime(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) is in parentheses and may hold spaces or ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[19]); // field 22 = 20th after the name and the state
+    return Number.isSafeInteger(ticks) ? ticks : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether `pid` runs and, when its start time was recorded, is still that process. */
+export function sameProcess(pid: number, startTime: unknown): boolean {
+  if (!alive(pid)) return false;
+  if (typeof startTime !== 'number') return true;
+  const now = processStartTime(pid);
+  return now === undefined || now === startTime;
+}
+
+/**
  * Fills the allowed variables that are not set in `env` from a running
  * `npm start` under DATA_DIR (default ./.data). Returns the names it set
  * (none when no `npm start` runs there, or under NODE_ENV=production).
@@ -51,8 +78,13 @@ export function adoptDevState(env: NodeJS.ProcessEnv = process.env): string[] {
     return []; // no file, or unreadable
   }
   if (typeof state !== 'object' || state === null) return [];
-  const { pid, env: vars } = state as { pid?: unknown; env?: unknown };
-  if (typeof pid !== 'number' || !Number.isInteger(pid) || pid <= 0 || !alive(pid)) return [];
+  const {
+    pid,
+    pidStartTime,
+    env: vars,
+  } = state as { pid?: unknown; pidStartTime?: unknown; env?: unknown };
+  if (typeof pid !== 'number' || !Number.isInteger(pid) || pid <= 0) return [];
+  if (!sameProcess(pid, pidStartTime)) return [];
   if (typeof vars !== 'object' || vars === null) return [];
   const adopted: string[] = [];
   for (const name of DEV_STATE_VARIABLES) {

@@ -23,7 +23,12 @@ async function main(): Promise<void> {
   const context = await createApiContext(config, logger);
   const app = createApp(context);
   if (config.dashboard)
-    logger.info({ path: DASHBOARD_PATH }, 'Bull dashboard enabled (operator credentials required)');
+    logger.info(
+      { path: DASHBOARD_PATH, write: config.dashboard.write },
+      config.dashboard.write
+        ? 'Bull dashboard enabled with its actions (DASHBOARD_WRITE=true; operator credentials required)'
+        : 'Bull dashboard enabled, read-only (operator credentials required; DASHBOARD_WRITE=true allows its actions)',
+    );
   else
     logger.info('Bull dashboard disabled: set DASHBOARD_USER and DASHBOARD_PASSWORD to enable it');
   const server = createHttpServer(app, logger);

@@ -19,23 +19,29 @@
  * configuration schema refuses to start without MONGODB_URI, REDIS_URL and
  * S3_ENDPOINT, naming each, so no embedded default is ever used there.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { createDataContext } from '@api/context';
 import { ConfigError, loadConfig, type Config } from '@shared/config';
 import { createLogger, type Logger } from '@shared/logger';
 import { startMongod } from './embedded/mongo';
 import { redisServerBinary, startRedisServer } from './embedded/redis';
-import { readRunningState, removeState, stopLeftovers, writeState } from './embedded/state';
+import { processStartTime } from '@api/dev-state';
+import { bootstrapOrganization, DEV_TOKEN_DAYS, mayBootstrap } from './dev-org';
+import { describeDeath, freePortPreferring, spawnChild, type Child, type Death } from './children';
+import {
+  processRef,
+  readRunningState,
+  removeState,
+  stopLeftovers,
+  writeState,
+} from './embedded/state';
 import { startMongoStandin } from './mongo-standin/server';
 
 /** The database name the embedded MongoDB gets. */
 const DATABASE = 'media';
-const DEV_ORG = { slug: 'dev', name: 'Development' };
 /** The project's root (this file is dev/launcher.ts, run through tsx). */
 const ROOT = resolve(__dirname, '..');
 /** A file the printed curl line can upload as it is. */
@@ -131,29 +137,6 @@ async function stopAll(stops: (() => Promise<void>)[], logger: Logger): Promise<
   }
 }
 
-/** The development organization and token, when the database has no organization at all. */
-async function bootstrapOrganization(
-  config: Config,
-  logger: Logger,
-): Promise<{ slug: string; token: string } | undefined> {
-  const data = await createDataContext(config, logger);
-  try {
-    if ((await data.organizations.count()) > 0) return undefined;
-    const { organization, token } = await data.organizations.create(
-      DEV_ORG.slug,
-      DEV_ORG.name,
-      'npm start',
-    );
-    logger.info(
-      { organization: organization.slug, tokenId: token.tokenId },
-      'created a development organization',
-    );
-    return { slug: organization.slug, token: token.token };
-  } finally {
-    await data.close();
-  }
-}
-
 /**
  * The API's and the worker's entry points: the production ones, dist/<role>/main.js
  * (`npm start` builds them first); with --from-source, the .ts sources through tsx
@@ -164,28 +147,26 @@ function entryPoint(role: 'api' | 'worker', fromSource: boolean): { args: string
   return { args: [...(fromSource ? ['--import', 'tsx'] : []), '--enable-source-maps', file] };
 }
 
-function spawnRole(
-  role: 'api' | 'worker',
-  env: NodeJS.ProcessEnv,
-  fromSource: boolean,
-): ChildProcess {
+function spawnRole(role: 'api' | 'worker', env: NodeJS.ProcessEnv, fromSource: boolean): Child {
   const { args } = entryPoint(role, fromSource);
-  return spawn(process.execPath, role === 'api' ? ['--max-semi-space-size=2', ...args] : args, {
-    env: { MALLOC_ARENA_MAX: '2', ...env },
-    stdio: ['ignore', 'inherit', 'inherit'],
-    // Its own process group: Ctrl-C reaches this process only, which then
-    // stops the children once, in order (a second signal would make them quit at once).
-    detached: true,
+  return spawnChild(role, role === 'api' ? ['--max-semi-space-size=2', ...args] : args, {
+    MALLOC_ARENA_MAX: '2',
+    ...env,
   });
 }
 
-async function waitForApi(url: string, child: ChildProcess, timeoutMs = 60_000): Promise<void> {
+/** Until `url`/healthz answers; a death of any child first fails the start, naming it and its cause. */
+async function waitForHealth(
+  what: string,
+  url: string,
+  children: Child[],
+  timeoutMs = 60_000,
+): Promise<void> {
+  let death: Death | undefined;
+  for (const c of children) void c.exited.then((d) => (death ??= d));
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null || child.signalCode !== null)
-      throw new StartError(
-        `the API exited during start-up (${child.exitCode ?? child.signalCode})`,
-      );
+    if (death) throw new StartError(`${describeDeath(death)} during start-up`);
     try {
       const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1_000) });
       if (res.ok) return;
@@ -194,14 +175,15 @@ async function waitForApi(url: string, child: ChildProcess, timeoutMs = 60_000):
     }
     await sleep(200);
   }
-  throw new StartError(`the API did not answer ${url}/healthz within ${timeoutMs / 1000} s`);
+  throw new StartError(`the ${what} did not answer ${url}/healthz within ${timeoutMs / 1000} s`);
 }
 
 function banner(
   apiUrl: string,
   services: Started['services'],
   config: Config,
-  org: { slug: string; token: string } | undefined,
+  org: { slug: string; token: string; expiresAt: string } | undefined,
+  bootstrapped: boolean,
 ): string {
   const lines = [
     '',
@@ -210,16 +192,16 @@ function banner(
     `  mongodb   ${services.mongodb}`,
     `  redis     ${services.redis}`,
     `  docs      ${apiUrl}/docs   (OpenAPI: ${apiUrl}/docs/openapi.yaml)`,
-    `  health    ${apiUrl}/readyz   metrics ${apiUrl}/metrics`,
+    `  health    ${apiUrl}/readyz   metrics ${apiUrl}/metrics   worker http://localhost:${config.worker.port}/readyz`,
     config.dashboard
-      ? `  dashboard ${apiUrl}/admin/queues (user ${config.dashboard.user})`
+      ? `  dashboard ${apiUrl}/admin/queues (user ${config.dashboard.user}${config.dashboard.write ? ', actions allowed' : ', read-only'})`
       : '  dashboard off (set DASHBOARD_USER and DASHBOARD_PASSWORD to enable /admin/queues)',
   ];
   if (org) {
     const file = existsSync(SAMPLE_FILE) ? SAMPLE_FILE : 'path/to/photo.jpg';
     lines.push(
       '',
-      `Created the development organization "${org.slug}". Its token (shown once, keep it):`,
+      `Created the development organization "${org.slug}". Its token (shown once, keep it; expires ${org.expiresAt}, in ${DEV_TOKEN_DAYS} days):`,
       `  ${org.token}`,
       '',
       'Upload a file:',
@@ -228,7 +210,9 @@ function banner(
   } else {
     lines.push(
       '',
-      'Organizations already exist. A new one with its token, from another shell:',
+      bootstrapped
+        ? 'Organizations already exist. A new one with its token, from another shell:'
+        : 'MONGODB_URI is set (or NODE_ENV=production): npm start makes no organization in a database it did not start. One with its token, from another shell:',
       '  npm run --silent cli -- org:create --slug acme --name "Acme"',
     );
   }
@@ -271,18 +255,29 @@ async function main(): Promise<number> {
 
   const started = await startServices(config, dataDir, logger);
   const env: NodeJS.ProcessEnv = { ...process.env, ...started.env };
+  if (!process.env.WORKER_PORT || config.worker.port === 0) {
+    // Not configured: the default port when free, else any free one (another
+    // program on 3001 would make the worker exit with EADDRINUSE). 0 (any
+    // port): chosen here, so the launcher knows where to find the worker.
+    const port = await freePortPreferring(config.worker.port);
+    if (config.worker.port !== 0 && port !== config.worker.port)
+      logger.warn(
+        { taken: config.worker.port, port },
+        `port ${config.worker.port} is taken: the worker listens on ${port} (set WORKER_PORT to choose)`,
+      );
+    env.WORKER_PORT = String(port);
+  }
   const childConfig = loadConfig(env);
   const apiUrl = `http://localhost:${childConfig.port}`;
-  const children: ChildProcess[] = [];
+  const children: Child[] = [];
   let stopping = false;
 
   const shutdown = async (code: number): Promise<number> => {
     stopping = true;
     const grace = config.shutdownTimeoutMs + 5_000;
     await Promise.all(
-      children.map(async (child) => {
+      children.map(async ({ process: child, exited }) => {
         if (child.exitCode !== null || child.signalCode !== null) return;
-        const exited = new Promise<void>((done) => child.once('exit', () => done()));
         child.kill('SIGTERM');
         const timer = setTimeout(() => child.kill('SIGKILL'), grace);
         await exited;
@@ -296,26 +291,37 @@ async function main(): Promise<number> {
   };
 
   try {
-    const org = await bootstrapOrganization(childConfig, logger);
+    const bootstrapped = mayBootstrap(process.env.NODE_ENV, Boolean(started.env.MONGODB_URI));
+    const org = bootstrapped ? await bootstrapOrganization(childConfig, logger) : undefined;
     const api = spawnRole('api', env, fromSource);
     const worker = spawnRole('worker', env, fromSource);
     children.push(api, worker);
     await writeState(dataDir, {
       pid: process.pid,
+      pidStartTime: processStartTime(process.pid),
       startedAt: new Date().toISOString(),
       apiUrl,
       env: started.env,
       services: started.services,
       // In stopping order: the processes using the services, then the services.
-      children: { api: api.pid ?? 0, worker: worker.pid ?? 0, ...started.pids },
+      children: Object.fromEntries(
+        Object.entries({
+          api: api.process.pid ?? 0,
+          worker: worker.process.pid ?? 0,
+          ...started.pids,
+        }).map(([name, pid]) => [name, processRef(pid)]),
+      ),
     });
-    await waitForApi(`http://127.0.0.1:${childConfig.port}`, api);
-    process.stdout.write(banner(apiUrl, started.services, childConfig, org));
+    await waitForHealth('API', `http://127.0.0.1:${childConfig.port}`, children);
+    await waitForHealth('worker', `http://127.0.0.1:${childConfig.worker.port}`, children);
+    process.stdout.write(banner(apiUrl, started.services, childConfig, org, bootstrapped));
   } catch (err) {
     await shutdown(1);
     throw err;
   }
 
+  // A child that dies stops the whole stack, loudly, with exit code 1: nothing
+  // restarts it (docs/operations.md, "Running without Docker").
   return new Promise<number>((done) => {
     const stop = (code: number) => {
       if (stopping) return;
@@ -323,13 +329,16 @@ async function main(): Promise<number> {
     };
     process.once('SIGINT', () => stop(0));
     process.once('SIGTERM', () => stop(0));
-    for (const [role, child] of [
-      ['api', children[0]],
-      ['worker', children[1]],
-    ] as const) {
-      child?.once('exit', (code, signal) => {
+    for (const child of children) {
+      void child.exited.then((death) => {
         if (stopping) return;
-        logger.error({ role, code, signal }, `the ${role} process exited; stopping everything`);
+        logger.error(
+          { role: death.role, code: death.code, signal: death.signal, cause: death.cause },
+          `${describeDeath(death)}; stopping everything`,
+        );
+        process.stderr.write(
+          `\n!! npm start: ${describeDeath(death)}. Stopping everything (exit code 1).\n\n`,
+        );
         stop(1);
       });
     }

@@ -374,6 +374,7 @@ const variables = z.object({
   SHUTDOWN_TIMEOUT_MS: int(25_000, 100),
   DASHBOARD_USER: optionalString,
   DASHBOARD_PASSWORD: optionalString,
+  DASHBOARD_WRITE: bool(false),
   RATE_LIMIT_MAX: int(600, 0),
   RATE_LIMIT_WINDOW_MS: int(60_000, 1_000, 24 * 60 * 60_000),
   AUTH_FAILURE_LIMIT: int(30, 0),
@@ -587,8 +588,12 @@ export interface Config {
     port: number;
   };
   shutdownTimeoutMs: number;
-  /** Operator credentials of the Bull dashboard; undefined disables it. */
-  dashboard: { user: string; password: string } | undefined;
+  /**
+   * Operator credentials of the Bull dashboard (undefined disables it), and
+   * whether its actions (retry, clean, remove, pause, add…) are allowed:
+   * read-only unless DASHBOARD_WRITE=true.
+   */
+  dashboard: { user: string; password: string; write: boolean } | undefined;
   /**
    * Cost units per window and API token, and failed authentications per
    * window and client address (counters in Redis, shared by replicas);
@@ -773,7 +778,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     dashboard:
       e.DASHBOARD_USER && e.DASHBOARD_PASSWORD
-        ? { user: e.DASHBOARD_USER, password: e.DASHBOARD_PASSWORD }
+        ? { user: e.DASHBOARD_USER, password: e.DASHBOARD_PASSWORD, write: e.DASHBOARD_WRITE }
         : undefined,
     rateLimit:
       e.RATE_LIMIT_MAX > 0

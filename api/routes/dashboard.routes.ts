@@ -2,28 +2,48 @@
  * The Bull dashboard (@bull-board/express) at /admin/queues, showing every
  * queue, behind operator credentials. Without credentials configured it is not
  * mounted at all (and main.ts says so in the log).
+ *
+ * Read-only unless the operator turns writes on (DASHBOARD_WRITE=true): every
+ * queue adapter is in bull-board's readOnlyMode (its UI hides the buttons and
+ * its handlers answer 405), and, whatever a bull-board version's handlers do,
+ * any request other than GET or HEAD under the dashboard is refused here
+ * with 405 METHOD_NOT_ALLOWED before it reaches them (bull-board's API reads
+ * with GET only; every action is a PUT, POST or PATCH).
  */
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
-import { Router } from 'express';
+import { Router, type RequestHandler } from 'express';
 import type { Queue } from 'bullmq';
+import { Errors } from '@shared/errors';
 import { operatorAuth } from '../middleware/operator-auth';
 
 export const DASHBOARD_PATH = '/admin/queues';
 
+const readOnly: RequestHandler = (req, _res, next) => {
+  if (req.method === 'GET' || req.method === 'HEAD') return next();
+  next(Errors.methodNotAllowed('GET, HEAD'));
+};
+
 export function dashboardRoutes(
   queues: Queue[],
-  credentials: { user: string; password: string },
+  options: { user: string; password: string; write: boolean },
 ): Router {
   const serverAdapter = new ExpressAdapter();
   serverAdapter.setBasePath(DASHBOARD_PATH);
   createBullBoard({
-    queues: queues.map((q) => new BullMQAdapter(q)),
+    queues: queues.map((q) => new BullMQAdapter(q, { readOnlyMode: !options.write })),
     serverAdapter,
-    options: { uiConfig: { boardTitle: 'Media queues' } },
+    options: {
+      uiConfig: { boardTitle: options.write ? 'Media queues' : 'Media queues (read-only)' },
+    },
   });
   const router = Router();
-  router.use(DASHBOARD_PATH, operatorAuth(credentials), serverAdapter.getRouter() as Router);
+  router.use(
+    DASHBOARD_PATH,
+    operatorAuth(options),
+    ...(options.write ? [] : [readOnly]),
+    serverAdapter.getRouter() as Router,
+  );
   return router;
 }

@@ -25,6 +25,7 @@ export class OrganizationsService {
     slug: string,
     name: string,
     tokenName: string | null = 'default',
+    tokenOptions: { expiresInMs?: number | null } = {},
   ): Promise<{ organization: Organization; token: IssuedToken }> {
     if (!ORG_SLUG_PATTERN.test(slug)) {
       throw Errors.validation([
@@ -46,7 +47,7 @@ export class OrganizationsService {
       if (isDuplicateKey(err)) throw Errors.conflict(`An organization with slug "${slug}" exists`);
       throw err;
     }
-    const token = await this.tokens.issue(organization.id, { name: tokenName });
+    const token = await this.tokens.issue(organization.id, { ...tokenOptions, name: tokenName });
     return { organization, token };
   }
 

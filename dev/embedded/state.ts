@@ -2,16 +2,23 @@
  * The state file of a running `npm start` (DATA_DIR/state.json): which
  * embedded services it started and where, so the operator CLI run from
  * another shell talks to the same Redis, MongoDB and storage. The launcher
- * writes and reads it; the CLI reads only `pid` and the allow-listed
- * variables of `env`, through its own reader (api/dev-state.ts).
+ * writes and reads it; the CLI reads only `pid`, `pidStartTime` and the
+ * allow-listed variables of `env`, through its own reader (api/dev-state.ts).
+ *
+ * Every pid is recorded with its start time (/proc/<pid>/stat): after a
+ * reboot or long enough, a pid is reused by an unrelated process, which is
+ * then neither taken for a running launcher nor signalled as a leftover.
  */
 import { readFileSync } from 'node:fs';
 import { rm, writeFile, rename } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { processStartTime, sameProcess } from '@api/dev-state';
 
 export interface RunningState {
   /** The launcher's process id (the state is stale once it is gone). */
   pid: number;
+  /** Its start time (clock ticks since boot), where /proc tells it. */
+  pidStartTime?: number;
   startedAt: string;
   apiUrl: string;
   /**
@@ -21,9 +28,24 @@ export interface RunningState {
   env: Record<string, string>;
   /** What each service is, for people. */
   services: Record<'mongodb' | 'redis' | 'storage', string>;
-  /** Processes it started (api, worker, redis-server), to clean up after a launcher that was killed. */
-  children: Record<string, number>;
+  /**
+   * Processes it started (api, worker, redis-server), to clean up after a
+   * launcher that was killed: each pid with its start time (null where /proc
+   * could not tell it: such a process is never signalled).
+   */
+  children: Record<string, ProcessRef>;
 }
+
+export interface ProcessRef {
+  pid: number;
+  startTime: number | null;
+}
+
+/** A process this one started, named by its pid and its start time. */
+export const processRef = (pid: number): ProcessRef => ({
+  pid,
+  startTime: processStartTime(pid) ?? null,
+});
 
 export const statePath = (dataDir: string): string => resolve(join(dataDir, 'state.json'));
 
@@ -48,6 +70,15 @@ function alive(pid: number): boolean {
   }
 }
 
+/** The process `ref` names is still running: same pid, same recorded start time. */
+function stillThere(ref: unknown): ref is ProcessRef {
+  if (typeof ref !== 'object' || ref === null) return false; // a bare pid: cannot be checked
+  const { pid, startTime } = ref as Partial<ProcessRef>;
+  if (typeof pid !== 'number' || !Number.isInteger(pid) || pid <= 0) return false;
+  if (typeof startTime !== 'number') return false;
+  return alive(pid) && processStartTime(pid) === startTime;
+}
+
 function readState(dataDir: string): RunningState | undefined {
   try {
     const state = JSON.parse(readFileSync(statePath(dataDir), 'utf8')) as RunningState;
@@ -60,20 +91,25 @@ function readState(dataDir: string): RunningState | undefined {
 /** The state of a `npm start` that is still running, or undefined (no file, unreadable, or stale). */
 export function readRunningState(dataDir: string): RunningState | undefined {
   const state = readState(dataDir);
-  return state && alive(state.pid) ? state : undefined;
+  return state && sameProcess(state.pid, state.pidStartTime) ? state : undefined;
 }
 
 /**
  * After a launcher that was killed (SIGKILL, a crash) its children may live
  * on: a redis-server on the data directory, an API holding the port. Stops
- * those still running (checking each pid's command line, so a recycled pid is
- * left alone) and returns their names.
+ * those still running and returns their names. A recorded pid is signalled
+ * only when it still names the same process: its start time matches the one
+ * recorded, and its command line is one the launcher starts. A reused pid
+ * (another program, after a reboot or a wrap-around) is left alone, and so
+ * is a pid recorded without a start time.
  */
 export async function stopLeftovers(dataDir: string): Promise<string[]> {
   const state = readState(dataDir);
-  if (!state || alive(state.pid)) return [];
+  if (!state || sameProcess(state.pid, state.pidStartTime)) return [];
   const stopped: string[] = [];
-  for (const [name, pid] of Object.entries(state.children ?? {})) {
+  for (const [name, ref] of Object.entries(state.children ?? {})) {
+    if (!stillThere(ref)) continue;
+    const { pid, startTime } = ref;
     let cmdline: string;
     try {
       cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
@@ -86,8 +122,9 @@ export async function stopLeftovers(dataDir: string): Promise<string[]> {
     } catch {
       continue;
     }
-    for (let i = 0; i < 100 && alive(pid); i++) await new Promise((r) => setTimeout(r, 100));
-    if (alive(pid)) process.kill(pid, 'SIGKILL');
+    const same = () => alive(pid) && processStartTime(pid) === startTime;
+    for (let i = 0; i < 100 && same(); i++) await new Promise((r) => setTimeout(r, 100));
+    if (same()) process.kill(pid, 'SIGKILL');
     stopped.push(name);
   }
   await removeState(dataDir);

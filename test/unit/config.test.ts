@@ -94,7 +94,12 @@ describe('configuration', () => {
     expect(loadConfig({ DASHBOARD_USER: 'ops', DASHBOARD_PASSWORD: 'pw' }).dashboard).toEqual({
       user: 'ops',
       password: 'pw',
+      write: false, // read-only unless DASHBOARD_WRITE=true
     });
+    expect(
+      loadConfig({ DASHBOARD_USER: 'ops', DASHBOARD_PASSWORD: 'pw', DASHBOARD_WRITE: 'true' })
+        .dashboard?.write,
+    ).toBe(true);
     expect(loadConfig({}).dashboard).toBeUndefined();
   });
 

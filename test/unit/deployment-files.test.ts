@@ -1,13 +1,18 @@
 /**
- * No Docker engine runs where the tests run, so the deployment files are
- * checked here: the compose file parses, every service starts in order, every
+ * No Docker engine runs where the tests run (and the docker client here has no
+ * compose plugin, so `docker compose config` cannot render the file either),
+ * so the deployment files are parsed and checked here: the compose file parses, every service starts in order, every
  * variable the configuration requires in production is set for the API and
  * each worker service (one per queue, with the concurrency and memory limit of
- * the Kubernetes pools), and the Dockerfiles use pinned base images (the Node
+ * the Kubernetes pools), Redis, /metrics and MinIO ask for credentials and the
+ * service holds only a MinIO user limited to its bucket, and the Dockerfiles
+ * use pinned base images (the Node
  * version .ci/node24 pins), a non-root user, a health check and entry points
  * that exist.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { QUEUE_NAMES, loadConfig, type QueueName } from '../../shared/config';
@@ -23,6 +28,7 @@ type Service = {
   healthcheck?: { test: string[] };
   deploy?: { replicas?: number; resources?: { limits?: { memory?: string } } };
   command?: string[];
+  entrypoint?: string[];
 };
 const compose = parse(read('docker-compose.yml'), { merge: true }) as {
   services: Record<string, Service>;
@@ -128,6 +134,137 @@ describe('docker-compose.yml', () => {
       expect(bytes(limit!)).toBe(bytes(container.resources.limits.memory));
     },
   );
+
+  /**
+   * Runs createbucket's script with sh as compose would (`$$` is `$`), with an
+   * `mc` on the PATH that records each call (and the policy file it is given)
+   * and answers `admin user info` with `userInfo`.
+   */
+  function runInitScript(env: NodeJS.ProcessEnv, userInfo: string) {
+    const dir = mkdtempSync(join(tmpdir(), 'media-compose-init-'));
+    try {
+      const log = join(dir, 'calls.jsonl');
+      writeFileSync(
+        join(dir, 'mc'),
+        [
+          '#!/bin/sh',
+          'file=""; for a in "$@"; do case "$a" in *.json) file=$(cat "$a");; esac; done',
+          `node -e 'require("fs").appendFileSync(process.argv[1], JSON.stringify({ args: process.argv.slice(3).join(" "), file: process.argv[2] || undefined }) + "\\n")' ${JSON.stringify(log)} "$file" "$@"`,
+          `[ "$1 $2 $3" = "admin user info" ] && printf '%s\\n' ${JSON.stringify(userInfo)}`,
+          'exit 0',
+        ].join('\n'),
+        { mode: 0o755 },
+      );
+      const [shell, flags, text] = compose.services.createbucket!.entrypoint!;
+      const result = spawnSync(shell!, [flags!, text!.replace(/\$\$/g, '$')], {
+        env: { ...env, PATH: `${dir}:${process.env.PATH}`, TMPDIR: dir },
+        encoding: 'utf8',
+      });
+      expect({ status: result.status, stderr: result.stderr }).toEqual({ status: 0, stderr: '' });
+      return readFileSync(log, 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { args: string; file?: string });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  it('Redis asks for a password, and the API and every worker give it in REDIS_URL', () => {
+    const command = compose.services.redis!.command!.map(resolve);
+    const password = command[command.indexOf('--requirepass') + 1];
+    expect(password).toMatch(/^[\w.-]{12,}$/);
+    for (const name of ['api', ...workers]) {
+      const url = new URL(environmentOf(name).REDIS_URL!);
+      expect({ name, password: decodeURIComponent(url.password) }).toEqual({ name, password });
+      expect(loadConfig(environmentOf(name)).redisUrl).toBe(url.toString().replace(/\/$/, ''));
+    }
+    // The health check authenticates (redis-cli reads REDISCLI_AUTH) and wants PONG.
+    expect(resolve(compose.services.redis!.environment!.REDISCLI_AUTH!)).toBe(password);
+    expect(compose.services.redis!.healthcheck!.test.join(' ')).toMatch(/redis-cli ping.*PONG/);
+  });
+
+  it('sets METRICS_TOKEN for the API and every worker', () => {
+    for (const name of ['api', ...workers]) {
+      const token = loadConfig(environmentOf(name)).metricsToken;
+      expect({ name, token }).toEqual({
+        name,
+        token: expect.stringMatching(/^\S{12,}$/) as string,
+      });
+    }
+  });
+
+  it("the service reaches MinIO as its own user, limited to the bucket's objects, never as root", () => {
+    const root = environmentOf('minio');
+    const init = environmentOf('createbucket');
+    const bucket = init.S3_BUCKET!;
+    for (const name of ['api', ...workers]) {
+      const s3 = loadConfig(environmentOf(name)).s3!;
+      expect(s3.bucket).toBe(bucket);
+      expect(s3.accessKey).not.toBe(root.MINIO_ROOT_USER);
+      expect(s3.secretKey).not.toBe(root.MINIO_ROOT_PASSWORD);
+      // The user createbucket makes is this one.
+      expect([s3.accessKey, s3.secretKey]).toEqual([init.S3_ACCESS_KEY, init.S3_SECRET_KEY]);
+    }
+    expect([init.MINIO_ROOT_USER, init.MINIO_ROOT_PASSWORD]).toEqual([
+      root.MINIO_ROOT_USER,
+      root.MINIO_ROOT_PASSWORD,
+    ]);
+    // MinIO wants secret keys of 8 characters or more.
+    expect(init.S3_SECRET_KEY!.length).toBeGreaterThanOrEqual(8);
+
+    // As root: the bucket, the policy from APP_POLICY, the user, the policy attached to it.
+    // The script run for real by sh, with an `mc` that records its calls: as root, the
+    // bucket, the policy (APP_POLICY as written), the user, the policy attached to the user.
+    const calls = runInitScript(init, '');
+    expect(calls.map((c) => c.args)).toEqual([
+      `alias set local http://minio:9000 ${root.MINIO_ROOT_USER} ${root.MINIO_ROOT_PASSWORD}`,
+      `mb --ignore-existing local/${bucket}`,
+      expect.stringMatching(/^admin policy create local media-app \/\S+\.json$/) as string,
+      `admin user add local ${init.S3_ACCESS_KEY} ${init.S3_SECRET_KEY}`,
+      `admin user info local ${init.S3_ACCESS_KEY}`,
+      `admin policy attach local media-app --user ${init.S3_ACCESS_KEY}`,
+    ]);
+    expect(JSON.parse(calls[2]!.file!)).toEqual(JSON.parse(init.APP_POLICY!));
+    // A second start: the policy is already attached, and the script still succeeds.
+    expect(
+      runInitScript(init, 'PolicyName: media-app')
+        .map((c) => c.args)
+        .at(-1),
+    ).toBe(`admin user info local ${init.S3_ACCESS_KEY}`);
+    // Any failing step fails the one-shot (and so the stack's start): sh -e.
+    expect(compose.services.createbucket!.entrypoint!.slice(0, 2)).toEqual(['sh', '-ec']);
+
+    const policy = JSON.parse(init.APP_POLICY!) as {
+      Statement: { Effect: string; Action: string[]; Resource: string[] }[];
+    };
+    const allowed = new Map<string, string[]>();
+    for (const st of policy.Statement) {
+      expect(st.Effect).toBe('Allow');
+      for (const action of st.Action) allowed.set(action, st.Resource);
+    }
+    // Objects of the bucket; the bucket itself for listing only.
+    for (const [action, resources] of allowed) {
+      expect(action).toMatch(/^s3:[A-Za-z]+$/); // no wildcard, no admin:*
+      expect(resources).toEqual([
+        /Object|MultipartUploadParts|AbortMultipartUpload/.test(action)
+          ? `arn:aws:s3:::${bucket}/*`
+          : `arn:aws:s3:::${bucket}`,
+      ]);
+    }
+    expect([...allowed.keys()].sort()).toEqual(
+      [
+        's3:AbortMultipartUpload',
+        's3:DeleteObject',
+        's3:GetBucketLocation',
+        's3:GetObject',
+        's3:ListBucket',
+        's3:ListBucketMultipartUploads',
+        's3:ListMultipartUploadParts',
+        's3:PutObject',
+      ].sort(),
+    );
+  });
 
   it('pins every image', () => {
     for (const [name, service] of Object.entries(compose.services)) {

@@ -28,7 +28,7 @@ const launcherState = (env: Record<string, string>, pid = process.pid): RunningS
   apiUrl: 'http://localhost:3000',
   env,
   services: { mongodb: 'embedded', redis: 'embedded', storage: 'local' },
-  children: { api: 1, worker: 2 },
+  children: { api: { pid: 1, startTime: 1 }, worker: { pid: 2, startTime: 2 } },
 });
 
 const SERVICES = {

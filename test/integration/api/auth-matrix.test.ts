@@ -335,8 +335,10 @@ describe('the Bull dashboard, beyond dashboard.test.ts: its actions need operato
   let ops: TestApi;
   const operator = `Basic ${Buffer.from('ops:s3cret-pass').toString('base64')}`;
   beforeAll(async () => {
+    // Actions allowed (DASHBOARD_WRITE), so the control below can take effect;
+    // the read-only default is dashboard.test.ts's.
     ops = await startApi('authmatrixdash', {
-      env: { DASHBOARD_USER: 'ops', DASHBOARD_PASSWORD: 's3cret-pass' },
+      env: { DASHBOARD_USER: 'ops', DASHBOARD_PASSWORD: 's3cret-pass', DASHBOARD_WRITE: 'true' },
     });
   });
   afterAll(() => ops.close());

@@ -1,4 +1,9 @@
-/** The Bull dashboard: every queue, behind operator credentials; off without them. */
+/**
+ * The Bull dashboard: every queue, behind operator credentials; off without
+ * them; read-only unless DASHBOARD_WRITE=true.
+ */
+import { Worker, type Queue } from 'bullmq';
+import { Redis } from 'ioredis';
 import { startApi, type TestApi } from '../../support/api';
 
 const basic = (user: string, password: string) => ({
@@ -45,6 +50,148 @@ describe('without operator credentials', () => {
     try {
       const res = await fetch(`${api.url}/admin/queues`, { headers: basic('ops', 'x') });
       expect(res.status).toBe(404);
+    } finally {
+      await api.close();
+    }
+  });
+});
+
+/**
+ * Issue 15 point 12: the dashboard's actions change other organizations' jobs
+ * (retry, clean, remove, pause), so they are off unless the operator turns
+ * them on with DASHBOARD_WRITE=true.
+ */
+describe('its actions', () => {
+  const operator = basic('ops', 's3cret-pass');
+
+  /** A failed job, a waiting one and a delayed one in the image queue (no worker runs here). */
+  async function seed(api: TestApi) {
+    const queue = api.ctx.queue.queue('image');
+    const failing = await queue.add('dashboard.test', { n: 1 });
+    const worker = new Worker('image', null, {
+      connection: new Redis(api.env.config.redisUrl!, { maxRetriesPerRequest: null }),
+      prefix: api.env.queuePrefix,
+      autorun: false,
+    });
+    try {
+      const token = 'dashboard-test';
+      const taken = await worker.getNextJob(token, { block: false });
+      expect(taken.id).toBe(failing.id);
+      await taken.moveToFailed(new Error('made to fail'), token, false);
+    } finally {
+      await worker.close();
+      await worker.disconnect();
+    }
+    const waiting = await queue.add('dashboard.test', { n: 2 }, { priority: 5 });
+    const delayed = await queue.add('dashboard.test', { n: 3 }, { delay: 3_600_000 });
+    return { queue, failed: failing.id!, waiting: waiting.id!, delayed: delayed.id! };
+  }
+
+  /** The actions an operator's click sends: retry, clean, remove, pause, and a few more. */
+  const actions = (ids: {
+    failed: string;
+    waiting: string;
+    delayed: string;
+  }): [string, string][] => [
+    ['PUT', `/api/queues/image/${ids.failed}/retry`],
+    ['PUT', '/api/queues/image/retry/failed'],
+    ['PUT', `/api/queues/image/${ids.waiting}/clean`], // removes the job
+    ['PUT', '/api/queues/image/clean/failed'],
+    ['PUT', `/api/queues/image/${ids.delayed}/promote`],
+    ['PATCH', `/api/queues/image/${ids.waiting}/priority`],
+    ['PATCH', `/api/queues/image/${ids.waiting}/update-data`],
+    ['POST', '/api/queues/image/add'],
+    ['PUT', '/api/queues/image/pause'],
+    ['PUT', '/api/queues/pause'],
+    ['PUT', '/api/queues/image/empty'],
+    ['PUT', '/api/queues/image/obliterate'],
+  ];
+
+  const send = (api: TestApi, method: string, path: string) =>
+    fetch(`${api.url}/admin/queues${path}`, {
+      method,
+      headers: { ...operator, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ name: 'x', data: { n: 9 }, priority: 1, delay: 0, options: {} }),
+    });
+
+  const snapshot = async (
+    queue: Queue,
+    ids: { failed: string; waiting: string; delayed: string },
+  ) => ({
+    paused: await queue.isPaused(),
+    counts: await queue.getJobCounts('waiting', 'prioritized', 'delayed', 'failed', 'completed'),
+    states: [
+      await queue.getJobState(ids.failed),
+      await queue.getJobState(ids.waiting),
+      await queue.getJobState(ids.delayed),
+    ],
+    data: (await queue.getJob(ids.waiting))?.data as unknown,
+  });
+
+  it('are refused by default (405, read-only), and nothing changes; reading still works', async () => {
+    const api = await startApi('dashboardro', {
+      env: { DASHBOARD_USER: 'ops', DASHBOARD_PASSWORD: 's3cret-pass' },
+    });
+    try {
+      const ids = await seed(api);
+      const before = await snapshot(ids.queue, ids);
+      expect(before).toEqual({
+        paused: false,
+        counts: { waiting: 0, prioritized: 1, delayed: 1, failed: 1, completed: 0 },
+        states: ['failed', 'prioritized', 'delayed'],
+        data: { n: 2 },
+      });
+      for (const [method, path] of actions(ids)) {
+        const res = await send(api, method, path);
+        expect(`${method} ${path} → ${res.status}`).toBe(`${method} ${path} → 405`);
+        expect(res.headers.get('allow')).toBe('GET, HEAD');
+        expect(((await res.json()) as { error: string }).error).toBe('METHOD_NOT_ALLOWED');
+      }
+      expect(await snapshot(ids.queue, ids)).toEqual(before);
+
+      // Reading is what the read-only dashboard is for: the queues, flagged read-only, and a job.
+      const list = await fetch(`${api.url}/admin/queues/api/queues`, { headers: operator });
+      expect(list.status).toBe(200);
+      const queues = ((await list.json()) as { queues: { name: string; readOnlyMode: boolean }[] })
+        .queues;
+      expect(queues.map((q) => [q.name, q.readOnlyMode]).sort()).toEqual([
+        ['image', true],
+        ['maintenance', true],
+        ['pdf', true],
+      ]);
+      const job = await fetch(`${api.url}/admin/queues/api/queues/image/${ids.failed}`, {
+        headers: operator,
+      });
+      expect(job.status).toBe(200);
+      await ids.queue.obliterate({ force: true });
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('are allowed with DASHBOARD_WRITE=true: retry, remove and pause take effect', async () => {
+    const api = await startApi('dashboardrw', {
+      env: { DASHBOARD_USER: 'ops', DASHBOARD_PASSWORD: 's3cret-pass', DASHBOARD_WRITE: 'true' },
+    });
+    try {
+      const ids = await seed(api);
+      const retried = await send(api, 'PUT', `/api/queues/image/${ids.failed}/retry`);
+      expect(retried.status).toBe(204);
+      const removed = await send(api, 'PUT', `/api/queues/image/${ids.waiting}/clean`);
+      expect(removed.status).toBe(204);
+      const paused = await send(api, 'PUT', '/api/queues/image/pause');
+      expect(paused.status).toBe(200);
+      expect(await snapshot(ids.queue, ids)).toMatchObject({
+        paused: true,
+        states: ['waiting', 'unknown', 'delayed'],
+      });
+      const queues = (
+        (await (
+          await fetch(`${api.url}/admin/queues/api/queues`, { headers: operator })
+        ).json()) as { queues: { readOnlyMode: boolean }[] }
+      ).queues;
+      expect(queues.every((q) => !q.readOnlyMode)).toBe(true);
+      await ids.queue.obliterate({ force: true });
     } finally {
       await api.close();
     }
