@@ -29,6 +29,20 @@ import type {
   PutOptions,
   PutResult,
 } from './object-store';
+import {
+  codeOf,
+  decodeKey,
+  DEFAULT_CONTENT_TYPE,
+  encodeKey,
+  etagOf,
+  isName,
+  MAX_TEMP_NAME,
+  META_SUFFIX,
+  MISSING_CODES,
+  SHAPE_CODES,
+  TEMP_DIR,
+  assertValidKey,
+} from './fs-keys';
 
 export interface FsStoreOptions {
   /** The directory objects live under (STORAGE_DIR); created by `init()`. */
@@ -37,44 +51,6 @@ export interface FsStoreOptions {
   /** `init()` removes temporary files older than this (default one hour). */
   staleTempMs?: number;
 }
-
-/** The temporary directory's name under the root (never a key's first segment). */
-export const TEMP_DIR = '.tmp';
-/** Suffix of the content-type sidecar beside each object (never a key's suffix). */
-export const META_SUFFIX = '.meta.json';
-const MAX_KEY_LENGTH = 1024;
-/** Longest temporary file name that still carries its key (NAME_MAX is 255). */
-const MAX_TEMP_NAME = 255;
-const DEFAULT_CONTENT_TYPE = 'application/octet-stream';
-
-/** Errors that mean the key names a "directory" or a "file" where the other is needed. */
-const SHAPE_CODES = new Set(['ENOTDIR', 'EISDIR', 'EEXIST']);
-const MISSING_CODES = new Set(['ENOENT', 'ENOTDIR', 'EISDIR']);
-
-function codeOf(err: unknown): string | undefined {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' ? code : undefined;
-}
-
-/** Refuses keys that could name anything outside the root, or the store's own files. */
-export function assertValidKey(key: string): void {
-  const refuse = (why: string) => {
-    throw new Error(`Invalid object key ${JSON.stringify(key)}: ${why}`);
-  };
-  if (typeof key !== 'string' || key.length === 0) refuse('empty');
-  if (key.length > MAX_KEY_LENGTH) refuse(`longer than ${MAX_KEY_LENGTH} characters`);
-  if (key.includes('\0')) refuse('contains NUL');
-  if (key.includes('\\')) refuse('contains a backslash');
-  if (key.startsWith('/')) refuse('absolute');
-  for (const segment of key.split('/')) {
-    if (segment === '' || segment === '.' || segment === '..') refuse(`has a "${segment}" segment`);
-  }
-  if (key === TEMP_DIR || key.startsWith(`${TEMP_DIR}/`)) refuse(`"${TEMP_DIR}" is reserved`);
-  if (key.endsWith(META_SUFFIX)) refuse(`"${META_SUFFIX}" is reserved`);
-}
-
-const encodeKey = (key: string) => Buffer.from(key, 'utf8').toString('base64url');
-const decodeKey = (encoded: string) => Buffer.from(encoded, 'base64url').toString('utf8');
 
 export class FsObjectStore implements ObjectStore {
   readonly description: string;
@@ -383,18 +359,7 @@ export class FsObjectStore implements ObjectStore {
    */
   async listIncompleteUploads(prefix: string): Promise<string[]> {
     const keys = new Set<string>();
-    let names: string[] = [];
-    try {
-      names = await fsp.readdir(this.tempDir);
-    } catch (err) {
-      if (codeOf(err) !== 'ENOENT') this.fail(err);
-    }
-    for (const name of names) {
-      const tilde = name.indexOf('~');
-      if (tilde < 0) continue;
-      const key = decodeKey(name.slice(tilde + 1));
-      if (key.startsWith(prefix)) keys.add(key);
-    }
+    for await (const upload of this.incompleteUploads(prefix)) keys.add(upload.key);
     for (const key of this.inProgress.values()) if (key.startsWith(prefix)) keys.add(key);
     return [...keys].sort();
   }
@@ -427,13 +392,4 @@ export class FsObjectStore implements ObjectStore {
     }
     await this.removeQuietly(path.join(this.tempDir, upload.uploadId));
   }
-}
-
-function isName(segment: string): boolean {
-  return segment !== '' && segment !== '.' && segment !== '..';
-}
-
-/** `<size>-<mtime in µs>-<inode>`, hex: changes whenever a put or copy replaces the file. */
-function etagOf(st: { size: number; mtimeMs: number; ino: number }): string {
-  return [st.size, Math.round(st.mtimeMs * 1000), st.ino].map((n) => n.toString(16)).join('-');
 }

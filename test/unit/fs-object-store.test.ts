@@ -7,7 +7,8 @@ import { mkdtemp, readdir, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { FsObjectStore, META_SUFFIX, TEMP_DIR } from '../../shared/storage/fs-object-store';
+import { META_SUFFIX, TEMP_DIR } from '../../shared/storage/fs-keys';
+import { FsObjectStore } from '../../shared/storage/fs-object-store';
 import { eventually } from '../support/eventually';
 
 const type = { contentType: 'image/jpeg' };
