@@ -17,7 +17,12 @@ export function createAdapters(config: Config, logger: Logger): { images: ImageO
       },
     },
     pdfs: {
-      merge: (inputs) => mergePdfs(inputs, {}, { logger: logger.child({ component: 'pdf' }) }),
+      merge: (inputs) =>
+        mergePdfs(
+          inputs,
+          { maxInputBytes: config.limits.maxMergeBytes },
+          { logger: logger.child({ component: 'pdf' }) },
+        ),
     },
   };
 }
