@@ -13,6 +13,7 @@ import { idempotency, tapRequestBody } from './middleware/idempotency';
 import { rateLimiters } from './middleware/rate-limit';
 import { requestContext } from './middleware/request-context';
 import { cacheControlFor, signedUrlAccess } from './middleware/signed-url';
+import { uploadGuard } from './middleware/upload-guard';
 import type { ApiMetrics } from '@shared/metrics';
 import type { ReadinessChecks } from '@shared/readiness';
 import type { Queue } from 'bullmq';
@@ -117,6 +118,12 @@ export function createApp(deps: AppDeps): Express {
     }),
   );
   if (limiters) app.use('/media', limiters.perToken);
+  app.use(
+    uploadGuard({
+      maxInFlight: deps.config.limits.maxUploadsInFlight,
+      idleTimeoutMs: deps.config.limits.uploadIdleTimeoutMs,
+    }),
+  );
   app.use(
     '/media',
     idempotency({

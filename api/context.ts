@@ -191,6 +191,7 @@ export async function createApiContext(
         limits: {
           maxFileSize: config.limits.maxFileSize,
           maxMergeInputs: config.limits.maxMergeInputs,
+          maxMergeBytes: config.limits.maxMergeBytes,
         },
       }),
       uploads: new UploadService({

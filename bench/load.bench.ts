@@ -106,6 +106,8 @@ async function main() {
       MAX_FILE_SIZE: String(MAX_FILE_SIZE),
       S3_PART_SIZE: String(5 * MiB), // as the load test: the oversize upload is cut mid multipart upload
       RATE_LIMIT_MAX: '0',
+      // One token plays many clients: no cap on its uploads in flight (issue 15 point 10).
+      MAX_UPLOADS_IN_FLIGHT: '1000',
       MALLOC_ARENA_MAX: '2',
     };
     const config = loadConfig(env);

@@ -321,6 +321,11 @@ const variables = z.object({
   MAX_FILES: int(20),
   MAX_BASE64_SIZE: int(20 * MB),
   MAX_MERGE_INPUTS: int(50),
+  // Bytes of all of one merge's inputs, checked by the API before queueing and by the worker before reading.
+  MAX_MERGE_BYTES: int(256 * MB),
+  // An upload whose client sends nothing for this long is cut (408); uploads one token may have in flight per API process.
+  UPLOAD_IDLE_TIMEOUT_MS: int(30_000, 100),
+  MAX_UPLOADS_IN_FLIGHT: int(8),
   MAX_INPUT_PIXELS: int(100_000_000),
   ACCEPTED_TYPES: z.preprocess(
     emptyToUndefined,
@@ -561,7 +566,13 @@ export interface Config {
     maxFiles: number;
     maxBase64Size: number;
     maxMergeInputs: number;
+    /** Bytes of all inputs of one merge, every occurrence counted (413 over it). */
+    maxMergeBytes: number;
     maxInputPixels: number;
+    /** An upload's body idle (nothing received) this long is cut with 408. */
+    uploadIdleTimeoutMs: number;
+    /** Uploads one token may have in flight on one API process (429 past it). */
+    maxUploadsInFlight: number;
     acceptedTypes: string[];
   };
   /** Renders (GET /media/render): bounds, allowed sizes and presets (docs/renders.md). */
@@ -756,7 +767,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxFiles: e.MAX_FILES,
       maxBase64Size: e.MAX_BASE64_SIZE,
       maxMergeInputs: e.MAX_MERGE_INPUTS,
+      maxMergeBytes: e.MAX_MERGE_BYTES,
       maxInputPixels: e.MAX_INPUT_PIXELS,
+      uploadIdleTimeoutMs: e.UPLOAD_IDLE_TIMEOUT_MS,
+      maxUploadsInFlight: e.MAX_UPLOADS_IN_FLIGHT,
       acceptedTypes: e.ACCEPTED_TYPES,
     },
     render: {

@@ -34,6 +34,8 @@ export type ErrorCode =
   | 'ENCRYPTED_PDF'
   | 'RATE_LIMITED'
   | 'TOO_MANY_JOBS'
+  | 'TOO_MANY_UPLOADS'
+  | 'REQUEST_TIMEOUT'
   | 'DEPENDENCY_UNAVAILABLE'
   | 'JOB_TIMEOUT'
   | 'SIGNED_URLS_DISABLED'
@@ -287,6 +289,23 @@ export const Errors = {
       `This organization has ${cap} jobs waiting or running, its limit; try again when some have finished`,
       undefined,
       { headers: { 'Retry-After': '5' }, extra: { limit: cap } },
+    ),
+  /** An upload whose client sent nothing for `ms` (UPLOAD_IDLE_TIMEOUT_MS). */
+  uploadIdle: (ms: number) =>
+    new AppError(
+      'REQUEST_TIMEOUT',
+      408,
+      `The upload sent nothing for ${ms} ms and was cut; nothing of it was kept`,
+      undefined,
+      { extra: { limit: ms } },
+    ),
+  tooManyUploads: (cap: number) =>
+    new AppError(
+      'TOO_MANY_UPLOADS',
+      429,
+      `This token has ${cap} uploads in flight, its limit; try again when one has finished`,
+      undefined,
+      { headers: { 'Retry-After': '1' }, extra: { limit: cap } },
     ),
   unavailable: (dependency: 'MongoDB' | 'Redis' | 'storage', cause?: unknown) =>
     new AppError(

@@ -18,7 +18,12 @@ export function createAdapters(config: Config, logger: Logger): { images: ImageO
       render: (input, options) => images.render(input, options),
     },
     pdfs: {
-      merge: (inputs) => mergePdfs(inputs, {}, { logger: logger.child({ component: 'pdf' }) }),
+      merge: (inputs) =>
+        mergePdfs(
+          inputs,
+          { maxInputBytes: config.limits.maxMergeBytes },
+          { logger: logger.child({ component: 'pdf' }) },
+        ),
     },
   };
 }

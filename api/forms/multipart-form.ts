@@ -47,6 +47,9 @@ function parseMultipart<T>(
 ): Promise<{ fields: FormFields; files: T[] }> {
   const maxFields = limits.maxFields ?? 100;
   const maxParts = limits.maxParts ?? limits.maxFiles + maxFields;
+  // Set by the upload guard (api/middleware/upload-guard.ts) on upload routes.
+  const idleMs = (req.res?.locals as { uploadIdleTimeoutMs?: number } | undefined)
+    ?.uploadIdleTimeoutMs;
   return new Promise((resolve, reject) => {
     let bb: Busboy;
     try {
@@ -196,11 +199,38 @@ function parseMultipart<T>(
     });
 
     req.on('close', () => {
+      idle.stop();
       if (!req.complete)
         fail(Errors.badRequest('The client closed the connection before the body was complete'));
     });
+    const idle = idleTimer(req, () => fail(Errors.uploadIdle(idleMs!)), idleMs);
+    bb.once('close', () => idle.stop());
     req.pipe(bb);
   });
+}
+
+/**
+ * Calls `onIdle` when `req` has received nothing for `ms` while the server was
+ * ready to read (time paused by backpressure, storage being slow, does not
+ * count); no timer without `ms`.
+ */
+function idleTimer(req: Request, onIdle: () => void, ms: number | undefined) {
+  let timer: NodeJS.Timeout | undefined;
+  const stop = () => {
+    if (timer) clearTimeout(timer);
+    timer = undefined;
+  };
+  const arm = () => {
+    stop();
+    if (ms !== undefined && !req.complete) timer = setTimeout(onIdle, ms);
+  };
+  if (ms === undefined) return { stop };
+  req.on('data', arm);
+  req.on('pause', stop);
+  req.on('resume', arm);
+  req.once('end', stop);
+  arm();
+  return { stop };
 }
 
 /**

@@ -76,19 +76,23 @@ export class IngestService {
 
   /**
    * Streams a job input (a merge's uploaded PDF) to a temporary key under the
-   * organization's prefix; the job removes it when it ends.
+   * organization's prefix; the job removes it when it ends. `onBytes` sees
+   * every chunk's length as it arrives; what it throws aborts the upload.
    */
   async storeTemporary(
     org: Organization,
     source: Readable,
     filename: string | undefined,
     acceptedTypes: readonly string[],
+    onBytes?: (n: number) => void,
   ): Promise<StoredObject> {
     const stored = await this.streamToStore(
       source,
       filename,
       acceptedTypes.filter((t) => this.deps.limits.acceptedTypes.includes(t)),
       (_name, type) => `${org.slug}/.tmp/${randomUUID()}.${type.ext}`,
+      undefined,
+      onBytes,
     );
     return { ...stored, keyFolder: undefined };
   }
@@ -99,6 +103,7 @@ export class IngestService {
     acceptedTypes: readonly string[],
     keyOf: (name: string, type: MediaType) => string,
     budget?: QuotaBudget,
+    onBytes?: (n: number) => void,
   ): Promise<Omit<StoredObject, 'keyFolder'>> {
     const iterator = source[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
     const head = await readHead(iterator, DETECTION_BYTES);
@@ -113,6 +118,7 @@ export class IngestService {
       if (bytes > maxFileSize) throw Errors.fileTooLarge(maxFileSize, name);
       if (budget && (budget.remaining -= chunk.length) < 0)
         throw Errors.quotaExceeded(budget.quota);
+      onBytes?.(chunk.length);
       hash.update(chunk);
       return chunk;
     };

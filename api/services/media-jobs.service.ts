@@ -38,7 +38,8 @@ export interface ConvertInput {
   quality?: number | undefined;
 }
 
-type MergeInput = Promise<{ key: string; name: string }> | { storedKey: string };
+type ResolvedInput = { key: string; name: string; bytes: number };
+type MergeInput = Promise<ResolvedInput> | { storedKey: string };
 
 const MERGE_FIELDS = 'files, mediaKeys, folder, folderId';
 
@@ -49,7 +50,7 @@ export class MediaJobsService {
       media: MediaRepository;
       ingest: IngestService;
       folders: FoldersService;
-      limits: { maxFileSize: number; maxMergeInputs: number };
+      limits: { maxFileSize: number; maxMergeInputs: number; maxMergeBytes: number };
     },
   ) {}
 
@@ -81,7 +82,12 @@ export class MediaJobsService {
 
   /** Merges the PDFs a form names (`files` parts and `mediaKeys` fields, in form order). */
   async merge(org: Organization, form: FormReader, request: JobRequest): Promise<JobAnswer> {
-    const maxInputs = this.deps.limits.maxMergeInputs;
+    const { maxMergeInputs: maxInputs, maxMergeBytes } = this.deps.limits;
+    // Uploaded bytes as they stream: refused as soon as they alone are over the total.
+    let uploadedBytes = 0;
+    const meterUpload = (n: number) => {
+      if ((uploadedBytes += n) > maxMergeBytes) throw mergeTooLarge(uploadedBytes, maxMergeBytes);
+    };
     const inputs: MergeInput[] = [];
     const temporary: StoredObject[] = [];
     const addInput = (input: MergeInput) => {
@@ -119,10 +125,10 @@ export class MediaJobsService {
             const index = inputs.length;
             if (index >= maxInputs) throw Errors.tooManyFiles(maxInputs, 'merge inputs');
             const stored = this.deps.ingest
-              .storeTemporary(org, part.stream, part.filename, ['application/pdf'])
+              .storeTemporary(org, part.stream, part.filename, ['application/pdf'], meterUpload)
               .then((object) => {
                 temporary.push(object);
-                return { key: object.key, name: object.name };
+                return { key: object.key, name: object.name, bytes: object.bytes };
               })
               .catch((err: unknown) => {
                 throw isAppError(err) ? err.forInput(index, part.filename) : err;
@@ -141,6 +147,9 @@ export class MediaJobsService {
         ]);
       }
       const resolved = await this.resolveInputs(org, inputs);
+      // Every occurrence counts, as in the worker's check: refused before any job is queued.
+      const totalBytes = resolved.reduce((n, input) => n + input.bytes, 0);
+      if (totalBytes > maxMergeBytes) throw mergeTooLarge(totalBytes, maxMergeBytes, true);
       const folder = await this.deps.folders.resolve(org, {
         folder: lastField(fields, 'folder'),
         folderId: lastField(fields, 'folderId'),
@@ -152,7 +161,7 @@ export class MediaJobsService {
           requestId: request.requestId,
           origin: request.origin,
           tokenId: request.tokenId,
-          inputs: resolved,
+          inputs: resolved.map(({ key, name }) => ({ key, name })),
           folderId: folder?.id ?? null,
           temporaryKeys: temporary.map((t) => t.key),
         },
@@ -171,10 +180,7 @@ export class MediaJobsService {
   }
 
   /** Every input's key and name, in form order; one query for all the stored keys. */
-  private async resolveInputs(
-    org: Organization,
-    inputs: MergeInput[],
-  ): Promise<{ key: string; name: string }[]> {
+  private async resolveInputs(org: Organization, inputs: MergeInput[]): Promise<ResolvedInput[]> {
     const storedKeys = inputs.flatMap((i) => (i instanceof Promise ? [] : [i.storedKey]));
     const records = await this.deps.media.findByKeys(org.id, storedKeys);
     return Promise.all(
@@ -189,7 +195,7 @@ export class MediaJobsService {
             key,
           );
         }
-        return { key: record.key, name: record.name };
+        return { key: record.key, name: record.name, bytes: record.bytes };
       }),
     );
   }
@@ -203,6 +209,16 @@ export class MediaJobsService {
     }
     return record;
   }
+}
+
+/** 413 for a merge over `MAX_MERGE_BYTES` (`exact`: the whole total is known). */
+function mergeTooLarge(total: number, limit: number, exact = false) {
+  const mb = (n: number) => `${+(n / (1024 * 1024)).toFixed(1)} MB`;
+  return Errors.payloadTooLarge(
+    exact
+      ? `The PDFs to merge total ${mb(total)}, over the limit of ${mb(limit)}`
+      : `The PDFs to merge total more than the limit of ${mb(limit)}`,
+  ).withExtra({ limit });
 }
 
 /** `mediaKeys` as repeated fields, or one JSON array. */

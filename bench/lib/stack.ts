@@ -69,6 +69,8 @@ export class Stack {
       ...services.envFor('bench', port),
       MALLOC_ARENA_MAX: '2',
       RATE_LIMIT_MAX: '0',
+      // One token plays many clients: no cap on its uploads in flight (issue 15 point 10).
+      MAX_UPLOADS_IN_FLIGHT: '1000',
       ...extraEnv,
     };
     const config = loadConfig(env);

@@ -47,6 +47,8 @@ beforeAll(async () => {
       MAX_FILE_SIZE: String(MAX_FILE_SIZE),
       S3_PART_SIZE: String(5 * MiB),
       RATE_LIMIT_MAX: '0',
+      // One token plays many clients: no cap on its uploads in flight (issue 15 point 10).
+      MAX_UPLOADS_IN_FLIGHT: '1000',
     },
   });
   org = await harness.createOrg('load');

@@ -1,6 +1,7 @@
 import { CORPUS } from '../support/files';
+import { bombBehindDamage } from '../support/pdf-bombs';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { deflateSync } from 'node:zlib';
@@ -33,6 +34,7 @@ const READABLE: Record<string, number> = {
 
 const hasQpdf = spawnSync('qpdf', ['--version']).status === 0;
 const withQpdf = hasQpdf ? it : it.skip;
+const hasPrlimit = spawnSync('prlimit', ['--version']).status === 0;
 
 /** A PDF whose pages have the given sizes (pdf-lib, classic xref table so qpdf can rebuild it). */
 async function pdfWithPages(sizes: [number, number][]): Promise<Buffer> {
@@ -485,6 +487,59 @@ describe('mergePdfs', () => {
         expect.any(String),
       );
     } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a bomb behind damage before qpdf sees it (issue 15, point 2)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fake-qpdf-'));
+    try {
+      const called = join(dir, 'called');
+      const qpdf = join(dir, 'qpdf');
+      writeFileSync(qpdf, `#!/bin/sh\necho called > ${called}\nexit 2\n`);
+      chmodSync(qpdf, 0o755);
+      const e = await refusal(
+        mergePdfs(
+          [{ name: 'bomb.pdf', data: bombBehindDamage(128 * 1024 * 1024) }],
+          {},
+          { qpdfCommand: qpdf },
+        ),
+      );
+      expect(e).toMatchObject({ status: 422, code: 'UNREADABLE_MEDIA' });
+      expect(e.message).toMatch(/decompression bomb/);
+      expect(existsSync(called)).toBe(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('runs qpdf with an empty environment, under prlimit with its memory and CPU limits', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fake-qpdf-'));
+    process.env.PDFGUARD_SECRET = 'must-not-leak';
+    try {
+      const seen = join(dir, 'seen');
+      const qpdf = join(dir, 'qpdf');
+      writeFileSync(
+        qpdf,
+        `#!/bin/sh\n/usr/bin/env > ${seen}.env\n/bin/cat /proc/self/limits > ${seen}.limits\nexit 2\n`,
+      );
+      chmodSync(qpdf, 0o755);
+      const damaged = damage(await pdfWithPages([[100, 100]]));
+      await refusal(
+        mergePdfs(
+          [{ name: 'd.pdf', data: damaged }],
+          { qpdfMemoryBytes: 300 * 1024 * 1024, timeoutMs: 4_000 },
+          { qpdfCommand: qpdf },
+        ),
+      );
+      expect(readFileSync(`${seen}.env`, 'utf8')).not.toMatch(/PDFGUARD_SECRET|PATH=/);
+      if (hasPrlimit) {
+        const limits = readFileSync(`${seen}.limits`, 'utf8');
+        expect(limits).toMatch(new RegExp(`Max address space\\s+${300 * 1024 * 1024}\\s`));
+        expect(limits).toMatch(/Max cpu time\s+4\s/);
+      }
+    } finally {
+      delete process.env.PDFGUARD_SECRET;
       rmSync(dir, { recursive: true, force: true });
     }
   });

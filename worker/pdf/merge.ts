@@ -29,6 +29,7 @@
 import { createHash } from 'node:crypto';
 import { PDFDocument, type PDFPage } from 'pdf-lib';
 import { Errors } from '@shared/errors';
+import { estimateObjectCount } from './object-count';
 import { openInput, parseChecked } from './open';
 import {
   OBJECTS_PER_TICK,
@@ -166,27 +167,4 @@ function groupIdentical(inputs: PdfInput[]): Map<number, number[]> {
     result.set(index, group);
   });
   return result;
-}
-
-const WHITESPACE = new Set([0x00, 0x09, 0x0a, 0x0c, 0x0d, 0x20]);
-const OBJ = Buffer.from('obj', 'latin1');
-const OBJSTM = Buffer.from('/ObjStm', 'latin1');
-
-/**
- * About how many objects pdf-lib would build from `data`, without parsing it:
- * indirect object headers (`12 0 obj`: "obj" after whitespace, which "endobj"
- * is not) plus the `/N` of every object stream. An estimate, good enough to
- * refuse files of millions of tiny objects before they cost gigabytes.
- */
-function estimateObjectCount(data: Buffer): number {
-  let count = 0;
-  for (let at = data.indexOf(OBJ); at !== -1; at = data.indexOf(OBJ, at + OBJ.length)) {
-    if (at > 0 && WHITESPACE.has(data[at - 1]!)) count++;
-  }
-  for (let at = data.indexOf(OBJSTM); at !== -1; at = data.indexOf(OBJSTM, at + OBJSTM.length)) {
-    const around = data.toString('latin1', Math.max(0, at - 256), at + 256);
-    const n = /\/N\s+(\d{1,9})\b/.exec(around);
-    if (n) count += Number(n[1]);
-  }
-  return count;
 }

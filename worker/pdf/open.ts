@@ -10,8 +10,10 @@
  *     permission-only encryption is refused too: removing it would override
  *     the author's restrictions), and its page tree is walked within limits
  *     (page bombs: 413; deep or cyclic trees: 422; page-tree.ts).
- *  2. An input pdf-lib cannot parse is rewritten by qpdf (qpdf.ts) and parsed
- *     again. If qpdf fails, times out or is not installed, the input is
+ *  2. An input pdf-lib cannot parse is loaded again leniently within the same
+ *     decode budget (streams past the damage are measured: a bomb is refused
+ *     before qpdf sees it), then rewritten by qpdf (qpdf.ts, bounded in memory
+ *     and CPU) and parsed again. If qpdf fails, times out or is not installed, the input is
  *     unreadable (422); the log says why, the client message does not.
  *  3. Last resort, on the input as parsed (directly or after qpdf): when its
  *     catalog has no page tree (no /Pages, or /Pages null or lost) or an empty
@@ -58,7 +60,19 @@ export async function openInput(
     parseFailure = e;
   }
 
-  const repair = await repairWithQpdf(data, options.qpdfCommand ?? 'qpdf', lim.timeoutMs);
+  // qpdf would inflate the object streams pdf-lib never reached (it stopped at the
+  // damage): a lenient load within the same decode budget sees them first.
+  await refuseBombsBeforeRepair(data, lim.maxStructureBytes);
+  const repair = await repairWithQpdf(
+    data,
+    options.qpdfCommand ?? 'qpdf',
+    lim.timeoutMs,
+    {
+      memoryBytes: lim.qpdfMemoryBytes,
+      ...(options.prlimitCommand === undefined ? {} : { prlimitCommand: options.prlimitCommand }),
+    },
+    () => warnUnbounded(log),
+  );
   if (!repair.ok) {
     if (repair.reason === 'encrypted') throw new Refusal('encrypted');
     log?.warn(
@@ -88,6 +102,34 @@ export async function openInput(
     );
     throw new Refusal('unreadable', `after qpdf: ${e.reasonText}`, e.cause);
   }
+}
+
+let warnedUnbounded = false;
+function warnUnbounded(log: MergeOptions['logger']): void {
+  if (warnedUnbounded) return;
+  warnedUnbounded = true;
+  log?.warn(
+    'prlimit (util-linux) is not installed: qpdf repairs run without a memory or CPU limit',
+  );
+}
+
+/**
+ * A lenient load (invalid objects skipped, not fatal) within the decode
+ * budget, for a file the strict load gave up on: the object and
+ * cross-reference streams past the damage are measured before qpdf, which has
+ * no budget, is given the file. The document is dropped.
+ */
+async function refuseBombsBeforeRepair(data: Buffer, structureBudget: number): Promise<void> {
+  const decoding: DecodingBudget = { limit: structureBudget, left: structureBudget };
+  await loadWithinBudget(decoding, () =>
+    PDFDocument.load(data, {
+      ignoreEncryption: true,
+      throwOnInvalidObject: false,
+      updateMetadata: false,
+      parseSpeed: OBJECTS_PER_TICK,
+    }),
+  ).catch(() => undefined);
+  if (decoding.refused) throw new Refusal('structure-too-large', decoding.refused);
 }
 
 interface Parsed {

@@ -27,8 +27,10 @@ export interface MergeLimits {
    * do not count.
    */
   maxStructureBytes?: number;
-  /** Wall-clock limit of one qpdf repair, in milliseconds (the input is unreadable past it). */
+  /** Wall-clock limit of one qpdf repair, in milliseconds (the input is unreadable past it; also its CPU limit, rounded up to seconds). */
   timeoutMs?: number;
+  /** Address space of one qpdf repair, bytes (through prlimit, where installed). */
+  qpdfMemoryBytes?: number;
 }
 
 export interface MergeOptions {
@@ -36,6 +38,8 @@ export interface MergeOptions {
   logger?: Pick<Logger, 'warn' | 'info'>;
   /** The qpdf executable, looked up on the PATH unless absolute. */
   qpdfCommand?: string;
+  /** The prlimit executable (default `prlimit` on the PATH); null runs qpdf without it. */
+  prlimitCommand?: string | null;
 }
 
 export interface MergeResult {
@@ -59,6 +63,8 @@ export const PDF_MERGE_DEFAULTS: Readonly<Required<MergeLimits>> = {
   // their buffer by doubling).
   maxStructureBytes: 64 * 1024 * 1024,
   timeoutMs: 15_000,
+  // qpdf maps about 40 MB of libraries; stream data is copied, not held (--stream-data=preserve).
+  qpdfMemoryBytes: 512 * 1024 * 1024,
 };
 
 /** pdf-lib yields to the event loop after this many objects when parsing and saving. */

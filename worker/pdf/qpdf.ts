@@ -1,13 +1,47 @@
 /**
  * qpdf repair: rewrites a PDF pdf-lib could not parse, as a child process with
- * a wall-clock limit, a bounded stderr and a bounded output size. No shell is
- * involved; the bytes go through a private temporary directory that is always
- * removed.
+ * a wall-clock limit, a bounded stderr and a bounded output size, an empty
+ * environment and, where util-linux's `prlimit` is installed, bounded address
+ * space and CPU time (`prlimit --as=… --cpu=… -- qpdf …`; without it only the
+ * wall clock bounds qpdf, and a warning says so once). No shell is involved;
+ * the bytes go through a private temporary directory that is always removed.
  */
 import { spawn } from 'node:child_process';
+import { accessSync, constants } from 'node:fs';
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { delimiter, isAbsolute, join } from 'node:path';
+
+/** How qpdf is bounded besides the wall clock. */
+export interface QpdfBounds {
+  /** Address space of the qpdf process, bytes (prlimit --as). */
+  memoryBytes: number;
+  /** What `prlimit` to use (looked up on the PATH unless absolute; null: none). */
+  prlimitCommand?: string | null;
+}
+
+/** An executable on the PATH (or as given when absolute), resolved once per name; null when missing. */
+const resolved = new Map<string, string | null>();
+export function resolveExecutable(command: string): string | null {
+  if (resolved.has(command)) return resolved.get(command)!;
+  const candidates = isAbsolute(command)
+    ? [command]
+    : (process.env.PATH ?? '')
+        .split(delimiter)
+        .filter(Boolean)
+        .map((dir) => join(dir, command));
+  const found =
+    candidates.find((path) => {
+      try {
+        accessSync(path, constants.X_OK);
+        return true;
+      } catch {
+        return false;
+      }
+    }) ?? null;
+  resolved.set(command, found);
+  return found;
+}
 
 /** qpdf's stderr kept for the log (warnings can be many; the rest is dropped). */
 const MAX_QPDF_STDERR = 16 * 1024;
@@ -35,17 +69,28 @@ export async function repairWithQpdf(
   data: Buffer,
   command: string,
   timeoutMs: number,
+  bounds: QpdfBounds = { memoryBytes: 512 * 1024 * 1024 },
+  onUnbounded?: () => void,
 ): Promise<RepairOutcome> {
+  const qpdf = resolveExecutable(command);
+  if (!qpdf) return { ok: false, reason: 'not-installed', detail: `${command} not found` };
+  const prlimit =
+    bounds.prlimitCommand === null ? null : resolveExecutable(bounds.prlimitCommand ?? 'prlimit');
+  if (!prlimit) onUnbounded?.();
   const dir = await mkdtemp(join(tmpdir(), 'pdf-repair-'));
   try {
     const source = join(dir, 'in.pdf');
     const target = join(dir, 'out.pdf');
     await writeFile(source, data, { mode: 0o600 });
-    const run = await runQpdf(
-      command,
-      ['--stream-data=preserve', '--preserve-unreferenced', source, target],
-      timeoutMs,
-    );
+    const qpdfArgs = ['--stream-data=preserve', '--preserve-unreferenced', source, target];
+    const cpuSeconds = Math.max(1, Math.ceil(timeoutMs / 1000));
+    const run = prlimit
+      ? await runQpdf(
+          prlimit,
+          [`--as=${bounds.memoryBytes}`, `--cpu=${cpuSeconds}`, '--', qpdf, ...qpdfArgs],
+          timeoutMs,
+        )
+      : await runQpdf(qpdf, qpdfArgs, timeoutMs);
 
     if (run.spawnError === 'ENOENT') {
       return { ok: false, reason: 'not-installed', detail: `${command} not found` };
@@ -83,7 +128,12 @@ interface QpdfRun {
 
 function runQpdf(command: string, args: string[], timeoutMs: number): Promise<QpdfRun> {
   return new Promise((resolve) => {
-    const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'], windowsHide: true });
+    // An empty environment: qpdf needs none, and nothing of the worker's (secrets) reaches it.
+    const child = spawn(command, args, {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: {},
+      windowsHide: true,
+    });
     let stderr = '';
     let timedOut = false;
     let spawnError: string | undefined;

@@ -6,8 +6,10 @@
  * its name is the object's full address in the store. Inputs uploaded with
  * the request sit under the organization's temporary prefix; they are removed
  * when the job ends (here on success, by the worker's failure handler after
- * the last attempt).
+ * the last attempt). The inputs' total is checked from their sizes in the
+ * store before any is read (MAX_MERGE_BYTES).
  */
+import { Errors } from '@shared/errors';
 import { mergedKey } from '@shared/media/naming';
 import type { Processor } from '../registry';
 import { requireOrganization } from './inputs';
@@ -29,10 +31,22 @@ export const mergePdfsProcessor: Processor<
       return { mediaId: done.id };
     }
     if (organization instanceof Error) throw organization;
+    // The total first, from the store's sizes (the API checked the records; this is
+    // the second line): nothing is read for a merge over MAX_MERGE_BYTES.
+    const { maxFileSize, maxMergeBytes } = ctx.limits;
+    const sizes = await ctx.results.sizes(inputs.map(({ key }) => key));
+    const total = inputs.reduce((n, { key }) => n + sizes.get(key)!, 0);
+    if (total > maxMergeBytes) {
+      const mb = (n: number) => `${+(n / (1024 * 1024)).toFixed(1)} MB`;
+      throw Errors.payloadTooLarge(
+        `The PDFs to merge total ${mb(total)}, over the limit of ${mb(maxMergeBytes)}`,
+      ).withExtra({ limit: maxMergeBytes });
+    }
     // Each distinct key is read once, even when it is merged several times; several at once.
     const bytes = await ctx.results.readMany(
       inputs.map(({ key }) => key),
-      ctx.limits.maxFileSize,
+      maxFileSize,
+      maxMergeBytes,
     );
     const merged = await ctx.pdfs.merge(
       inputs.map(({ key, name }) => ({ name, data: bytes.get(key)! })),

@@ -173,34 +173,46 @@ export class ResultsService {
   }
 
   /**
-   * Reads several objects, `INPUT_READ_CONCURRENCY` at a time (each store
-   * round trip is mostly waiting), each whole and within `maxBytes`. The
-   * first failure stops further reads and is thrown once those in flight end.
+   * Sizes of several objects from the store's metadata (nothing read), the
+   * way `readMany` reads them; a key with no object is a 404.
    */
-  async readMany(keys: string[], maxBytes: number): Promise<Map<string, Buffer>> {
-    const distinct = [...new Set(keys)];
+  async sizes(keys: string[]): Promise<Map<string, number>> {
+    const sizes = new Map<string, number>();
+    await eachLimited(keys, async (key) => {
+      const info = await this.deps.store.stat(key);
+      if (!info) throw Errors.mediaNotFound(key);
+      sizes.set(key, info.size);
+    });
+    return sizes;
+  }
+
+  /**
+   * Reads several objects, `INPUT_READ_CONCURRENCY` at a time (each store
+   * round trip is mostly waiting), each whole and within `maxBytes`, all of
+   * them within `maxTotal` (413 past it: objects may have grown since their
+   * sizes were checked). The first failure stops further reads and is thrown
+   * once those in flight end.
+   */
+  async readMany(
+    keys: string[],
+    maxBytes: number,
+    maxTotal = Number.POSITIVE_INFINITY,
+  ): Promise<Map<string, Buffer>> {
     const bytes = new Map<string, Buffer>();
-    let next = 0;
-    let failure: { err: unknown } | undefined;
-    const reader = async () => {
-      while (!failure && next < distinct.length) {
-        const key = distinct[next++]!;
-        try {
-          bytes.set(key, await this.read(key, maxBytes));
-        } catch (err) {
-          failure ??= { err };
-        }
-      }
-    };
-    await Promise.all(
-      Array.from({ length: Math.min(INPUT_READ_CONCURRENCY, distinct.length) }, reader),
+    const total = { left: maxTotal, limit: maxTotal };
+    await eachLimited(
+      keys,
+      async (key) => void bytes.set(key, await this.read(key, maxBytes, total)),
     );
-    if (failure) throw failure.err;
     return bytes;
   }
 
   /** Reads a whole object into memory (inputs of image and PDF jobs), refusing more than `maxBytes`. */
-  async read(key: string, maxBytes: number): Promise<Buffer> {
+  async read(
+    key: string,
+    maxBytes: number,
+    total?: { left: number; limit: number },
+  ): Promise<Buffer> {
     const stream: Readable = await this.deps.store.get(key);
     const chunks: Buffer[] = [];
     let length = 0;
@@ -211,8 +223,38 @@ export class ResultsService {
         stream.destroy();
         throw Errors.fileTooLarge(maxBytes, key);
       }
+      if (total && (total.left -= buf.length) < 0) {
+        stream.destroy();
+        throw Errors.payloadTooLarge(
+          `The inputs read total more than the limit of ${total.limit} bytes`,
+        ).withExtra({ limit: total.limit });
+      }
       chunks.push(buf);
     }
     return Buffer.concat(chunks, length);
   }
+}
+
+/**
+ * Runs `work` once per distinct key, `INPUT_READ_CONCURRENCY` at a time. The
+ * first failure stops further starts and is thrown once those in flight end.
+ */
+async function eachLimited(keys: string[], work: (key: string) => Promise<void>): Promise<void> {
+  const distinct = [...new Set(keys)];
+  let next = 0;
+  let failure: { err: unknown } | undefined;
+  const runner = async () => {
+    while (!failure && next < distinct.length) {
+      const key = distinct[next++]!;
+      try {
+        await work(key);
+      } catch (err) {
+        failure ??= { err };
+      }
+    }
+  };
+  await Promise.all(
+    Array.from({ length: Math.min(INPUT_READ_CONCURRENCY, distinct.length) }, runner),
+  );
+  if (failure) throw failure.err;
 }
