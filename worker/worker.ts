@@ -20,6 +20,7 @@ import { createRedis, type RedisConnection } from '@shared/queue/redis';
 import { inSpan, jobContext, SpanKind, type JobTrace } from '@shared/tracing';
 import { observeChecks, type ReadinessChecks } from '@shared/readiness';
 import type { JobContext, WorkerContext } from './context';
+import { ownTemporaryKeys } from './processors/inputs';
 import type { ProcessorJob, Registry } from './registry';
 
 export interface RunningWorker {
@@ -133,17 +134,25 @@ export function createWorker(
     }
   };
 
+  // Only the keys under the job's organization's temporary prefix: a job written
+  // into Redis by hand must not remove another organization's objects.
   const removeTemporaryInputs = async (job: Job) => {
-    const temporaryKeys = (job.data as { temporaryKeys?: string[] }).temporaryKeys ?? [];
+    const data = job.data as { organizationId?: number; temporaryKeys?: unknown };
+    const listed = Array.isArray(data.temporaryKeys) ? data.temporaryKeys : [];
+    const temporaryKeys = listed.filter((k): k is string => typeof k === 'string');
     if (temporaryKeys.length === 0) return;
-    await ctx.store
-      .removeMany(temporaryKeys)
-      .catch((removeErr: unknown) =>
-        logger.error(
-          { err: removeErr, jobId: job.id, temporaryKeys },
-          'could not remove temporary inputs',
-        ),
+    try {
+      const { own, foreign } = await ownTemporaryKeys(ctx, data.organizationId, temporaryKeys);
+      if (foreign.length) {
+        logger.warn({ jobId: job.id, foreign }, 'job named temporary keys not of its organization');
+      }
+      if (own.length) await ctx.store.removeMany(own);
+    } catch (removeErr) {
+      logger.error(
+        { err: removeErr, jobId: job.id, temporaryKeys },
+        'could not remove temporary inputs',
       );
+    }
   };
 
   const workers = config.worker.queues.map((queue: QueueName) => {

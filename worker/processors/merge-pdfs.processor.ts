@@ -6,11 +6,12 @@
  * its name is the object's full address in the store. Inputs uploaded with
  * the request sit under the organization's temporary prefix; they are removed
  * when the job ends (here on success, by the worker's failure handler after
- * the last attempt).
+ * the last attempt). Every input and temporary key is checked against the
+ * organization before any is read or removed (processors/inputs.ts).
  */
 import { mergedKey } from '@shared/media/naming';
 import type { Processor } from '../registry';
-import { requireOrganization } from './inputs';
+import { requireOrganization, requireOwnInputs } from './inputs';
 
 export const mergePdfsProcessor: Processor<
   'pdf.merge',
@@ -18,13 +19,20 @@ export const mergePdfsProcessor: Processor<
 > = {
   name: 'pdf.merge',
   async process(job, ctx) {
+    const { organizationId, inputs, folderId, origin, tokenId, temporaryKeys } = job.data;
+    const organization = await requireOrganization(ctx, organizationId);
+    // Before anything is read or removed: every key is this organization's.
+    await requireOwnInputs(
+      ctx,
+      organization,
+      inputs.map(({ key }) => key),
+      temporaryKeys,
+    );
     const done = await ctx.results.existing(job.id);
     if (done) {
-      await ctx.store.removeMany(job.data.temporaryKeys);
+      await ctx.store.removeMany(temporaryKeys);
       return { mediaId: done.id };
     }
-    const { organizationId, inputs, folderId, origin, tokenId } = job.data;
-    const organization = await requireOrganization(ctx, organizationId);
     // Each distinct key is read once, even when it is merged several times; several at once.
     const bytes = await ctx.results.readMany(
       inputs.map(({ key }) => key),
@@ -46,7 +54,7 @@ export const mergePdfsProcessor: Processor<
       origin,
       createdBy: tokenId,
     });
-    await ctx.store.removeMany(job.data.temporaryKeys);
+    await ctx.store.removeMany(temporaryKeys);
     job.log.info({ key: record.key, inputs: inputs.length, pages: merged.pages }, 'merged');
     return { mediaId: record.id };
   },
