@@ -17,12 +17,12 @@ export const convertProcessor: Processor<
     const organization = await requireOrganization(ctx, organizationId);
     const source = await requireMedia(ctx, organizationId, key);
     const input = await ctx.results.read(source.key, ctx.limits.maxFileSize);
-    const output = await ctx.images.convert(
-      input,
-      format,
-      quality === undefined ? {} : { quality },
-    );
+    const output = await ctx.images.convert(input, format, {
+      ...(quality === undefined ? {} : { quality }),
+      timeoutMs: job.remainingMs(),
+    });
     const record = await ctx.results.write({
+      signal: job.signal,
       jobId: job.id,
       organization,
       folderId: source.folderId,

@@ -43,6 +43,7 @@ export const mergePdfsProcessor: Processor<
     );
     const key = await ctx.media.claimKey(job.id, organizationId, job.timestamp, mergedKey);
     const record = await ctx.results.write({
+      signal: job.signal,
       jobId: job.id,
       organization,
       folderId,

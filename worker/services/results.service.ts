@@ -39,6 +39,8 @@ export interface JobOutput {
    * with a token derived from the job id.
    */
   key?: string;
+  /** The job's time limit: once aborted, nothing more is written (a late result is dropped). */
+  signal?: AbortSignal;
 }
 
 /** Inputs a job reads from storage at once (a merge names up to MAX_MERGE_INPUTS of them). */
@@ -68,6 +70,7 @@ export class ResultsService {
   async write(output: JobOutput): Promise<MediaRecord> {
     const done = await this.existing(output.jobId);
     if (done) return done;
+    output.signal?.throwIfAborted();
     const folder =
       output.folderId === null
         ? null
@@ -95,10 +98,17 @@ export class ResultsService {
         this.deps.logger.warn({ err, orgId }, 'could not give back a failed result’s usage');
       });
     try {
+      output.signal?.throwIfAborted();
       await this.deps.store.put(key, output.data, { contentType: output.mimetype });
     } catch (err) {
       await release();
       throw err;
+    }
+    if (output.signal?.aborted) {
+      // The job failed while the object was written: no record, so no object either.
+      await release();
+      await this.deps.store.remove(key).catch(() => undefined);
+      output.signal.throwIfAborted();
     }
     try {
       return await this.deps.media.insert({
