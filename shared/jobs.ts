@@ -9,6 +9,7 @@
 import { QUEUE_NAMES, type QueueName } from './config';
 import type { RequestOrigin } from './db/models';
 import { AppError, type ErrorCode, type ErrorDetail } from './errors';
+import type { ResultRef } from './job-result';
 import type { ConvertFormat } from './media/formats';
 
 export type { QueueName };
@@ -61,7 +62,8 @@ export interface JobPayloads {
 export type MetadataResult = Record<string, unknown>;
 
 export interface JobResults {
-  'image.metadata': { metadata: MetadataResult };
+  /** Inline when small; a pointer to the stored result when large (shared/job-result.ts). */
+  'image.metadata': { metadata: MetadataResult } | ResultRef;
   'image.convert': { mediaId: number };
   'pdf.merge': { mediaId: number };
   'media.delete-folder': {

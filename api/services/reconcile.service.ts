@@ -23,6 +23,7 @@
  * merged PDFs at the bucket's root (`merged_<ms>.pdf`), keeping those whose
  * record (or, with no record, whose key claim) belongs to the organization.
  */
+import { RESULTS_SEGMENT } from '@shared/job-result';
 import { ROOT_KEY_PREFIX } from '@shared/media/naming';
 import type { MediaDeletion } from '@shared/media-deletion';
 import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
@@ -172,7 +173,7 @@ export class ReconcileService {
       key: o.key,
       bytes: o.size,
       lastModified: o.lastModified.toISOString(),
-      temporary: o.key.includes(TEMPORARY_SEGMENT),
+      temporary: o.key.includes(TEMPORARY_SEGMENT) || o.key.includes(RESULTS_SEGMENT),
     });
     /** Objects under the scope's own prefix: any record of that key makes them known. */
     const checkPrefixed = async (batch: Listed[]) => {

@@ -34,6 +34,13 @@ const UNFINISHED_STATES = [
   'waiting-children',
 ] as const;
 
+/**
+ * Entries kept in each queue's events stream (about 5 per job; a `completed`
+ * entry carries the return value, at most RESULT_INLINE_MAX_BYTES): a few
+ * hundred jobs of slack for the API's QueueEvents, at most ~32 MB per queue.
+ */
+export const EVENTS_MAX_LEN = 2_000;
+
 /** How long a wait gives the events connection to come back before answering `unavailable`. */
 export const EVENTS_READY_GRACE_MS = 2_000;
 
@@ -153,6 +160,8 @@ export class BullJobQueue implements JobQueue {
       queue = new Queue(name, {
         connection: this.producer(),
         prefix: this.config.queuePrefix,
+        // The events stream is trimmed to about this many entries (BullMQ's default: 10,000).
+        streams: { events: { maxLen: EVENTS_MAX_LEN } },
       });
       queue.on('error', (err) => this.logger.warn({ err, queue: name }, 'queue error'));
       this.queues.set(name, queue);
