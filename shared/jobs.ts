@@ -90,6 +90,14 @@ export const JOB_OPTIONS = {
   removeOnFail: { age: 7 * 24 * 3_600, count: 10_000 },
 } as const;
 
+/**
+ * Entries kept in each queue's events stream (BullMQ's `streams.events.maxLen`,
+ * default 10,000): about 5 per job, a `completed` entry carrying the return
+ * value (at most RESULT_INLINE_MAX_BYTES): a few hundred jobs of slack for the
+ * API's QueueEvents, at most ~32 MB per queue.
+ */
+export const EVENTS_MAX_LEN = 2_000;
+
 /** Job ids carry their queue, so a status URL finds the job without searching. */
 export function newJobId(name: JobName, uuid: string): string {
   return `${JOB_QUEUES[name]}-${uuid}`;

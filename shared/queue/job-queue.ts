@@ -9,6 +9,7 @@ import { QUEUE_NAMES, type Config, type QueueName } from '../config';
 import { Errors, isAppError, type AppError } from '../errors';
 import {
   type JobProgress,
+  EVENTS_MAX_LEN,
   JOB_OPTIONS,
   JOB_QUEUES,
   decodeJobError,
@@ -33,13 +34,6 @@ const UNFINISHED_STATES = [
   'active',
   'waiting-children',
 ] as const;
-
-/**
- * Entries kept in each queue's events stream (about 5 per job; a `completed`
- * entry carries the return value, at most RESULT_INLINE_MAX_BYTES): a few
- * hundred jobs of slack for the API's QueueEvents, at most ~32 MB per queue.
- */
-export const EVENTS_MAX_LEN = 2_000;
 
 /** How long a wait gives the events connection to come back before answering `unavailable`. */
 export const EVENTS_READY_GRACE_MS = 2_000;
@@ -103,11 +97,7 @@ export class BullJobQueue implements JobQueue {
   private readonly events = new Map<QueueName, QueueEvents>();
   /** Each QueueEvents' own connection (watched by `wait`). */
   private readonly eventsConnections = new Map<QueueName, RedisConnection>();
-  /**
-   * The waits to end when a queue's events connection closes: one `close`
-   * listener per connection fans out to them (a listener per wait would pile
-   * up past EventEmitter's limit under load).
-   */
+  /** Waits to end when a queue's events connection closes (one `close` listener fans out). */
   private readonly onEventsLost = new Map<QueueName, Set<() => void>>();
   private readonly connections: RedisConnection[] = [];
 
@@ -160,7 +150,6 @@ export class BullJobQueue implements JobQueue {
       queue = new Queue(name, {
         connection: this.producer(),
         prefix: this.config.queuePrefix,
-        // The events stream is trimmed to about this many entries (BullMQ's default: 10,000).
         streams: { events: { maxLen: EVENTS_MAX_LEN } },
       });
       queue.on('error', (err) => this.logger.warn({ err, queue: name }, 'queue error'));
@@ -199,10 +188,7 @@ export class BullJobQueue implements JobQueue {
     );
   }
 
-  /**
-   * Queues a job, if its organization is under its cap of unfinished jobs
-   * (else 429 TOO_MANY_JOBS), with a priority from how many it has unfinished.
-   */
+  /** Queues a job under its organization's cap (else 429), prioritized by its unfinished ones. */
   async add<N extends JobName>(name: N, payload: JobPayloads[N], jobUuid: string): Promise<string> {
     const jobId = newJobId(name, jobUuid);
     const queue = JOB_QUEUES[name];
@@ -321,11 +307,7 @@ export class BullJobQueue implements JobQueue {
     };
   }
 
-  /**
-   * The temporary inputs (`temporaryKeys` of their payloads) of every job not
-   * finished yet, in any queue: a job owns them until it ends (reconciliation
-   * must not take them for orphans).
-   */
+  /** Every unfinished job's `temporaryKeys`: owned until the job ends (not orphans). */
   async temporaryKeysInUse(): Promise<Set<string>> {
     const keys = new Set<string>();
     // A fresh connection (the CLI's) may not be up yet: wait for it, boundedly.
