@@ -159,6 +159,10 @@ export async function createApiContext(
       publicBaseUrl: config.publicBaseUrl,
       bucket: config.bucket,
       waitMs: config.jobWaitMs,
+      store,
+      // The stored form of a result is at most a third larger than the image it describes.
+      maxResultBytes: 2 * config.limits.maxFileSize + 1024 * 1024,
+      logger,
     });
     const folders = new FoldersService({ folders: data.repositories.folders, media, jobs });
     const deletion = new MediaDeletion({ media, usage, store, logger });

@@ -375,6 +375,8 @@ const variables = z.object({
   MAX_PENDING_JOBS: int(200, 1),
   WORKER_QUEUES: queues,
   JOB_LOCK_MS: int(30_000, 1_000),
+  // Longest a job may run (every queue); past it the job fails with 422 PROCESSING_TIMEOUT.
+  JOB_TIMEOUT_MS: int(120_000, 100),
   WORKER_CONCURRENCY: concurrency,
   SHUTDOWN_TIMEOUT_MS: int(25_000, 100),
   DASHBOARD_USER: optionalString,
@@ -595,6 +597,8 @@ export interface Config {
     concurrency: Record<QueueName, number>;
     /** How long a worker's lock on a job lasts without renewal; a dead worker's job is retried after it. */
     lockMs: number;
+    /** Longest a job may run; past it it fails for good (422 PROCESSING_TIMEOUT) and frees its slot. */
+    jobTimeoutMs: number;
     /** Port of the worker's health and metrics server (0: any free port). */
     port: number;
   };
@@ -787,6 +791,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       queues: e.WORKER_QUEUES,
       concurrency: e.WORKER_CONCURRENCY,
       lockMs: e.JOB_LOCK_MS,
+      jobTimeoutMs: e.JOB_TIMEOUT_MS,
       port: e.WORKER_PORT,
     },
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,

@@ -39,6 +39,7 @@ export type ErrorCode =
   | 'DEPENDENCY_UNAVAILABLE'
   | 'JOB_TIMEOUT'
   | 'SIGNED_URLS_DISABLED'
+  | 'PROCESSING_TIMEOUT'
   | 'INTERNAL';
 
 export interface ErrorDetail {
@@ -314,6 +315,13 @@ export const Errors = {
       `${dependency} is unavailable; try again shortly`,
       undefined,
       { cause, headers: { 'Retry-After': '5' }, extra: { dependency } },
+    ),
+  /** A job ran past JOB_TIMEOUT_MS: stopped, not retried (the same input would cost as much again). */
+  processingTimeout: (limitMs: number) =>
+    new AppError(
+      'PROCESSING_TIMEOUT',
+      422,
+      `Processing took longer than the limit of ${+(limitMs / 1000).toFixed(1)} s and was stopped`,
     ),
   jobTimeout: (jobId: string, statusUrl: string) =>
     new AppError(

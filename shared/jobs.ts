@@ -9,6 +9,7 @@
 import { QUEUE_NAMES, type QueueName } from './config';
 import type { RequestOrigin } from './db/models';
 import { AppError, type ErrorCode, type ErrorDetail } from './errors';
+import type { ResultRef } from './job-result';
 import type { ConvertFormat } from './media/formats';
 import type { RenderOptions } from './media/render-options';
 
@@ -68,7 +69,8 @@ export interface JobPayloads {
 export type MetadataResult = Record<string, unknown>;
 
 export interface JobResults {
-  'image.metadata': { metadata: MetadataResult };
+  /** Inline when small; a pointer to the stored result when large (shared/job-result.ts). */
+  'image.metadata': { metadata: MetadataResult } | ResultRef;
   'image.convert': { mediaId: number };
   'image.render': { variant: StoredVariant };
   'pdf.merge': { mediaId: number };
@@ -106,6 +108,14 @@ export const JOB_OPTIONS = {
   // Failed jobs are kept a week for the dashboard, at most 10,000.
   removeOnFail: { age: 7 * 24 * 3_600, count: 10_000 },
 } as const;
+
+/**
+ * Entries kept in each queue's events stream (BullMQ's `streams.events.maxLen`,
+ * default 10,000): about 5 per job, a `completed` entry carrying the return
+ * value (at most RESULT_INLINE_MAX_BYTES): a few hundred jobs of slack for the
+ * API's QueueEvents, at most ~32 MB per queue.
+ */
+export const EVENTS_MAX_LEN = 2_000;
 
 /** Job ids carry their queue, so a status URL finds the job without searching. */
 export function newJobId(name: JobName, uuid: string): string {

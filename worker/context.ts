@@ -24,7 +24,7 @@ export interface ImageOps {
   convert(
     input: Buffer,
     format: JobPayloads['image.convert']['format'],
-    options: { quality?: number },
+    options: { quality?: number; timeoutMs?: number },
   ): Promise<{ data: Buffer; mime: string; ext: string }>;
   render(
     input: Buffer,

@@ -24,6 +24,10 @@ export interface ProcessorJob<N extends JobName> {
   log: Logger;
   /** Reports how far a long job has come (its status URL shows it). */
   progress(progress: JobProgress): Promise<void>;
+  /** Aborted when the job runs past JOB_TIMEOUT_MS (its reason the PROCESSING_TIMEOUT error). */
+  signal: AbortSignal;
+  /** Milliseconds left before the job's time limit. */
+  remainingMs(): number;
 }
 
 /**

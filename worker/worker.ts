@@ -20,6 +20,7 @@ import { createRedis, type RedisConnection } from '@shared/queue/redis';
 import { inSpan, jobContext, SpanKind, type JobTrace } from '@shared/tracing';
 import { observeChecks, type ReadinessChecks } from '@shared/readiness';
 import type { JobContext, WorkerContext } from './context';
+import { ownTemporaryKeys } from './processors/inputs';
 import type { ProcessorJob, Registry } from './registry';
 
 export interface RunningWorker {
@@ -91,6 +92,19 @@ export function createWorker(
     const started = performance.now();
     const observe = (outcome: 'completed' | 'failed' | 'retried') =>
       metrics.observeJob(job.queueName, job.name, outcome, (performance.now() - started) / 1000);
+    // The job's time limit: past it the job fails for good (422) and its slot is freed at
+    // once; the signal stops what can be stopped (sharp's own timeout, result writes).
+    const limitMs = config.worker.jobTimeoutMs;
+    const deadline = Date.now() + limitMs;
+    const controller = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => {
+        const err = Errors.processingTimeout(limitMs);
+        controller.abort(err);
+        reject(err);
+      }, limitMs);
+    });
     try {
       const view: ProcessorJob<JobName> = {
         id: job.id,
@@ -100,11 +114,17 @@ export function createWorker(
         attemptsMade: job.attemptsMade,
         log,
         progress: (progress) => job.updateProgress(progress),
+        signal: controller.signal,
+        remainingMs: () => Math.max(0, deadline - Date.now()),
       };
       // The registry guarantees the processor matches the job's name.
-      const result = await (
-        processor.process as (j: typeof view, c: JobContext) => Promise<unknown>
-      )(view, ctx);
+      const processing = (processor.process as (j: typeof view, c: JobContext) => Promise<unknown>)(
+        view,
+        ctx,
+      );
+      // Still running when the time is up: its outcome no longer matters.
+      processing.catch(() => undefined);
+      const result = await Promise.race([processing, timedOut]);
       log.info({ ms: Math.round(performance.now() - started) }, 'job completed');
       observe('completed');
       await release(job);
@@ -130,20 +150,30 @@ export function createWorker(
       const appError = isAppError(err) ? err : Errors.internal(err);
       log.warn({ ms, err, final }, final ? 'job failed' : 'job failed; it will be retried');
       throw new Error(encodeJobError(appError), { cause: err });
+    } finally {
+      clearTimeout(timer);
     }
   };
 
+  // Only the keys under the job's organization's temporary prefix: a job written
+  // into Redis by hand must not remove another organization's objects.
   const removeTemporaryInputs = async (job: Job) => {
-    const temporaryKeys = (job.data as { temporaryKeys?: string[] }).temporaryKeys ?? [];
+    const data = job.data as { organizationId?: number; temporaryKeys?: unknown };
+    const listed = Array.isArray(data.temporaryKeys) ? data.temporaryKeys : [];
+    const temporaryKeys = listed.filter((k): k is string => typeof k === 'string');
     if (temporaryKeys.length === 0) return;
-    await ctx.store
-      .removeMany(temporaryKeys)
-      .catch((removeErr: unknown) =>
-        logger.error(
-          { err: removeErr, jobId: job.id, temporaryKeys },
-          'could not remove temporary inputs',
-        ),
+    try {
+      const { own, foreign } = await ownTemporaryKeys(ctx, data.organizationId, temporaryKeys);
+      if (foreign.length) {
+        logger.warn({ jobId: job.id, foreign }, 'job named temporary keys not of its organization');
+      }
+      if (own.length) await ctx.store.removeMany(own);
+    } catch (removeErr) {
+      logger.error(
+        { err: removeErr, jobId: job.id, temporaryKeys },
+        'could not remove temporary inputs',
       );
+    }
   };
 
   const workers = config.worker.queues.map((queue: QueueName) => {

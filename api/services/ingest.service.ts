@@ -17,7 +17,7 @@ import {
   normaliseMime,
   type MediaType,
 } from '@shared/media/media-types';
-import { buildKey, keyBaseName, safeDisplayName } from '@shared/media/naming';
+import { buildKey, keyBaseName, safeDisplayName, temporaryPrefix } from '@shared/media/naming';
 import type { Folder } from '@shared/repositories/folders.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
 import type { ObjectStore } from '@shared/storage/object-store';
@@ -90,7 +90,7 @@ export class IngestService {
       source,
       filename,
       acceptedTypes.filter((t) => this.deps.limits.acceptedTypes.includes(t)),
-      (_name, type) => `${org.slug}/.tmp/${randomUUID()}.${type.ext}`,
+      (_name, type) => `${temporaryPrefix(org.slug)}${randomUUID()}.${type.ext}`,
       undefined,
       onBytes,
     );

@@ -5,8 +5,16 @@
  * out (504). The status URL answers with what the original request would have.
  */
 import { randomUUID } from 'node:crypto';
-import { Errors } from '@shared/errors';
+import { Errors, isAppError } from '@shared/errors';
+import {
+  decodeStoredResult,
+  isResultRef,
+  RESULTS_SEGMENT,
+  type ResultRef,
+} from '@shared/job-result';
 import type { JobName, JobPayloads, JobProgress, JobResults } from '@shared/jobs';
+import type { Logger } from '@shared/logger';
+import type { ObjectStore } from '@shared/storage/object-store';
 import type { JobQueue, JobSnapshot } from '@shared/queue/job-queue';
 import type { MediaRepository } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
@@ -33,6 +41,11 @@ export class JobsService {
       /** The storage container's name, shown in records. */
       bucket: string;
       waitMs: number;
+      /** Where large results wait for the API (shared/job-result.ts). */
+      store: ObjectStore;
+      /** Largest stored result read back. */
+      maxResultBytes: number;
+      logger: Logger;
     },
   ) {}
 
@@ -57,7 +70,7 @@ export class JobsService {
     const outcome = await this.deps.queue.wait(name, jobId, this.deps.waitMs);
     switch (outcome.state) {
       case 'completed':
-        return this.answer(name, outcome.result, payload.organizationId);
+        return this.answer(name, jobId, outcome.result, payload.organizationId);
       case 'failed':
         throw outcome.error.withExtra({ jobId });
       case 'timeout':
@@ -112,7 +125,12 @@ export class JobsService {
 
   private async answerFor(job: JobSnapshot): Promise<JobAnswer> {
     if (job.state === 'completed') {
-      return this.answer(job.name, job.result as JobResults[JobName], job.data.organizationId);
+      return this.answer(
+        job.name,
+        job.id,
+        job.result as JobResults[JobName],
+        job.data.organizationId,
+      );
     }
     if (job.state === 'failed') {
       throw (job.error ?? Errors.internal()).withExtra({ jobId: job.id });
@@ -126,11 +144,44 @@ export class JobsService {
     };
   }
 
+  /**
+   * A large result the worker stored: read, removed (it is gone once the API
+   * has answered; a second ask finds the job but not its result: 404), decoded.
+   */
+  private async storedResult(jobId: string, key: string): Promise<unknown> {
+    // Only the job's own result, under an organization's results prefix.
+    if (!key.endsWith(`${RESULTS_SEGMENT}${jobId}.json`) || key.split('/').length !== 3) {
+      throw Errors.internal(new Error(`job ${jobId} points at "${key}", not its result`));
+    }
+    let bytes: Buffer;
+    try {
+      const chunks: Buffer[] = [];
+      let length = 0;
+      for await (const chunk of await this.deps.store.get(key)) {
+        length += (chunk as Buffer).length;
+        if (length > this.deps.maxResultBytes) throw new Error(`result ${key} is too large`);
+        chunks.push(chunk as Buffer);
+      }
+      bytes = Buffer.concat(chunks, length);
+    } catch (err) {
+      if (isAppError(err) && err.status === 404) throw Errors.jobNotFound(jobId);
+      throw err;
+    }
+    await this.deps.store.remove(key).catch((err: unknown) => {
+      this.deps.logger.warn({ err, key }, 'could not remove a job result read back');
+    });
+    return decodeStoredResult(bytes);
+  }
+
   private async answer<N extends JobName>(
     name: N,
-    result: JobResults[N],
+    jobId: string,
+    stored: JobResults[N],
     organizationId: number,
   ): Promise<JobAnswer> {
+    const result = (
+      isResultRef(stored) ? await this.storedResult(jobId, stored.resultRef.key) : stored
+    ) as Exclude<JobResults[JobName], ResultRef>;
     if ('metadata' in result) return { kind: 'done', data: result.metadata, creates: false };
     if ('folder' in result) return { kind: 'done', data: result, creates: false };
     if ('variant' in result) return { kind: 'done', data: result.variant, creates: false };

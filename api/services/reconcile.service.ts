@@ -28,6 +28,7 @@
  * whose source is gone is listed (`variant: true`) and removed with `fix`.
  * They are listed under `.variants/<org slug>/` in an organization's scope.
  */
+import { RESULTS_SEGMENT } from '@shared/job-result';
 import { ROOT_KEY_PREFIX } from '@shared/media/naming';
 import { sourceOfVariantKey, VARIANTS_PREFIX } from '@shared/media/render-options';
 import type { MediaDeletion } from '@shared/media-deletion';
@@ -180,7 +181,7 @@ export class ReconcileService {
       key: o.key,
       bytes: o.size,
       lastModified: o.lastModified.toISOString(),
-      temporary: o.key.includes(TEMPORARY_SEGMENT),
+      temporary: o.key.includes(TEMPORARY_SEGMENT) || o.key.includes(RESULTS_SEGMENT),
       variant: sourceOfVariantKey(o.key) !== null,
     });
     /**

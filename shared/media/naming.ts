@@ -132,6 +132,23 @@ export function buildKey(parts: KeyParts, token = randomToken()): string {
     : `${parts.orgSlug}/${file}`;
 }
 
+/** Where a job's temporary inputs live (a merge's uploaded PDFs): `<org>/.tmp/`. */
+export function temporaryPrefix(orgSlug: string): string {
+  return `${orgSlug}/.tmp/`;
+}
+
+/**
+ * True when `key` is one of the organization's temporary keys: directly under
+ * its `.tmp/` prefix, one segment of key-safe characters, no `..` (a job
+ * written into Redis by hand must not reach another organization's objects).
+ */
+export function isTemporaryKeyOf(orgSlug: string, key: string): boolean {
+  const prefix = temporaryPrefix(orgSlug);
+  if (!key.startsWith(prefix)) return false;
+  const rest = key.slice(prefix.length);
+  return /^[A-Za-z0-9_][A-Za-z0-9._-]*$/.test(rest) && !rest.includes('..');
+}
+
 /**
  * Merged PDFs are the only objects at the bucket's root: `merged_<ms>.pdf`
  * (the interface's form), attributed to an organization through their record

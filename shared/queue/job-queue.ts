@@ -9,6 +9,7 @@ import { QUEUE_NAMES, type Config, type QueueName } from '../config';
 import { Errors, isAppError, type AppError } from '../errors';
 import {
   type JobProgress,
+  EVENTS_MAX_LEN,
   JOB_OPTIONS,
   JOB_QUEUES,
   decodeJobError,
@@ -103,11 +104,7 @@ export class BullJobQueue implements JobQueue {
   private readonly events = new Map<QueueName, QueueEvents>();
   /** Each QueueEvents' own connection (watched by `wait`). */
   private readonly eventsConnections = new Map<QueueName, RedisConnection>();
-  /**
-   * The waits to end when a queue's events connection closes: one `close`
-   * listener per connection fans out to them (a listener per wait would pile
-   * up past EventEmitter's limit under load).
-   */
+  /** Waits to end when a queue's events connection closes (one `close` listener fans out). */
   private readonly onEventsLost = new Map<QueueName, Set<() => void>>();
   private readonly connections: RedisConnection[] = [];
 
@@ -160,6 +157,7 @@ export class BullJobQueue implements JobQueue {
       queue = new Queue(name, {
         connection: this.producer(),
         prefix: this.config.queuePrefix,
+        streams: { events: { maxLen: EVENTS_MAX_LEN } },
       });
       queue.on('error', (err) => this.logger.warn({ err, queue: name }, 'queue error'));
       this.queues.set(name, queue);
@@ -199,10 +197,7 @@ export class BullJobQueue implements JobQueue {
     );
   }
 
-  /**
-   * Queues a job, if its organization is under its cap of unfinished jobs
-   * (else 429 TOO_MANY_JOBS), with a priority from how many it has unfinished.
-   */
+  /** Queues a job under its organization's cap (else 429), prioritized by its unfinished ones. */
   async add<N extends JobName>(name: N, payload: JobPayloads[N], jobUuid: string): Promise<string> {
     const jobId = newJobId(name, jobUuid);
     const queue = JOB_QUEUES[name];
@@ -331,11 +326,7 @@ export class BullJobQueue implements JobQueue {
     }
   }
 
-  /**
-   * The temporary inputs (`temporaryKeys` of their payloads) of every job not
-   * finished yet, in any queue: a job owns them until it ends (reconciliation
-   * must not take them for orphans).
-   */
+  /** Every unfinished job's `temporaryKeys`: owned until the job ends (not orphans). */
   async temporaryKeysInUse(): Promise<Set<string>> {
     const keys = new Set<string>();
     // A fresh connection (the CLI's) may not be up yet: wait for it, boundedly.

@@ -82,7 +82,7 @@ export const ENCODERS: Record<ConvertFormat, (image: Sharp, quality: number | un
 export async function convertImage(
   input: Buffer,
   target: ConvertFormat,
-  options: { quality?: number },
+  options: { quality?: number; timeoutMs?: number },
   maxInputPixels: number,
 ): Promise<ConvertResult> {
   const encode = Object.hasOwn(ENCODERS, target) ? ENCODERS[target] : undefined;
@@ -109,6 +109,10 @@ export async function convertImage(
       : sharp(input, { ...decodeOptions(maxInputPixels), autoOrient: true });
   if (target === 'jpeg' && meta.hasAlpha) image = image.flatten({ background: '#ffffff' });
   try {
+    // libvips stops the pipeline past the job's remaining time (whole seconds, at least one).
+    if (options.timeoutMs !== undefined) {
+      image = image.timeout({ seconds: Math.max(1, Math.ceil(options.timeoutMs / 1000)) });
+    }
     const { data, info } = await encode(image, quality).toBuffer({ resolveWithObject: true });
     return {
       data,
@@ -118,6 +122,9 @@ export async function convertImage(
       ext: FORMAT_EXT[target],
     };
   } catch (err) {
+    if (options.timeoutMs !== undefined && /timeout/i.test((err as Error).message)) {
+      throw Errors.processingTimeout(options.timeoutMs);
+    }
     throw await sharpError(err, input, maxInputPixels);
   }
 }

@@ -52,7 +52,7 @@ export class ImageAdapter {
   convert(
     input: Buffer,
     target: ConvertFormat,
-    options: { quality?: number } = {},
+    options: { quality?: number; timeoutMs?: number } = {},
   ): Promise<ConvertResult> {
     return convertImage(input, target, options, this.maxInputPixels);
   }

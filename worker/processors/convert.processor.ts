@@ -23,12 +23,12 @@ export const convertProcessor: Processor<
     if (organization instanceof Error) throw organization;
     if (source instanceof Error) throw source;
     const input = await ctx.results.read(source.key, ctx.limits.maxFileSize);
-    const output = await ctx.images.convert(
-      input,
-      format,
-      quality === undefined ? {} : { quality },
-    );
+    const output = await ctx.images.convert(input, format, {
+      ...(quality === undefined ? {} : { quality }),
+      timeoutMs: job.remainingMs(),
+    });
     const record = await ctx.results.write({
+      signal: job.signal,
       jobId: job.id,
       organization,
       folderId: source.folderId,

@@ -7,12 +7,14 @@
  * the request sit under the organization's temporary prefix; they are removed
  * when the job ends (here on success, by the worker's failure handler after
  * the last attempt). The inputs' total is checked from their sizes in the
- * store before any is read (MAX_MERGE_BYTES).
+ * store before any is read (MAX_MERGE_BYTES); every input and temporary key
+ * is checked against the organization before any is read or removed
+ * (processors/inputs.ts).
  */
 import { Errors } from '@shared/errors';
 import { mergedKey } from '@shared/media/naming';
 import type { Processor } from '../registry';
-import { requireOrganization } from './inputs';
+import { requireOrganization, requireOwnInputs } from './inputs';
 
 export const mergePdfsProcessor: Processor<
   'pdf.merge',
@@ -20,17 +22,27 @@ export const mergePdfsProcessor: Processor<
 > = {
   name: 'pdf.merge',
   async process(job, ctx) {
-    const { organizationId, inputs, folderId, origin, tokenId } = job.data;
+    const { organizationId, inputs, folderId, origin, tokenId, temporaryKeys } = job.data;
     // A previous attempt's record and the organization: one round trip's time.
     const [done, organization] = await Promise.all([
       ctx.results.existing(job.id),
       requireOrganization(ctx, organizationId).catch((err: unknown) => err as Error),
     ]);
+    if (organization instanceof Error) {
+      if (done) return { mediaId: done.id };
+      throw organization;
+    }
+    // Before anything is read or removed: every key is this organization's.
+    await requireOwnInputs(
+      ctx,
+      organization,
+      inputs.map(({ key }) => key),
+      temporaryKeys,
+    );
     if (done) {
-      await ctx.store.removeMany(job.data.temporaryKeys);
+      await ctx.store.removeMany(temporaryKeys);
       return { mediaId: done.id };
     }
-    if (organization instanceof Error) throw organization;
     // The total first, from the store's sizes (the API checked the records; this is
     // the second line): nothing is read for a merge over MAX_MERGE_BYTES.
     const { maxFileSize, maxMergeBytes } = ctx.limits;
@@ -53,6 +65,7 @@ export const mergePdfsProcessor: Processor<
     );
     const key = await ctx.media.claimKey(job.id, organizationId, job.timestamp, mergedKey);
     const record = await ctx.results.write({
+      signal: job.signal,
       jobId: job.id,
       organization,
       folderId,
@@ -64,7 +77,7 @@ export const mergePdfsProcessor: Processor<
       origin,
       createdBy: tokenId,
     });
-    await ctx.store.removeMany(job.data.temporaryKeys);
+    await ctx.store.removeMany(temporaryKeys);
     job.log.info({ key: record.key, inputs: inputs.length, pages: merged.pages }, 'merged');
     return { mediaId: record.id };
   },

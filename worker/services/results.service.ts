@@ -39,6 +39,8 @@ export interface JobOutput {
    * with a token derived from the job id.
    */
   key?: string;
+  /** The job's time limit: once aborted, nothing more is written (a late result is dropped). */
+  signal?: AbortSignal;
 }
 
 /** Inputs a job reads from storage at once (a merge names up to MAX_MERGE_INPUTS of them). */
@@ -72,6 +74,7 @@ export class ResultsService {
    * refuses the second one and that record is answered.
    */
   async write(output: JobOutput): Promise<MediaRecord> {
+    output.signal?.throwIfAborted();
     const folder =
       output.folderId === null
         ? null
@@ -114,6 +117,12 @@ export class ResultsService {
       if (reserved.status === 'rejected') throw reserved.reason;
       if (!reserved.value) throw Errors.quotaExceeded(quotaBytes ?? 0);
       throw (put as PromiseRejectedResult).reason;
+    }
+    if (output.signal?.aborted) {
+      // The job failed while the object was written: no record, so no object either.
+      await release();
+      await this.removeUnrecorded(key, output.jobId);
+      output.signal.throwIfAborted();
     }
     try {
       return await this.deps.media.insert(

@@ -197,6 +197,8 @@ describe('with a worker', () => {
       attemptsMade: 0,
       log: worker.ctx.logger,
       progress: () => Promise.resolve(),
+      signal: new AbortController().signal,
+      remainingMs: () => 60_000,
     };
     const first = await convertProcessor.process(job, worker.ctx);
     const second = await convertProcessor.process({ ...job, attemptsMade: 1 }, worker.ctx);

@@ -47,6 +47,7 @@ const sampleErrors: Record<keyof typeof Errors, () => AppError> = {
   tooManyUploads: () => Errors.tooManyUploads(8),
   unavailable: () => Errors.unavailable('storage'),
   jobTimeout: () => Errors.jobTimeout('17', 'http://localhost:3000/jobs/17'),
+  processingTimeout: () => Errors.processingTimeout(120_000),
   internal: () => Errors.internal(new Error('boom')),
 };
 
@@ -96,6 +97,10 @@ describe('error answers and api/openapi.yaml', () => {
       ['GET', '/media/metadata', Errors.unavailable('Redis')],
       ['GET', '/media/metadata', fromJob(Errors.unreadable('damaged header'))],
       ['GET', '/media/metadata', Errors.jobTimeout(IMAGE_JOB, statusUrl(IMAGE_JOB))],
+      ['GET', '/media/metadata', fromJob(Errors.processingTimeout(120_000))],
+      ['POST', '/media/convert', fromJob(Errors.processingTimeout(120_000))],
+      ['POST', '/media/merge-pdfs', fromJob(Errors.processingTimeout(120_000))],
+      ['GET', '/media/jobs/{id}', fromJob(Errors.processingTimeout(120_000))],
       ['POST', '/media/convert', Errors.tooManyParts('At most 20 fields are accepted per request')],
       ['POST', '/media/convert', fromJob(Errors.folderNotFound(7))],
       ['POST', '/media/convert', fromJob(Errors.notFound('No organization with id 3'))],

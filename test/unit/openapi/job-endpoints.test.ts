@@ -26,6 +26,7 @@ import { createLogger } from '../../../shared/logger';
 import { createApiMetrics } from '../../../shared/metrics';
 import type { JobOutcome, JobQueue, JobSnapshot } from '../../../shared/queue/job-queue';
 import type { MediaRecord, MediaRepository } from '../../../shared/repositories/media.repository';
+import type { ObjectStore } from '../../../shared/storage/object-store';
 import { expectMatchesSpec } from '../../support/openapi';
 import { fromJob, type JsonObject } from './samples';
 
@@ -106,7 +107,16 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
     findById: (orgId: number, id: number) =>
       Promise.resolve(records.find((r) => r.organizationId === orgId && r.id === id) ?? null),
   } as unknown as MediaRepository;
-  const jobsService = new JobsService({ queue, media, publicBaseUrl, bucket: 'media', waitMs: 50 });
+  const jobsService = new JobsService({
+    queue,
+    media,
+    publicBaseUrl,
+    bucket: 'media',
+    waitMs: 50,
+    store: {} as unknown as ObjectStore,
+    maxResultBytes: 1024 * 1024,
+    logger: createLogger({ level: 'silent' }),
+  });
   const mediaJobs = new MediaJobsService({
     jobs: jobsService,
     media,

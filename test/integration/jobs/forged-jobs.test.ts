@@ -1,0 +1,162 @@
+/**
+ * Issue 15, point 11: a job written into Redis by hand (BullMQ's Queue.add,
+ * not the API) that names another organization's keys is refused by the
+ * worker before anything is read or removed: the job fails with
+ * MEDIA_NOT_FOUND, the other organization's objects and records remain and
+ * serve the same bytes, the forging organization gets no record, and the
+ * worker goes on with the next job.
+ */
+import { randomUUID } from 'node:crypto';
+import { Queue, QueueEvents } from 'bullmq';
+import { Redis } from 'ioredis';
+import {
+  newJobId,
+  decodeJobError,
+  JOB_OPTIONS,
+  type JobName,
+  type JobPayloads,
+} from '../../../shared/jobs';
+import { startApi, type TestApi, type TestOrg } from '../../support/api';
+import { fixture, form, sha256 } from '../../support/files';
+import { startWorker, type TestWorker } from '../../support/worker';
+
+let api: TestApi;
+let worker: TestWorker;
+let attacker: TestOrg;
+let victim: TestOrg;
+let redis: Redis;
+const queues = new Map<string, { queue: Queue; events: QueueEvents }>();
+
+beforeAll(async () => {
+  api = await startApi('forged-jobs');
+  worker = await startWorker(api.env.env);
+  attacker = await api.createOrg('forger');
+  victim = await api.createOrg('victim');
+  redis = new Redis(api.env.config.redisUrl!, { maxRetriesPerRequest: null });
+});
+afterAll(async () => {
+  for (const { queue, events } of queues.values()) {
+    await events.close();
+    await queue.close();
+  }
+  redis.disconnect();
+  await worker.close();
+  await api.close();
+});
+
+async function queueOf(name: 'image' | 'pdf') {
+  let q = queues.get(name);
+  if (!q) {
+    const prefix = api.env.config.queuePrefix;
+    q = {
+      queue: new Queue(name, { connection: redis, prefix }),
+      events: new QueueEvents(name, { connection: redis.duplicate(), prefix }),
+    };
+    await q.events.waitUntilReady();
+    queues.set(name, q);
+  }
+  return q;
+}
+
+/** Adds a job straight to its queue, as someone with Redis access could, and waits for its end. */
+async function forge<N extends JobName>(name: N, queueName: 'image' | 'pdf', data: JobPayloads[N]) {
+  const { queue, events } = await queueOf(queueName);
+  const job = await queue.add(name, data, { ...JOB_OPTIONS, jobId: newJobId(name, randomUUID()) });
+  try {
+    await job.waitUntilFinished(events, 30_000);
+    return { state: 'completed' as const, error: undefined };
+  } catch (err) {
+    return { state: 'failed' as const, error: decodeJobError((err as Error).message) };
+  }
+}
+
+async function upload(org: TestOrg, bytes: Buffer, name: string): Promise<string> {
+  const res = await fetch(`${api.url}/media/upload`, {
+    method: 'POST',
+    headers: org.auth,
+    body: form([['file', bytes, name]]),
+  });
+  expect(res.status).toBe(201);
+  return ((await res.json()) as { data: { key: string } }).data.key;
+}
+
+async function download(org: TestOrg, key: string): Promise<{ status: number; sha: string }> {
+  const res = await fetch(`${api.url}/media/download?media=${encodeURIComponent(key)}`, {
+    headers: org.auth,
+  });
+  return { status: res.status, sha: sha256(Buffer.from(await res.arrayBuffer())) };
+}
+
+const base = (org: TestOrg) => ({
+  organizationId: org.organization.id,
+  requestId: randomUUID(),
+  origin: { ipAddress: '127.0.0.1', userAgent: 'forged' },
+  tokenId: org.tokenId,
+  folderId: null,
+});
+
+const recordsOf = (org: TestOrg) =>
+  api.ctx.models.Media.countDocuments({ organizationId: org.organization.id });
+
+describe('a job written into Redis by hand', () => {
+  const pdf = fixture('minimal-document.pdf');
+  const image = fixture('Canon_40D.jpg');
+
+  it('cannot read or remove another organization’s objects', async () => {
+    const victimPdf = await upload(victim, pdf, 'secret.pdf');
+    const victimImage = await upload(victim, image, 'secret.jpg');
+    // A temporary input of the victim's (as a merge in flight has): written straight to the store.
+    const victimTemporary = `${victim.organization.slug}/.tmp/${randomUUID()}.pdf`;
+    await api.ctx.store.put(victimTemporary, pdf, { contentType: 'application/pdf' });
+    const ownPdf = await upload(attacker, pdf, 'mine.pdf');
+    const attackerRecords = await recordsOf(attacker);
+
+    // Reads the victim's PDF into a merge of the attacker's.
+    const read = await forge('pdf.merge', 'pdf', {
+      ...base(attacker),
+      inputs: [{ key: victimPdf, name: 'x.pdf' }],
+      temporaryKeys: [],
+    });
+    // Removes the victim's objects as "temporary inputs", whether the merge succeeds or fails.
+    const removeOnSuccess = await forge('pdf.merge', 'pdf', {
+      ...base(attacker),
+      inputs: [{ key: ownPdf, name: 'mine.pdf' }],
+      temporaryKeys: [victimPdf, victimTemporary],
+    });
+    const removeAsInput = await forge('pdf.merge', 'pdf', {
+      ...base(attacker),
+      inputs: [{ key: victimTemporary, name: 'x.pdf' }],
+      temporaryKeys: [victimTemporary, `${attacker.organization.slug}/.tmp/../../${victimPdf}`],
+    });
+    // Reads the victim's image's metadata.
+    const metadata = await forge('image.metadata', 'image', {
+      organizationId: attacker.organization.id,
+      requestId: randomUUID(),
+      key: victimImage,
+    });
+
+    for (const outcome of [read, removeOnSuccess, removeAsInput, metadata]) {
+      expect(outcome.state).toBe('failed');
+      expect(outcome.error?.code).toBe('MEDIA_NOT_FOUND');
+      expect(outcome.error?.status).toBe(404);
+    }
+    // The victim's objects and records are all there and serve the same bytes.
+    expect(await download(victim, victimPdf)).toEqual({ status: 200, sha: sha256(pdf) });
+    expect(await download(victim, victimImage)).toEqual({ status: 200, sha: sha256(image) });
+    expect((await api.objectKeys(`${victim.organization.slug}/`)).sort()).toEqual(
+      [victimPdf, victimImage, victimTemporary].sort(),
+    );
+    expect(await recordsOf(victim)).toBe(2);
+    // The attacker got nothing.
+    expect(await recordsOf(attacker)).toBe(attackerRecords);
+
+    // The worker goes on: the attacker's own merge through the API works.
+    const merged = await fetch(`${api.url}/media/merge-pdfs`, {
+      method: 'POST',
+      headers: attacker.auth,
+      body: form([['mediaKeys', ownPdf]]),
+    });
+    expect(merged.status).toBe(201);
+    await api.ctx.store.remove(victimTemporary);
+  });
+});
