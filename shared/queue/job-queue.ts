@@ -3,16 +3,17 @@
  * wait for its outcome, look a job up. Services see this interface only, never
  * BullMQ itself.
  */
+export type { JobOutcome, JobQueue, JobSnapshot, JobState } from './job-types';
+export { errorOfFailure } from './job-types';
 import type { EventEmitter } from 'node:events';
 import { Job, Queue, QueueEvents, type JobType } from 'bullmq';
 import { QUEUE_NAMES, type Config, type QueueName } from '../config';
-import { Errors, isAppError, type AppError } from '../errors';
+import { Errors, isAppError } from '../errors';
 import {
   type JobProgress,
   EVENTS_MAX_LEN,
   JOB_OPTIONS,
   JOB_QUEUES,
-  decodeJobError,
   newJobId,
   queueOfJobId,
   type AnyJobPayload,
@@ -23,73 +24,19 @@ import {
 import type { Logger } from '../logger';
 import { timeDependency, type DependencyMetrics } from '../metrics';
 import { currentJobTrace, inSpan, SpanKind } from '../tracing';
+import {
+  errorOfFailure,
+  UNFINISHED_STATES,
+  type JobOutcome,
+  type JobQueue,
+  type JobSnapshot,
+  type JobState,
+} from './job-types';
 import { PendingJobs, priorityFor } from './pending-jobs';
 import { createRedis, waitForRedis, type RedisConnection, type RedisRole } from './redis';
 
-/** The states of a job that has not ended (it may still read its inputs). */
-const UNFINISHED_STATES = [
-  'waiting',
-  'delayed',
-  'prioritized',
-  'active',
-  'waiting-children',
-] as const;
-
 /** How long a wait gives the events connection to come back before answering `unavailable`. */
 export const EVENTS_READY_GRACE_MS = 2_000;
-
-export type JobState =
-  | 'waiting'
-  | 'active'
-  | 'delayed'
-  | 'prioritized'
-  | 'waiting-children'
-  | 'completed'
-  | 'failed'
-  | 'unknown';
-
-export interface JobSnapshot {
-  id: string;
-  name: JobName;
-  data: AnyJobPayload;
-  state: JobState;
-  /** The processor's return value, once completed. */
-  result?: unknown;
-  /** Why it failed, once failed for good. */
-  error?: AppError;
-  attemptsMade: number;
-  /** What the processor reported of its progress (long jobs), if anything. */
-  progress?: JobProgress;
-}
-
-export type JobOutcome<N extends JobName> =
-  | { state: 'completed'; result: JobResults[N] }
-  | { state: 'failed'; error: AppError }
-  | { state: 'timeout' }
-  /** Redis went away while waiting: the job is kept (it may still run), its outcome unknown. */
-  | { state: 'unavailable'; error: AppError };
-
-export interface JobQueue {
-  add<N extends JobName>(name: N, payload: JobPayloads[N], jobUuid: string): Promise<string>;
-  wait<N extends JobName>(name: N, jobId: string, timeoutMs: number): Promise<JobOutcome<N>>;
-  get(jobId: string): Promise<JobSnapshot | null>;
-  /**
-   * After waiting on a job whose id many requests share (renders): its entry
-   * in the organization's unfinished jobs goes (an `add` of a job that had
-   * already ended put it back), and a failed job is removed, so the next
-   * request tries again rather than meeting the same failure for a week.
-   */
-  settleShared(jobId: string, organizationId: number, failed: boolean): Promise<void>;
-  /** Waiting, active, delayed and failed counts per queue (metrics, readiness). */
-  counts(): Promise<Record<QueueName, Record<string, number>>>;
-  ping(): Promise<void>;
-  close(): Promise<void>;
-}
-
-/** The error a failed job stands for: its encoded refusal, or a 500 when it crashed. */
-export function errorOfFailure(reason: string | undefined): AppError {
-  return decodeJobError(reason) ?? Errors.internal(new Error(reason ?? 'job failed'));
-}
 
 /** Errors from Redis itself (connection refused, offline) become a 503. */
 function redisCall<T>(fn: () => Promise<T>): Promise<T> {
