@@ -8,6 +8,7 @@
  * are in the trace; a job's payload carries a W3C traceparent. Also: with
  * tracing off no SDK is loaded and a job carries no trace.
  */
+import { eventually } from '../support/eventually';
 import { SpanKind } from '@opentelemetry/api';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace';
 import { loadConfig } from '../../shared/config';
@@ -108,6 +109,11 @@ it('puts the W3C traceparent of the active span into a job', async () => {
     .spans()
     .find((s) => s.name === 'send image' && s.attributes['messaging.message.id'] === jobId)!;
   expect(job?.data.trace?.traceparent).toBe(`00-${traceOf(send)}-${idOf(send)}-01`);
+  // As a client would, fetch the result (a large one waits in storage until it is read).
+  await eventually(async () => {
+    const status = await fetch(`${api.url}/media/jobs/${jobId}`, { headers: org.auth });
+    if (status.status !== 200) throw new Error(`job ${jobId}: ${status.status}`);
+  });
 });
 
 it('is off without OTEL_TRACES_EXPORTER: no SDK, no trace in jobs', async () => {
