@@ -13,10 +13,10 @@ import { pipeline } from 'node:stream/promises';
 import { Errors } from '@shared/errors';
 import type { ApiMetrics } from '@shared/metrics';
 import type { MediaRecord } from '@shared/repositories/media.repository';
-import type { ByteRange } from '@shared/storage/object-store';
 import { principalOf, requireScope } from '../middleware/auth';
 import { cacheControlFor } from '../middleware/signed-url';
 import type { DownloadService } from '../services/download.service';
+import { noneMatch, requestedRange } from './byte-ranges';
 
 /**
  * What an inline PDF may do: nothing. `sandbox` gives the document an opaque
@@ -40,33 +40,6 @@ function dispositionOf(req: Request): 'inline' | 'attachment' {
 }
 
 const etagOf = (record: MediaRecord) => `"${record.checksum.replace(/^sha256:/, '')}"`;
-
-/** RFC 9110 weak comparison of If-None-Match against our ETag. */
-function noneMatch(header: string | undefined, etag: string): boolean {
-  if (!header) return false;
-  if (header.trim() === '*') return true;
-  return header
-    .split(',')
-    .map((t) => t.trim().replace(/^W\//, ''))
-    .includes(etag);
-}
-
-/** The single byte range asked for, null for "whole object", or 'unsatisfiable'. */
-function requestedRange(
-  req: Request,
-  record: MediaRecord,
-  etag: string,
-): ByteRange | null | 'unsatisfiable' {
-  if (!req.headers.range) return null;
-  const ifRange = req.headers['if-range'];
-  if (typeof ifRange === 'string' && ifRange.trim() !== etag) return null; // validator changed: send everything
-  const ranges = req.range(record.bytes, { combine: true });
-  if (ranges === -1) return 'unsatisfiable';
-  if (ranges === -2 || ranges === undefined) return null; // malformed: ignore, as RFC 9110 allows
-  if (ranges.type !== 'bytes' || ranges.length !== 1) return null; // several ranges: send everything
-  const [range] = ranges;
-  return range ? { start: range.start, end: range.end } : null;
-}
 
 export function downloadRoutes(deps: {
   downloads: DownloadService;
@@ -94,7 +67,7 @@ export function downloadRoutes(deps: {
       res.status(304).end();
       return;
     }
-    const range = requestedRange(req, record, etag);
+    const range = requestedRange(req, record.bytes, etag);
     if (range === 'unsatisfiable') {
       throw Errors.rangeNotSatisfiable(record.bytes);
     }
