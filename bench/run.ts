@@ -16,6 +16,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { convert } from './benchmarks/convert';
+import { heic } from './benchmarks/heic';
 import { manage } from './benchmarks/manage';
 import { merge } from './benchmarks/merge';
 import { metadata } from './benchmarks/metadata';
@@ -42,6 +43,7 @@ export const BENCHMARKS: Benchmark[] = [
   scaling,
   manage,
   render,
+  heic,
 ];
 
 const root = join(__dirname, '..');
@@ -78,6 +80,7 @@ const RUN_ORDER = [
   'render',
   'merge',
   'scaling',
+  'heic',
 ];
 const selected = BENCHMARKS.filter((b) => !only || only.includes(b.id)).sort(
   (a, b) => RUN_ORDER.indexOf(a.id) - RUN_ORDER.indexOf(b.id),

@@ -5,10 +5,18 @@ import { configureSharp, ImageAdapter } from './image/image.adapter';
 import { mergePdfs } from './pdf/pdf.adapter';
 import type { ImageOps, PdfOps } from './context';
 
-export function createAdapters(config: Config, logger: Logger): { images: ImageOps; pdfs: PdfOps } {
+export function createAdapters(
+  config: Config,
+  logger: Logger,
+): { images: ImageOps; pdfs: PdfOps; close(): Promise<void> } {
   configureSharp();
-  const images = new ImageAdapter({ maxInputPixels: config.limits.maxInputPixels });
+  const images = new ImageAdapter({
+    maxInputPixels: config.limits.maxInputPixels,
+    // One decoding thread per image job that can run at once.
+    heicThreads: config.worker.concurrency.image,
+  });
   return {
+    close: () => images.close(),
     images: {
       readMetadata: async (input) => ({ ...(await images.readMetadata(input)) }),
       convert: async (input, format, options) => {

@@ -27,9 +27,8 @@ async function main(): Promise<void> {
   // Refuse to start before connecting anywhere if a job has no processor, or two.
   const registry = buildRegistry(PROCESSORS);
   const metrics = createWorkerMetrics();
-  const ctx = await createWorkerContext(config, logger, createAdapters(config, logger), {
-    metrics,
-  });
+  const adapters = createAdapters(config, logger);
+  const ctx = await createWorkerContext(config, logger, adapters, { metrics });
   const worker = createWorker(ctx, registry, metrics);
   const ops = createOpsServer({
     checks: worker.readiness,
@@ -63,6 +62,7 @@ async function main(): Promise<void> {
         }),
     },
     { name: 'mongodb', run: () => ctx.close() },
+    { name: 'heic-threads', run: () => adapters.close() },
     // The spans of the last jobs are exported before the process exits.
     { name: 'tracing', run: () => tracing?.shutdown() ?? Promise.resolve() },
   ]);

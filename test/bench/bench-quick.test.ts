@@ -29,6 +29,7 @@ const IDS = [
   'scaling',
   'manage',
   'render',
+  'heic',
 ];
 
 let run: { code: number; stdout: string; stderr: string; seconds: number };

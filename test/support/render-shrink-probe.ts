@@ -5,6 +5,7 @@
  * each the median of three runs, as one JSON line.
  */
 import sharp from 'sharp';
+import { HeicThreadPool } from '../../worker/image/heic-pool';
 import { renderImage } from '../../worker/image/render';
 import { configureSharp } from '../../worker/image/sharp';
 import { corpusFile } from './files';
@@ -32,9 +33,10 @@ async function main(): Promise<void> {
     quality: null,
     keepMetadata: false,
   } as const;
-  const out = await renderImage(PHOTO, options, 100_000_000);
+  const heic = new HeicThreadPool(1); // a JPEG: no thread is started
+  const out = await renderImage(PHOTO, options, 100_000_000, heic);
   const decode = await cpuMs(() => sharp(PHOTO).raw().toBuffer());
-  const render = await cpuMs(() => renderImage(PHOTO, options, 100_000_000));
+  const render = await cpuMs(() => renderImage(PHOTO, options, 100_000_000, heic));
   process.stdout.write(
     `${JSON.stringify({ width: out.width, height: out.height, decode, render })}\n`,
   );

@@ -30,9 +30,8 @@ export async function startWorker(
   const config = loadConfig({ ...env, ...overrides });
   const logger = createLogger({ level: config.logLevel });
   const metrics = createWorkerMetrics();
-  const ctx = await createWorkerContext(config, logger, createAdapters(config, logger), {
-    metrics,
-  });
+  const adapters = createAdapters(config, logger);
+  const ctx = await createWorkerContext(config, logger, adapters, { metrics });
   const worker = createWorker(ctx, buildRegistry(PROCESSORS), metrics);
   await Promise.all(worker.workers.map((w) => w.waitUntilReady()));
   const ops: Server = createOpsServer({
@@ -52,6 +51,7 @@ export async function startWorker(
       await new Promise<void>((resolve) => ops.close(() => resolve()));
       await worker.close();
       await ctx.close();
+      await adapters.close();
     },
   };
 }

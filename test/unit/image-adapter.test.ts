@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { crc32, deflateSync } from 'node:zlib';
 import sharp, { type Metadata } from 'sharp';
 import { CONVERT_FORMATS, type ConvertFormat } from '../../shared/media/formats';
-import { decodeHeicPixels, heifDecoderLoaded, isobmffTruncated } from '../../worker/image/heic';
+import { decodeHeicPixels, isobmffTruncated } from '../../worker/image/heic';
 import {
   FORMAT_EXT,
   FORMAT_MIME,
@@ -101,6 +101,7 @@ const meanAbsDiff = (a: Buffer, b: Buffer) => {
 };
 
 beforeAll(() => configureSharp());
+afterAll(() => adapter.close());
 
 describe('HEIC decoder loading', () => {
   // First in the file on purpose: nothing before it may have decoded a HEIC.
@@ -110,9 +111,10 @@ describe('HEIC decoder loading', () => {
     await expect(small.convert(read('heic-IMG_5195.HEIC'), 'jpeg')).rejects.toMatchObject({
       status: 422,
     });
-    expect(heifDecoderLoaded()).toBe(false);
+    expect([adapter.heicThreads, small.heicThreads]).toEqual([0, 0]);
+    await small.close();
     await adapter.convert(read('heic-samplefilehub.heif'), 'jpeg');
-    expect(heifDecoderLoaded()).toBe(true);
+    expect(adapter.heicThreads).toBe(1);
   });
 });
 
@@ -314,6 +316,7 @@ describe('convert', () => {
       details: [{ width: 2048, height: 1536, limit: 1_000_000 }],
     });
     await expect(small.convert(read('gps-DSCN0010.jpg'), 'png')).resolves.toBeDefined();
+    await small.close();
   });
 
   it('refuses non-images with 415', async () => {

@@ -17,12 +17,12 @@
  *    truncated (libheif would otherwise decode it without an error).
  *  - The decoder is loaded on the first HEIC only. A WebAssembly heap never
  *    shrinks, so the decoder is dropped (and reloaded on the next HEIC) once
- *    its heap exceeds `HEIF_HEAP_RESET_BYTES`. Decoding runs on the calling
- *    thread, unlike sharp's work (libuv's thread pool). Load time, memory and
- *    decode speed: docs/performance.md, "Image adapter".
+ *    its heap exceeds `HEIF_HEAP_RESET_BYTES`. Decoding blocks the thread it
+ *    runs on, so the worker runs it on threads of its own (heic-pool.ts,
+ *    heic-thread.ts), each with its own decoder. Load time, memory and decode
+ *    speed: docs/performance.md, "Image adapter".
  */
 import { createRequire } from 'node:module';
-import type { Metadata } from 'sharp';
 import { AppError, Errors } from '@shared/errors';
 import { tiffContainer } from './tiff';
 
@@ -81,9 +81,6 @@ function loadLibHeif(): LibHeif {
   }
   return libheif;
 }
-
-/** True once a HEIC has been decoded in this process and the decoder was kept. */
-export const heifDecoderLoaded = (): boolean => libheif !== undefined;
 
 const isHeifError = (v: unknown): v is HeifError =>
   typeof v === 'object' && v !== null && 'code' in v && typeof v.code === 'object';
@@ -176,11 +173,15 @@ export function decodeHeicPixels(
   }
 }
 
-/** The HEIC decoded into an uncompressed TIFF that carries its ICC profile, for sharp. */
-export function decodeHeic(input: Buffer, meta: Metadata): Buffer {
+/**
+ * The HEIC decoded into an uncompressed TIFF that carries its ICC profile, for
+ * sharp. Blocks the calling thread: the worker calls it through the decoding
+ * threads (heic-pool.ts), never on its event loop.
+ */
+export function decodeHeic(input: Buffer, icc: Buffer | undefined): Buffer {
   let tiff: { buffer: Buffer; pixelOffset: number } | undefined;
   decodeHeicPixels(input, (width, height, channels, premultiplied) => {
-    tiff = tiffContainer(width, height, channels, meta.icc, premultiplied);
+    tiff = tiffContainer(width, height, channels, icc, premultiplied);
     return tiff.buffer.subarray(tiff.pixelOffset);
   });
   if (!tiff) throw Errors.unreadable('The HEIC image cannot be decoded');

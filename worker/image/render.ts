@@ -17,7 +17,8 @@ import sharp from 'sharp';
 import type { ConvertFormat } from '@shared/media/formats';
 import type { RenderOptions } from '@shared/media/render-options';
 import { ENCODERS, FORMAT_MIME } from './convert';
-import { decodeHeic } from './heic';
+import { decodeHeicWithin } from './convert';
+import type { HeicDecoder } from './heic-pool';
 import { decodeOptions, readHeader, sharpError, tooManyPixels } from './sharp';
 
 export interface RenderResult {
@@ -40,6 +41,7 @@ export async function renderImage(
   input: Buffer,
   options: RenderOptions,
   maxInputPixels: number,
+  decoder: HeicDecoder,
 ): Promise<RenderResult> {
   const meta = await readHeader(input, maxInputPixels);
   const width = meta.width;
@@ -48,7 +50,7 @@ export async function renderImage(
 
   const heic = meta.format === 'heif' && meta.compression === 'hevc';
   let image = heic
-    ? sharp(decodeHeic(input, meta), decodeOptions(maxInputPixels))
+    ? sharp(await decodeHeicWithin(decoder, input, meta, undefined), decodeOptions(maxInputPixels))
     : sharp(input, { ...decodeOptions(maxInputPixels), autoOrient: true });
   if (options.width !== null || options.height !== null) {
     const alpha = HAS_ALPHA[options.format] ? 0 : 1;

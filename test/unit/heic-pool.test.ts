@@ -1,0 +1,81 @@
+/**
+ * The HEIC decoding threads (worker/image/heic-pool.ts): decodes run off the
+ * caller's thread, queue when every thread is busy, can be stopped, and an
+ * idle pool does not hold the process open.
+ */
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import sharp from 'sharp';
+import { HeicThreadPool } from '../../worker/image/heic-pool';
+import { corpusFile, fixture } from '../support/files';
+
+const PHONE = corpusFile('images/heic-IMG_5195.HEIC'); // 2,566 × 3,313
+const SMALL = fixture('heic-samplefilehub.heif');
+
+let pool: HeicThreadPool;
+beforeEach(() => {
+  pool = new HeicThreadPool(1);
+});
+afterEach(() => pool.close());
+
+it('decodes into a TIFF sharp reads, with the header’s dimensions', async () => {
+  expect(pool.threadCount).toBe(0);
+  const tiff = await pool.decode(SMALL, undefined);
+  const [decoded, header] = await Promise.all([sharp(tiff).metadata(), sharp(SMALL).metadata()]);
+  expect([decoded.format, decoded.width, decoded.height]).toEqual([
+    'tiff',
+    header.width,
+    header.height,
+  ]);
+  expect(pool.threadCount).toBe(1);
+});
+
+it('queues decodes past its size on the same thread, each getting its own answer', async () => {
+  const [a, b, c] = await Promise.all([
+    pool.decode(SMALL, undefined),
+    pool.decode(PHONE, undefined),
+    pool.decode(SMALL, undefined),
+  ]);
+  expect(pool.threadCount).toBe(1);
+  expect(a.equals(c)).toBe(true);
+  expect((await sharp(b).metadata()).width).toBe(2566);
+});
+
+it('answers a damaged HEIC with the decoder’s 422', async () => {
+  const cut = PHONE.subarray(0, PHONE.length - 1000);
+  await expect(pool.decode(cut, undefined)).rejects.toMatchObject({
+    status: 422,
+    code: 'UNREADABLE_MEDIA',
+  });
+  // The thread is still there for the next HEIC.
+  await expect(pool.decode(SMALL, undefined)).resolves.toBeInstanceOf(Buffer);
+});
+
+it('stops a decode when its signal aborts, ending the thread; the next decode gets a new one', async () => {
+  await pool.decode(SMALL, undefined); // the thread and its decoder are loaded
+  const started = performance.now();
+  const stop = new AbortController();
+  setTimeout(() => stop.abort(new Error('time is up')), 50);
+  await expect(pool.decode(PHONE, undefined, stop.signal)).rejects.toThrow('time is up');
+  expect(performance.now() - started).toBeLessThan(400); // the whole decode takes 500-900 ms
+  expect(pool.threadCount).toBe(0);
+  await expect(pool.decode(SMALL, undefined)).resolves.toBeInstanceOf(Buffer);
+  expect(pool.threadCount).toBe(1);
+});
+
+it('does not hold a process open once its decodes are done', () => {
+  const script = `
+    const { HeicThreadPool } = require(${JSON.stringify(join(__dirname, '../../worker/image/heic-pool.ts'))});
+    const { readFileSync } = require('node:fs');
+    new HeicThreadPool(1)
+      .decode(readFileSync(${JSON.stringify(join(__dirname, '../fixtures/heic-samplefilehub.heif'))}), undefined)
+      .then((tiff) => console.log('decoded', tiff.length));
+  `;
+  const run = spawnSync(process.execPath, ['--import', 'tsx', '-e', script], {
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  expect(run.stderr).toBe('');
+  expect(run.stdout).toMatch(/^decoded \d+\n$/);
+  expect(run.status).toBe(0); // not killed by the timeout: it exited by itself
+});
