@@ -6,6 +6,7 @@
  * takes its own bucket, queue prefix and database (see context.ts), recorded
  * in TEST_ENV_REGISTRY for the teardown to reconcile.
  */
+import { subscribe } from 'node:diagnostics_channel';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,9 +17,31 @@ import type { ResolvedService } from './services/types';
 
 declare global {
   var __MEDIA_TEST_SERVICES__: ResolvedService<unknown>[] | undefined;
+  var __MEDIA_TEST_SOCKETS__: WeakMap<object, string> | undefined;
+}
+
+/**
+ * TEST_TRACE_HANDLES=1: records the stack that opened each client socket of
+ * the run's own process (cheap: a diagnostics channel), so the teardown can
+ * say which test left a connection open. On a 2-core machine jest runs the
+ * tests in its own process, and one client left open (a Redis client
+ * reconnecting forever once the services stop) keeps the run alive.
+ */
+function traceSockets(): void {
+  const stacks = new WeakMap<object, string>();
+  globalThis.__MEDIA_TEST_SOCKETS__ = stacks;
+  subscribe('net.client.socket', (message) => {
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 60;
+    const holder = { stack: '' };
+    Error.captureStackTrace(holder);
+    Error.stackTraceLimit = limit;
+    stacks.set((message as { socket: object }).socket, holder.stack);
+  });
 }
 
 export default async function globalSetup(): Promise<void> {
+  if (process.env.TEST_TRACE_HANDLES) traceSockets();
   const started: ResolvedService<unknown>[] = [];
   globalThis.__MEDIA_TEST_SERVICES__ = started;
   const line = (name: string, backend: string) =>

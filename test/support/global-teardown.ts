@@ -6,7 +6,7 @@
  * record without its object or an open multipart upload.
  */
 import { rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { register } from 'tsconfig-paths';
 import type { EnvFinding } from './context';
 import { stopAll } from './global-setup';
@@ -28,9 +28,11 @@ export default async function globalTeardown(): Promise<void> {
       describe = context.describeFindings;
     }
   } finally {
+    if (process.env.TEST_TRACE_HANDLES) process.stderr.write(openSocketsReport());
     await stopAll(globalThis.__MEDIA_TEST_SERVICES__ ?? []);
     if (dir) rmSync(dir, { recursive: true, force: true });
   }
+  exitWatchdog(LINGER_MS);
   if (findings.length > 0) {
     const text = describe!(findings);
     process.stderr.write(`\n[reconcile] the test run left orphans behind:\n${text}\n`);
@@ -39,4 +41,81 @@ export default async function globalTeardown(): Promise<void> {
     );
   }
   process.stdout.write('[reconcile] every test environment is clean\n');
+}
+
+/**
+ * How long the run may linger after the teardown. On a 2-core machine jest runs
+ * the tests in its own process (maxWorkers is 1), so one socket, timer or child
+ * process a test forgot keeps the run alive until CI's time limit. After this
+ * long the watchdog names what is still open and ends the process with the
+ * exit code jest has already set (the tests' result).
+ */
+const LINGER_MS = 20_000;
+
+function exitWatchdog(ms: number): void {
+  setTimeout(() => {
+    const lines = activeHandles().map((h) => `  ${h}`);
+    process.stderr.write(
+      `\n[teardown] the run was still alive ${ms / 1000} s after the teardown; open handles:\n` +
+        `${lines.join('\n') || '  (none that Node lists)'}\n` +
+        `  resources: ${process.getActiveResourcesInfo().join(', ')}\n`,
+    );
+    process.exit();
+  }, ms).unref();
+}
+
+/** One line per handle Node keeps alive: its kind and what it is connected to. */
+function activeHandles(): string[] {
+  const handles = (process as unknown as { _getActiveHandles(): unknown[] })._getActiveHandles();
+  return handles.map((h) => {
+    const o = h as Record<string, unknown> & { constructor?: { name?: string } };
+    const kind = o.constructor?.name ?? typeof h;
+    if (typeof o.pid === 'number')
+      return `${kind} pid ${o.pid}: ${(o.spawnargs as string[] | undefined)?.join(' ') ?? ''}`;
+    if ('remotePort' in o || 'localPort' in o) {
+      const s = o as { localPort?: number; remoteAddress?: string; remotePort?: number };
+      if (s.remotePort === undefined && s.localPort === undefined) {
+        return `${kind} (${o._handle ? 'pipe or unconnected' : 'closed'})`;
+      }
+      return `${kind} local ${String(s.localPort)} → ${String(s.remoteAddress)}:${String(s.remotePort)}`;
+    }
+    if (typeof (o as { address?: unknown }).address === 'function') {
+      try {
+        return `${kind} listening on ${JSON.stringify((o as { address(): unknown }).address())}`;
+      } catch {
+        return kind;
+      }
+    }
+    return kind;
+  });
+}
+
+const root = resolve(__dirname, '..', '..');
+
+/**
+ * With TEST_TRACE_HANDLES=1 (see global-setup.ts): the client sockets still
+ * open when the tests are done, each with the test frames that opened it.
+ */
+function openSocketsReport(): string {
+  const stacks = globalThis.__MEDIA_TEST_SOCKETS__;
+  if (!stacks) return '';
+  const handles = (process as unknown as { _getActiveHandles(): object[] })._getActiveHandles();
+  const lines: string[] = [];
+  for (const h of handles) {
+    const stack = stacks.get(h);
+    if (stack === undefined) continue;
+    const s = h as { remoteAddress?: string; remotePort?: number };
+    // The frames of the repository's code that opened it (not node's, not this tracing's).
+    const frames = stack
+      .split('\n')
+      .filter((l) => l.includes(root) && !l.includes('node_modules') && !l.includes('global-setup'))
+      .slice(0, 12);
+    lines.push(
+      `  → ${String(s.remoteAddress)}:${String(s.remotePort)}, opened at:\n` +
+        (frames.length ? frames.join('\n') : stack.split('\n').slice(1, 12).join('\n')),
+    );
+  }
+  return lines.length
+    ? `\n[teardown] ${lines.length} client connection(s) still open after the tests:\n${lines.join('\n')}\n`
+    : '\n[teardown] no client connection left open by the tests\n';
 }

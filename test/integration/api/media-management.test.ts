@@ -248,10 +248,14 @@ describe('one record: get and delete', () => {
         if (res.status === 202) throw new Error('still running');
         return res;
       });
-      // The whole body is compared, so a failure shows the message the job failed with.
-      expect({ status: status.status, ...status.body }).toMatchObject({
+      // Every field is compared, so a failure shows the message the job failed with.
+      expect({ status: status.status, ...status.body }).toEqual({
         status: 404,
+        statusCode: 404,
         error: 'MEDIA_NOT_FOUND',
+        message: expect.stringContaining(source.key) as unknown,
+        jobId,
+        requestId: expect.any(String) as unknown,
       });
     } finally {
       await worker.close();
