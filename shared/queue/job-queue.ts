@@ -248,9 +248,14 @@ export class BullJobQueue implements JobQueue {
   async get(jobId: string): Promise<JobSnapshot | null> {
     const queueName = queueOfJobId(jobId);
     if (!queueName) return null;
-    const job = await this.call('getJob', () => this.queue(queueName).getJob(jobId));
+    const queue = this.queue(queueName);
+    // The state first, then the job: a job only moves forward (waiting, active, finished), so
+    // the job read second is at least as far along as its state says. The other way round, a
+    // job read while active and found failed a moment later had no failure reason yet, and
+    // its status answered 500 instead of the job's own error.
+    const state = await this.call<string>('getJobState', () => queue.getJobState(jobId));
+    const job = await this.call('getJob', () => queue.getJob(jobId));
     if (!job?.id) return null;
-    const state = await this.call<string>('getJobState', () => job.getState());
     return {
       id: job.id,
       name: job.name as JobName,

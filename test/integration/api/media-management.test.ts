@@ -262,6 +262,38 @@ describe('one record: get and delete', () => {
     }
     expect(await api.ctx.models.Media.countDocuments({})).toBe(recordsBefore);
   });
+
+  it('a status URL asked while its job fails answers pending or the job’s own error, never 500', async () => {
+    // Read in the wrong order (the job, then its state), a job found active and failed a
+    // moment later had no failure reason yet, and its status answered 500 INTERNAL. The
+    // moment between the two reads is widened here: the job's read is held back until the
+    // job has failed, as a loaded machine can.
+    const source = await upload('gone.jpg');
+    const queued = await fetch(`${api.url}/media/convert`, {
+      method: 'POST',
+      headers: { ...org.auth, 'Content-Type': 'application/json', Prefer: 'respond-async' },
+      body: JSON.stringify({ mediaKey: source.key, format: 'png' }),
+    });
+    const { jobId } = ((await queued.json()) as { data: { jobId: string } }).data;
+    expect((await call('DELETE', `/media/${source.id}`)).status).toBe(200);
+    const bull = api.ctx.queue.queue('image');
+    const getJob = bull.getJob.bind(bull);
+    bull.getJob = async (id: string) => {
+      const job = await getJob(id);
+      await eventually(async () => expect(await bull.getJobState(id)).toBe('failed'));
+      return job;
+    };
+    const worker: TestWorker = await startWorker(api.env.env);
+    try {
+      const first = await call('GET', `/media/jobs/${jobId}`);
+      expect(first.status).toBe(202);
+      const then = await call('GET', `/media/jobs/${jobId}`);
+      expect([then.status, then.body.error]).toEqual([404, 'MEDIA_NOT_FOUND']);
+    } finally {
+      bull.getJob = getJob;
+      await worker.close();
+    }
+  });
 });
 
 describe('folders', () => {
