@@ -32,6 +32,8 @@ const withServices = {
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   setupFiles: ['<rootDir>/test/support/jest-env.ts'],
+  // Names a test file that leaves a Redis or MongoDB client open (test/support/environment.ts).
+  testEnvironment: '<rootDir>/test/support/environment.ts',
 };
 
 /** @type {import('jest').Config} */

@@ -125,7 +125,7 @@ it('measures what each benchmark is about (positive rates, the targets the issue
       'upload: 10 MiB: API ÷ direct throughput',
       'queue: p50 round trip',
       'queue: p99 round trip',
-      'merge: 10 inputs: endpoint time ÷ qpdf time',
+      'merge: 10 inputs: endpoint time ÷ S3 fetch + qpdf + S3 put',
     ]),
   );
   expect(byId['upload-memory']!.targets).toHaveLength(2);

@@ -38,20 +38,26 @@ afterAll(async () => {
   for (const { queue, events } of queues.values()) {
     await events.close();
     await queue.close();
+    // A connection handed to BullMQ is the caller's to close.
+    eventsConnection.get(events)?.disconnect();
   }
   redis.disconnect();
   await worker.close();
   await api.close();
 });
 
+const eventsConnection = new Map<QueueEvents, Redis>();
+
 async function queueOf(name: 'image' | 'pdf') {
   let q = queues.get(name);
   if (!q) {
     const prefix = api.env.config.queuePrefix;
+    const connection = redis.duplicate();
     q = {
       queue: new Queue(name, { connection: redis, prefix }),
-      events: new QueueEvents(name, { connection: redis.duplicate(), prefix }),
+      events: new QueueEvents(name, { connection, prefix }),
     };
+    eventsConnection.set(q.events, connection);
     await q.events.waitUntilReady();
     queues.set(name, q);
   }

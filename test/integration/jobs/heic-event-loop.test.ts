@@ -7,8 +7,8 @@
  *
  * The target (under 50 ms) is measured by `npm run bench -- heic` side by side
  * with a decode on the event loop (docs/hardening.md); this test's bound is
- * looser for shared CI machines, and still several times below what a decode
- * on the event loop costs (the 8.5 MP corpus HEIC: 500-900 ms).
+ * looser for shared CI machines (a third of the conversion's time), and still
+ * well below what a decode on the event loop costs (most of the conversion).
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import sharp from 'sharp';
@@ -92,6 +92,9 @@ it('converts an 8.5 MP HEIC while the event loop and /readyz keep answering', as
   );
   expect(ms).toBeGreaterThan(300); // the decode is real work, long enough to see a block
   expect(readyzAnswers).toBeGreaterThanOrEqual(5);
-  expect(maxDelayMs).toBeLessThan(150);
-  expect(slowestReadyz).toBeLessThan(150);
+  // On the event loop, the decode held it for most of the conversion (629 of 830 ms
+  // here); on a thread, what is left is the jest process's own pauses (its garbage
+  // collections after many test files: up to ~180 ms seen in a full run).
+  expect(maxDelayMs).toBeLessThan(ms / 3);
+  expect(slowestReadyz).toBeLessThan(ms / 3);
 });
