@@ -109,6 +109,8 @@ export interface ApiMetrics extends MetricsSource, DependencyMetrics {
   bytesStored(endpoint: string, bytes: number): void;
   /** Bytes of media sent by downloads (bodies only; a download cut short counts what was sent). */
   bytesServed(bytes: number): void;
+  /** One render answered: from a stored variant, or after a render job (this request's or a shared one). */
+  renderAnswered(outcome: 'stored' | 'rendered'): void;
 }
 
 export interface ApiMetricsOptions {
@@ -136,6 +138,12 @@ export function createApiMetrics(options: ApiMetricsOptions = {}): ApiMetrics {
   const served = new Counter({
     name: 'media_bytes_served_total',
     help: 'Bytes of media sent by downloads (response bodies)',
+    registers: [registry],
+  });
+  const renders = new Counter({
+    name: 'media_renders_total',
+    help: 'GET /media/render answers, by outcome: stored (a stored variant, no job) or rendered (after a render job)',
+    labelNames: ['outcome'] as const,
     registers: [registry],
   });
   const dependencies = dependencyMetrics(registry);
@@ -171,6 +179,9 @@ export function createApiMetrics(options: ApiMetricsOptions = {}): ApiMetrics {
     },
     bytesServed(bytes) {
       if (bytes > 0) served.inc(bytes);
+    },
+    renderAnswered(outcome) {
+      renders.inc({ outcome });
     },
     observeDependency: (dependency, operation, seconds, ok) =>
       dependencies.observeDependency(dependency, operation, seconds, ok),

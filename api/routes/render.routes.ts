@@ -29,8 +29,8 @@ export const PRIVATE_CACHE_CONTROL = 'private, max-age=86400';
 
 export interface RenderRouteDeps {
   renders: RenderService;
-  /** Counts the bytes sent (media_bytes_served_total). */
-  metrics?: Pick<ApiMetrics, 'bytesServed'>;
+  /** Counts the bytes sent (media_bytes_served_total) and the renders by outcome (media_renders_total). */
+  metrics?: Pick<ApiMetrics, 'bytesServed' | 'renderAnswered'>;
   /** Whether a request carries a valid render signature (set by the signature middleware); none by default. */
   isSigned?: (req: Request) => boolean;
   /** Cache-Control of the answer; PRIVATE_CACHE_CONTROL by default. */
@@ -41,11 +41,12 @@ export function renderHandler(deps: RenderRouteDeps): RequestHandler {
   return async (req: Request, res: Response) => {
     const org = principalOf(req).organization;
     const accept = req.headers.accept;
-    const { record, variant, negotiated } = await deps.renders.render(org.id, req.query, {
+    const { record, variant, negotiated, rendered } = await deps.renders.render(org.id, req.query, {
       requestId: requestIdOf(req),
       accept,
       signed: deps.isSigned?.(req) ?? false,
     });
+    deps.metrics?.renderAnswered(rendered ? 'rendered' : 'stored');
     const etag = `"${variantTag(variant.key)}"`;
     res.setHeader('ETag', etag);
     res.setHeader('Cache-Control', deps.cacheControl?.(req) ?? PRIVATE_CACHE_CONTROL);

@@ -117,6 +117,17 @@ function expectedSize(fit: (typeof FITS)[number], sw: number, sh: number): [numb
   return wider ? byHeight : byWidth; // outside
 }
 
+/** media_renders_total by outcome, from the API's /metrics. */
+async function renderCounts(): Promise<{ rendered: number; stored: number }> {
+  const text = await (await fetch(`${api.url}/metrics`)).text();
+  const count = (outcome: string) =>
+    Number(
+      new RegExp(`^media_renders_total\\{outcome="${outcome}"\\} (\\d+)$`, 'm').exec(text)?.[1] ??
+        0,
+    );
+  return { rendered: count('rendered'), stored: count('stored') };
+}
+
 describe('every corpus image type to every format and fit', () => {
   it.each(TYPES)(
     '%s',
@@ -211,6 +222,7 @@ describe('format=auto', () => {
 describe('stored variants', () => {
   it('serves the second request from storage with no job: same bytes, ETag, 304, Range', async () => {
     const source = await upload(fixture('xmp-BlueSquare.jpg'), 'blue.jpg');
+    const before = await renderCounts();
     const first = await render(source.key, { w: 40, h: 40, format: 'webp' });
     expect(first.res.status).toBe(200);
     expect(await renderJobs(source.key)).toHaveLength(1);
@@ -219,6 +231,12 @@ describe('stored variants', () => {
     expect(second.res.status).toBe(200);
     expect(second.bytes.equals(first.bytes)).toBe(true);
     expect(await renderJobs(source.key)).toHaveLength(1);
+    // Hits and misses, as an operator sees them (media_renders_total).
+    const after = await renderCounts();
+    expect({
+      rendered: after.rendered - before.rendered,
+      stored: after.stored - before.stored,
+    }).toEqual({ rendered: 1, stored: 1 });
     const etag = second.res.headers.get('etag')!;
     expect(etag).toBe(first.res.headers.get('etag'));
 
