@@ -9,6 +9,9 @@
  * exits non-zero on a 5xx, an unexpected answer or a broken invariant.
  *
  * Run: npm run bench:load [-- --duration 60 --connections 64 --format webp]
+ *      [--cpu-prof <dir>: V8 CPU profiles of the API and the workers, written
+ *       there when they stop; `npx tsx bench/cpu-profile-summary.ts <dir>`
+ *       summarises them (docs/performance.md, "Where the CPU goes")]
  * The short mode of the same engine runs in `npm test` (test/e2e/load.test.ts).
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
@@ -32,8 +35,10 @@ const { values } = parseArgs({
     duration: { type: 'string', default: '60' },
     connections: { type: 'string', default: '64' },
     format: { type: 'string', default: 'webp' },
+    'cpu-prof': { type: 'string' },
   },
 });
+const profileDir = values['cpu-prof'];
 const IMAGES = [
   'Canon_40D.jpg',
   'xmp-BlueSquare.jpg',
@@ -117,7 +122,14 @@ async function main() {
     const { token } = await ctx.organizations.create('load', 'Load');
 
     const node = (name: string, args: string[], extra: NodeJS.ProcessEnv = {}) => {
-      const child = spawn(process.execPath, ['--enable-source-maps', ...args], {
+      const profile = profileDir
+        ? [
+            '--cpu-prof',
+            `--cpu-prof-dir=${profileDir}`,
+            `--cpu-prof-name=${name.replace(/\s+/g, '-')}.cpuprofile`,
+          ]
+        : [];
+      const child = spawn(process.execPath, ['--enable-source-maps', ...profile, ...args], {
         cwd: root,
         env: { ...env, ...extra },
         stdio: ['ignore', 'ignore', 'inherit'],
@@ -211,7 +223,21 @@ async function main() {
     await ctx.close();
     if (problems.length > 0) throw new Error(`${problems.length} problem(s), listed above`);
   } finally {
-    for (const { child } of children) child.kill('SIGTERM');
+    // Each stops gracefully; a CPU profile is written as its process exits.
+    await Promise.all(
+      children.map(({ child }) =>
+        child.exitCode !== null
+          ? Promise.resolve()
+          : new Promise<void>((resolve) => {
+              const timer = setTimeout(resolve, 30_000);
+              child.once('exit', () => {
+                clearTimeout(timer);
+                resolve();
+              });
+              child.kill('SIGTERM');
+            }),
+      ),
+    );
     await services.stop();
   }
 }
