@@ -39,7 +39,8 @@ function placeOf(node: Node): string {
     if (functionName === '(program)') return '(program: V8 and native code)';
     return functionName ? `(native: ${functionName})` : '(native)';
   }
-  if (url.startsWith('node:')) return `node:${url.slice(5).split('/')[0]}`;
+  // node:internal/crypto/hash → node:internal/crypto (a module family, not one file).
+  if (url.startsWith('node:')) return `node:${url.slice(5).split('/').slice(0, 2).join('/')}`;
   const path = url.replace(/^file:\/\//, '');
   const nm = path.lastIndexOf('/node_modules/');
   if (nm >= 0) {
