@@ -63,6 +63,20 @@ it('stops a decode when its signal aborts, ending the thread; the next decode ge
   expect(pool.threadCount).toBe(1);
 });
 
+it('fails the running and the waiting decodes when closed, and refuses new ones', async () => {
+  const both = Promise.allSettled([pool.decode(PHONE, undefined), pool.decode(SMALL, undefined)]);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  await pool.close();
+  const [running, waiting] = await both;
+  expect(running).toMatchObject({ status: 'rejected', reason: { status: 422 } });
+  expect(waiting).toMatchObject({
+    status: 'rejected',
+    reason: { message: expect.stringContaining('closed') as unknown },
+  });
+  await expect(pool.decode(SMALL, undefined)).rejects.toThrow('closed');
+  expect(pool.threadCount).toBe(0);
+});
+
 it('does not hold a process open once its decodes are done', () => {
   const script = `
     const { HeicThreadPool } = require(${JSON.stringify(join(__dirname, '../../worker/image/heic-pool.ts'))});

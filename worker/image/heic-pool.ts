@@ -50,7 +50,7 @@ const decoderFailed = (cause?: unknown) =>
 export class HeicThreadPool implements HeicDecoder {
   private readonly idle: Worker[] = [];
   private readonly threads = new Set<Worker>();
-  private readonly waiting: ((thread: Worker) => void)[] = [];
+  private readonly waiting: { resolve(thread: Worker): void; reject(err: Error): void }[] = [];
   private closed = false;
 
   constructor(private readonly size: number) {
@@ -74,6 +74,9 @@ export class HeicThreadPool implements HeicDecoder {
 
   async close(): Promise<void> {
     this.closed = true;
+    // Decodes still waiting for a thread fail now rather than wait forever.
+    for (const waiter of this.waiting.splice(0))
+      waiter.reject(new Error('the HEIC decoder is closed'));
     const threads = [...this.threads];
     this.threads.clear();
     this.idle.length = 0;
@@ -85,7 +88,7 @@ export class HeicThreadPool implements HeicDecoder {
     const ready = this.idle.pop();
     if (ready) return Promise.resolve(ready);
     if (this.threads.size < this.size) return Promise.resolve(this.start());
-    return new Promise((resolve) => this.waiting.push(resolve));
+    return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
   }
 
   /** Hands the thread to the next waiting decode, or parks it (unref'd) when it is still alive. */
@@ -93,11 +96,11 @@ export class HeicThreadPool implements HeicDecoder {
     if (!this.threads.has(thread)) {
       // It died or was ended: a waiting decode gets a new thread in its place.
       const next = this.waiting.shift();
-      if (next && !this.closed) next(this.start());
+      if (next && !this.closed) next.resolve(this.start());
       return;
     }
     const next = this.waiting.shift();
-    if (next) return next(thread);
+    if (next) return next.resolve(thread);
     thread.unref();
     this.idle.push(thread);
   }
