@@ -33,13 +33,14 @@ export async function requireMedia(
  * Refuses (404 MEDIA_NOT_FOUND, as the API would) unless every temporary key
  * is under the organization's `.tmp/` prefix and every input key is either
  * one of those temporary keys or the key of one of the organization's records.
+ * Answers those records, by key.
  */
 export async function requireOwnInputs(
   ctx: Pick<JobContext, 'media'>,
   organization: Organization,
   inputKeys: readonly string[],
   temporaryKeys: readonly string[],
-): Promise<void> {
+): Promise<Map<string, MediaRecord>> {
   const foreignTemporary = temporaryKeys.find((k) => !isTemporaryKeyOf(organization.slug, k));
   if (foreignTemporary !== undefined) throw Errors.mediaNotFound(foreignTemporary);
   const temporary = new Set(temporaryKeys);
@@ -50,6 +51,7 @@ export async function requireOwnInputs(
     const key = inputKeys[index]!;
     throw Errors.mediaNotFound(key).forInput(index, key);
   }
+  return records;
 }
 
 /**

@@ -6,8 +6,8 @@
  * its name is the object's full address in the store. Inputs uploaded with
  * the request sit under the organization's temporary prefix; they are removed
  * when the job ends (here on success, by the worker's failure handler after
- * the last attempt). The inputs' total is checked from their sizes in the
- * store before any is read (MAX_MERGE_BYTES); every input and temporary key
+ * the last attempt). The inputs' total is checked from their records' sizes
+ * (the store's, for uploaded parts) before any is read (MAX_MERGE_BYTES); every input and temporary key
  * is checked against the organization before any is read or removed
  * (processors/inputs.ts).
  */
@@ -33,7 +33,7 @@ export const mergePdfsProcessor: Processor<
       throw organization;
     }
     // Before anything is read or removed: every key is this organization's.
-    await requireOwnInputs(
+    const records = await requireOwnInputs(
       ctx,
       organization,
       inputs.map(({ key }) => key),
@@ -43,11 +43,18 @@ export const mergePdfsProcessor: Processor<
       await ctx.store.removeMany(temporaryKeys);
       return { mediaId: done.id };
     }
-    // The total first, from the store's sizes (the API checked the records; this is
-    // the second line): nothing is read for a merge over MAX_MERGE_BYTES.
+    // The total first (the API checked it too; this is the second line): nothing is
+    // read for a merge over MAX_MERGE_BYTES. Stored inputs' sizes are their records'
+    // (just read); uploaded parts are asked of the store. The reads below count the
+    // bytes again, in case an object is not the size its record says.
     const { maxFileSize, maxMergeBytes } = ctx.limits;
-    const sizes = await ctx.results.sizes(inputs.map(({ key }) => key));
-    const total = inputs.reduce((n, { key }) => n + sizes.get(key)!, 0);
+    const uploaded = await ctx.results.sizes(
+      [...new Set(inputs.map(({ key }) => key))].filter((key) => !records.has(key)),
+    );
+    const total = inputs.reduce(
+      (n, { key }) => n + (records.get(key)?.bytes ?? uploaded.get(key)!),
+      0,
+    );
     if (total > maxMergeBytes) {
       const mb = (n: number) => `${+(n / (1024 * 1024)).toFixed(1)} MB`;
       throw Errors.payloadTooLarge(
