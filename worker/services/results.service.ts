@@ -4,7 +4,7 @@
  * same object), and the record carries the job id under a unique index (a
  * retry finds the record instead of writing a second one).
  */
-import { createHash } from 'node:crypto';
+import { createHash, webcrypto } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { isDuplicateKey } from '@shared/db/errors';
 import { Errors } from '@shared/errors';
@@ -100,6 +100,11 @@ export class ResultsService {
       this.deps.usage.release(orgId, usage).catch((err: unknown) => {
         this.deps.logger.warn({ err, orgId }, 'could not give back a failed result’s usage');
       });
+    // The checksum is computed on libuv's thread pool while the object is written (on
+    // the event loop after the PUT it was the last step before the record: ~10 ms for a
+    // 5 MB PNG).
+    const digest = webcrypto.subtle.digest('SHA-256', output.data);
+    digest.catch(() => undefined); // awaited below, or moot once the write has failed
     const [reserved, put, nextId] = await Promise.allSettled([
       this.deps.usage.reserve(orgId, usage, quotaBytes),
       this.deps.store.put(key, output.data, { contentType: output.mimetype }),
@@ -133,7 +138,7 @@ export class ResultsService {
           name: output.name,
           mimetype: output.mimetype,
           bytes: output.data.length,
-          checksum: `sha256:${createHash('sha256').update(output.data).digest('hex')}`,
+          checksum: `sha256:${Buffer.from(await digest).toString('hex')}`,
           metaData: output.origin,
           createdBy: output.createdBy ?? null,
           jobId: output.jobId,

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import sharp from 'sharp';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
-import { CORPUS, corpusFile, form } from '../../support/files';
+import { CORPUS, corpusFile, form, sha256 } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker, type TestWorker } from '../../support/worker';
 
@@ -73,6 +73,14 @@ async function orientedSize(bytes: Buffer): Promise<[number, number]> {
 const cases = images.map((file, i) => [file, FORMATS[i % FORMATS.length]!] as const);
 
 describe('POST /media/convert', () => {
+  it('records the converted bytes’ SHA-256 as the record’s checksum', async () => {
+    const source = await upload(corpusFile('images/Canon_40D.jpg'), 'canon.jpg');
+    const { status, body } = await convert(source.key, 'png');
+    expect(status).toBe(201);
+    const record = await api.ctx.models.Media.findOne({ key: body.data.key }).lean();
+    expect(record?.checksum).toBe(sha256(await download(body.data.key)));
+  });
+
   it.each(cases)(
     'converts %s to %s, oriented',
     async (file, format) => {
