@@ -150,8 +150,18 @@ async function main(): Promise<void> {
   let benchmarks = BENCHMARKS.flatMap((b) => results.filter((r) => r.id === b.id));
   if (only && existsSync(previousFile)) {
     const previous = JSON.parse(readFileSync(previousFile, 'utf8')) as RunResult;
+    const m = previous.machine;
+    const earlier = {
+      startedAt: previous.startedAt,
+      machine: `${m.cpuModel}, ${m.cores} cores, Node ${m.node}`,
+    };
     benchmarks = BENCHMARKS.flatMap(
-      (b) => results.find((r) => r.id === b.id) ?? previous.benchmarks.filter((r) => r.id === b.id),
+      (b) =>
+        results.find((r) => r.id === b.id) ??
+        previous.benchmarks
+          .filter((r) => r.id === b.id)
+          // Kept: it says when it ran (a result kept twice keeps its first run's).
+          .map((r) => ({ ranIn: earlier, ...r })),
     );
   }
   const run: RunResult = {

@@ -53,6 +53,8 @@ export interface BenchmarkResult {
   charts: Chart[];
   targets: Target[];
   seconds?: number;
+  /** Set on a benchmark kept from an earlier run (`--only` ran others): when and where it ran. */
+  ranIn?: { startedAt: string; machine: string };
 }
 
 export interface RunResult {
@@ -166,7 +168,14 @@ export function renderMarkdown(
     lines.push('## Targets', '', targetsTable(all), '');
   }
   for (const [i, b] of run.benchmarks.entries()) {
-    lines.push(`## ${i + 1}. ${b.title}`, '', b.method.trim(), '');
+    lines.push(`## ${i + 1}. ${b.title}`, '');
+    if (b.ranIn) {
+      lines.push(
+        `*Kept from an earlier run (${b.ranIn.startedAt}, ${b.ranIn.machine}); the run above did not repeat it.*`,
+        '',
+      );
+    }
+    lines.push(b.method.trim(), '');
     for (const table of b.tables) {
       if (table.title) lines.push(`**${table.title}**`, '');
       lines.push(markdownTable(table), '');
