@@ -9,10 +9,11 @@
  *   npm run bench -- --quick            reduced sizes, tsx processes, under a minute;
  *                                       writes bench/out/ (part of `npm test`)
  *   npm run bench -- --only upload,merge  some benchmarks; the others' last results are kept
+ *   npm run bench -- --render-only      the page again from the last results.json
  *   options: --out <dir>  --launch dist|tsx  --no-build
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { convert } from './benchmarks/convert';
@@ -54,6 +55,7 @@ const { values } = parseArgs({
     out: { type: 'string' },
     launch: { type: 'string' },
     'no-build': { type: 'boolean', default: false },
+    'render-only': { type: 'boolean', default: false },
   },
 });
 const quick = values.quick;
@@ -86,11 +88,13 @@ const selected = BENCHMARKS.filter((b) => !only || only.includes(b.id)).sort(
   (a, b) => RUN_ORDER.indexOf(a.id) - RUN_ORDER.indexOf(b.id),
 );
 const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
+/** Kept by hand (bench/round-trips.ts prints it; its "before" needs the older code). */
+const appendixFile = join(root, 'docs', 'benchmarks', 'round-trips.md');
 
 const PREAMBLE = `
 How fast the service is and how much memory it takes, each figure beside its
 physical limit or a peer doing the same work, measured on the kind of machine
-named below. Run it yourself with \`npm run bench\` (about 8 minutes here; it
+named below. Run it yourself with \`npm run bench\` (about 10 minutes here; it
 rewrites this page, \`docs/benchmarks/results.json\` and the charts), or
 \`npm run bench -- --only upload,merge\` for some of them. \`npm run bench --
 --quick\` runs every benchmark with small sizes in under a minute and writes
@@ -106,7 +110,18 @@ processes run from \`dist/\` with the flags of \`npm run start:api\` and
 \`npm run start:worker\`. A missed target is listed with how far it is
 missed and what the measurements say about why.`;
 
+/** The page again from the last results.json (after editing the method texts or the appendix). */
+function renderOnly(): void {
+  const run = JSON.parse(readFileSync(join(chartDir, 'results.json'), 'utf8')) as RunResult;
+  const appendix = existsSync(appendixFile) ? readFileSync(appendixFile, 'utf8') : '';
+  writeFileSync(
+    join(outDir, 'benchmarks.md'),
+    renderMarkdown(run, relative(outDir, chartDir), PREAMBLE, appendix),
+  );
+}
+
 async function main(): Promise<void> {
+  if (values['render-only']) return renderOnly();
   const started = new Date();
   const t0 = performance.now();
   const machine = machineInfo();
@@ -183,7 +198,13 @@ async function main(): Promise<void> {
     failures,
   };
 
-  if (!only) rmSync(chartDir, { recursive: true, force: true });
+  // A full run starts the folder afresh, but for the appendix kept there by hand.
+  if (!only && existsSync(chartDir)) {
+    for (const f of readdirSync(chartDir, { withFileTypes: true })) {
+      if (join(chartDir, f.name) !== appendixFile)
+        rmSync(join(chartDir, f.name), { recursive: true, force: true });
+    }
+  }
   mkdirSync(chartDir, { recursive: true });
   for (const b of benchmarks) {
     for (const chart of b.charts) {
@@ -192,8 +213,6 @@ async function main(): Promise<void> {
   }
   writeFileSync(previousFile, `${JSON.stringify(run, null, 2)}\n`);
   const page = join(outDir, 'benchmarks.md');
-  // Kept by hand (bench/round-trips.ts prints it; its "before" needs the older code).
-  const appendixFile = join(root, 'docs', 'benchmarks', 'round-trips.md');
   const appendix = existsSync(appendixFile) ? readFileSync(appendixFile, 'utf8') : '';
   writeFileSync(page, renderMarkdown(run, relative(outDir, chartDir), PREAMBLE, appendix));
 
