@@ -230,8 +230,9 @@ describe('one record: get and delete', () => {
     });
   });
 
-  it('a job whose input is deleted before it runs fails with 404, leaving nothing', async () => {
-    const source = await upload('convert-me.jpg');
+  /** A conversion queued (no worker runs yet), then its source deleted. */
+  async function convertOfDeleted(name: string) {
+    const source = await upload(name);
     const queued = await fetch(`${api.url}/media/convert`, {
       method: 'POST',
       headers: { ...org.auth, 'Content-Type': 'application/json', Prefer: 'respond-async' },
@@ -240,6 +241,11 @@ describe('one record: get and delete', () => {
     expect(queued.status).toBe(202);
     const { jobId } = ((await queued.json()) as { data: { jobId: string } }).data;
     expect((await call('DELETE', `/media/${source.id}`)).status).toBe(200);
+    return { source, jobId };
+  }
+
+  it('a job whose input is deleted before it runs fails with 404, leaving nothing', async () => {
+    const { source, jobId } = await convertOfDeleted('convert-me.jpg');
     const recordsBefore = await api.ctx.models.Media.countDocuments({});
     const worker: TestWorker = await startWorker(api.env.env);
     try {
@@ -268,14 +274,7 @@ describe('one record: get and delete', () => {
     // moment later had no failure reason yet, and its status answered 500 INTERNAL. The
     // moment between the two reads is widened here: the job's read is held back until the
     // job has failed, as a loaded machine can.
-    const source = await upload('gone.jpg');
-    const queued = await fetch(`${api.url}/media/convert`, {
-      method: 'POST',
-      headers: { ...org.auth, 'Content-Type': 'application/json', Prefer: 'respond-async' },
-      body: JSON.stringify({ mediaKey: source.key, format: 'png' }),
-    });
-    const { jobId } = ((await queued.json()) as { data: { jobId: string } }).data;
-    expect((await call('DELETE', `/media/${source.id}`)).status).toBe(200);
+    const { jobId } = await convertOfDeleted('gone.jpg');
     const bull = api.ctx.queue.queue('image');
     const getJob = bull.getJob.bind(bull);
     bull.getJob = async (id: string) => {
