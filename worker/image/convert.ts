@@ -14,7 +14,7 @@
 import sharp, { type Sharp } from 'sharp';
 import { Errors } from '@shared/errors';
 import { CONVERT_FORMATS, type ConvertFormat } from '@shared/media/formats';
-import type { HeicDecoder } from './heic-pool';
+import { decodeHeicWithin, type HeicDecoder } from './heic-pool';
 import { decodeOptions, readHeader, sharpError, tooManyPixels } from './sharp';
 
 export const FORMAT_MIME: Readonly<Record<ConvertFormat, string>> = {
@@ -130,21 +130,5 @@ export async function convertImage(
       throw Errors.processingTimeout(options.timeoutMs);
     }
     throw await sharpError(err, input, maxInputPixels);
-  }
-}
-
-/** A HEIC decoded on the decoding threads, stopped when the job's time is up. */
-export async function decodeHeicWithin(
-  heic: HeicDecoder,
-  input: Buffer,
-  meta: { icc?: Buffer | undefined },
-  timeoutMs: number | undefined,
-): Promise<Buffer> {
-  const signal = timeoutMs === undefined ? undefined : AbortSignal.timeout(Math.max(1, timeoutMs));
-  try {
-    return await heic.decode(input, meta.icc, signal);
-  } catch (err) {
-    if (signal?.aborted && err === signal.reason) throw Errors.processingTimeout(timeoutMs!);
-    throw err;
   }
 }

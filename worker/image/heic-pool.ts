@@ -178,3 +178,19 @@ export class HeicThreadPool implements HeicDecoder {
     });
   }
 }
+
+/** A HEIC decoded on the decoding threads, stopped when the job's time is up. */
+export async function decodeHeicWithin(
+  heic: HeicDecoder,
+  input: Buffer,
+  meta: { icc?: Buffer | undefined },
+  timeoutMs: number | undefined,
+): Promise<Buffer> {
+  const signal = timeoutMs === undefined ? undefined : AbortSignal.timeout(Math.max(1, timeoutMs));
+  try {
+    return await heic.decode(input, meta.icc, signal);
+  } catch (err) {
+    if (signal?.aborted && err === signal.reason) throw Errors.processingTimeout(timeoutMs!);
+    throw err;
+  }
+}

@@ -17,8 +17,7 @@ import sharp from 'sharp';
 import type { ConvertFormat } from '@shared/media/formats';
 import type { RenderOptions } from '@shared/media/render-options';
 import { ENCODERS, FORMAT_MIME } from './convert';
-import { decodeHeicWithin } from './convert';
-import type { HeicDecoder } from './heic-pool';
+import { decodeHeicWithin, type HeicDecoder } from './heic-pool';
 import { decodeOptions, readHeader, sharpError, tooManyPixels } from './sharp';
 
 export interface RenderResult {
