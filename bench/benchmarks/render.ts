@@ -12,6 +12,7 @@ import { bars } from '../lib/charts';
 import { closedLoop } from '../lib/http';
 import { JobTimings } from '../lib/job-timing';
 import { Peer } from '../lib/peer';
+import { cpuByGroup, cpuSince, type ProcessGroup } from '../lib/proc';
 import { target, type BenchmarkResult, type Table, type Target } from '../lib/report';
 import { pool, ratios, stat } from '../lib/stats';
 import { ONE_JOB_EACH, uploadPhotos } from './convert';
@@ -28,6 +29,17 @@ const OPTIONS: RenderOptions = {
   keepMetadata: false,
 };
 const QUERY = 'w=400&format=webp';
+/** The processes whose CPU a first render's table shows (bench/lib/proc.ts groups). */
+const CPU_GROUPS: ProcessGroup[] = [
+  'api',
+  'workers',
+  'in-process peer',
+  's3 (swift)',
+  'mongodb',
+  'redis',
+  'benchmark client',
+  'other',
+];
 /** imgproxy's published figure for its own resize benchmark, 2 vCPU (context only: another image and setup). */
 const IMGPROXY_RPS = 79.6;
 
@@ -135,7 +147,7 @@ is the parsing and hashing of the render options.`,
         { key: 'apiBefore', label: 'API: auth, source lookup, queueing', digits: 0 },
         { key: 'queued', label: 'waiting for the worker', digits: 0 },
         { key: 'worker', label: 'worker', digits: 0 },
-        { key: 'apiAfter', label: 'API: waking up, variant read from S3, answer', digits: 0 },
+        { key: 'apiAfter', label: 'API: waking up, the handed-over variant, answer', digits: 0 },
         { key: 'peer', label: 'in-process: read + render + write', digits: 0 },
         {
           key: 'ceiling',
@@ -143,6 +155,16 @@ is the parsing and hashing of the render options.`,
             'API ÷ in-process with a worker as fast as in-process: in-process ÷ (in-process + API + waiting)',
           digits: 2,
         },
+      ],
+      rows: [],
+    };
+    const cpu: Table = {
+      title: `Machine CPU per first render, by process, ms (median of the passes)`,
+      columns: [
+        { key: 'count', label: 'workers' },
+        { key: 'side', label: 'side' },
+        ...CPU_GROUPS.map((g) => ({ key: g, label: g, digits: 1 })),
+        { key: 'total', label: 'all', digits: 1 },
       ],
       rows: [],
     };
@@ -167,20 +189,26 @@ is the parsing and hashing of the render options.`,
         );
         const d: number[] = [];
         const a: number[] = [];
+        const cpuApi: Map<ProcessGroup, number>[] = [];
+        const cpuDirect: Map<ProcessGroup, number>[] = [];
         for (let r = 0; r < rounds; r++) {
           ctx.log(`render: first renders, ${workers} worker(s), round ${r + 1}/${rounds}`);
           const apiPass = async () => {
             const keys = Array.from({ length: jobs }, fresh);
+            const cpu0 = cpuByGroup();
             const ms = await pool(jobs, workers, (i) =>
               renderViaApi(stack.url, stack.auth, keys[i]!).then(() => undefined),
             );
+            cpuApi.push(cpuSince(cpu0));
             a.push(jobs / (ms / 1000));
           };
           const directPass = async () => {
             const keys = Array.from({ length: jobs }, fresh);
+            const cpu0 = cpuByGroup();
             const ms = await pool(jobs, workers, (i) =>
               peer.call({ op: 'render', key: keys[i]!, options: OPTIONS }).then(() => undefined),
             );
+            cpuDirect.push(cpuSince(cpu0));
             d.push(jobs / (ms / 1000));
           };
           if (r % 2) {
@@ -190,6 +218,29 @@ is the parsing and hashing of the render options.`,
             await directPass();
             await apiPass();
           }
+        }
+        const cpuTotal: Record<string, number> = {};
+        for (const [side, passes] of [
+          ['in-process', cpuDirect],
+          ['API + queue', cpuApi],
+        ] as const) {
+          const perRender = (g: ProcessGroup | 'total') =>
+            stat(
+              passes.map(
+                (p) =>
+                  ((g === 'total' ? [...p.values()].reduce((x, y) => x + y, 0) : (p.get(g) ?? 0)) *
+                    1000) /
+                  jobs,
+              ),
+            );
+          const total = perRender('total');
+          cpuTotal[side] = total.median;
+          cpu.rows.push({
+            count: String(workers),
+            side,
+            ...Object.fromEntries(CPU_GROUPS.map((g) => [g, perRender(g)])),
+            total,
+          });
         }
         const ratio = stat(ratios(a, d));
         first.rows.push({ workers: String(workers), direct: stat(d), api: stat(a), ratio });
@@ -206,13 +257,15 @@ writing the variant. A first render through the API adds a fixed cost that
 does not shrink with it (see the breakdown table): the API authenticates,
 looks the source up and queues the job; the worker's job bookkeeping in
 Redis and its update of the source's record (a few ms, logged per job as
-\`phases\`); and after the job the API wakes up, reads the new variant back
-from S3 and answers. With ${workers} worker(s) on ${ctx.machine.cores} cores,
-the CPU those steps take (the API, Redis, the MongoDB stand-in and Swift, a
-Python proxy, all on the same cores) comes out of the renders. The breakdown
+\`phases\`); and after the job the API wakes up and answers (with the bytes
+the worker handed over through Redis, or read back from S3). The breakdown
 table's last column is the ratio a worker exactly as fast as the in-process
-render would reach with the API's steps as they are: the limit of this
-design on this machine, below the target whenever it reads under 0.9.`,
+render would reach with the API's steps as they are. Where the cores are
+saturated, CPU is the bound: with ${workers} worker(s) on ${ctx.machine.cores} cores the
+machine spent ${cpuTotal['API + queue']!.toFixed(1)} ms of CPU per render through the API against
+${cpuTotal['in-process']!.toFixed(1)} in-process (the CPU table: the worker's bookkeeping beyond the
+render, the API, Redis, the MongoDB stand-in and the benchmark's HTTP client),
+which puts the ratio's ceiling near ${(cpuTotal['in-process']! / cpuTotal['API + queue']!).toFixed(2)} there.`,
           }),
         );
       }
@@ -292,7 +345,8 @@ round by round, ${rounds} round(s); the ratio is taken per round.
 rendered before (the photo uploaded again for each), so each is a job:
 \`GET /media/render\` waits while a worker reads the 12 MP JPEG from S3,
 resizes it to 400 px wide (libvips shrinks the JPEG on load), encodes WebP,
-writes the variant and records it on the source's record. Workers run
+writes the variant (handing its bytes to the API through Redis, so the answer
+needs no read back from S3) and records it on the source's record. Workers run
 \`WORKER_CONCURRENCY=1\`, as many requests in flight as workers. The
 in-process side does the same S3 read + resize + encode + S3 write with the
 worker's own storage and image adapters in a process started like a worker,
@@ -300,12 +354,14 @@ at the same concurrency. The two alternate pass by pass, ${rounds} round(s),
 ${jobsPerWorker} renders per worker per pass.
 
 Both sides read freshly uploaded copies of the photo, so the sources are in
-the same state for both.
+the same state for both. The CPU table sums, per render, the CPU time every
+process of the machine used during the passes (\`/proc/<pid>/stat\`, grouped
+by command line), so it shows what each side costs the machine and where.
 
 **Context.** imgproxy publishes ${IMGPROXY_RPS} requests/s for its own resize
 benchmark on 2 vCPU; it is another image, another resize and another setup
 (no storage write, no queue), so it is a landmark, not a target.`,
-      tables: [served, first, breakdown, context],
+      tables: [served, first, breakdown, cpu, context],
       charts: [
         {
           id: 'render',

@@ -4,7 +4,7 @@
  * process or the whole machine, and a description of the machine.
  */
 import { execFileSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, release } from 'node:os';
 
 const MiB = 1024 * 1024;
@@ -89,4 +89,61 @@ export function machineInfo(): MachineInfo {
     loadAverage: Number(readFileSync('/proc/loadavg', 'utf8').split(' ')[0]),
     qpdf,
   };
+}
+
+/** Who a process is, for CPU accounting during a benchmark pass. */
+export type ProcessGroup =
+  | 'api'
+  | 'workers'
+  | 'in-process peer'
+  | 's3 (swift)'
+  | 'mongodb'
+  | 'redis'
+  | 'benchmark client'
+  | 'other';
+
+function groupOf(pid: number, cmdline: string): ProcessGroup {
+  if (pid === process.pid) return 'benchmark client';
+  if (/\bapi\/main\.(js|ts)\b/.test(cmdline)) return 'api';
+  if (/\bworker\/main\.(js|ts)\b/.test(cmdline)) return 'workers';
+  if (/peer-main\.ts\b/.test(cmdline)) return 'in-process peer';
+  if (/swift|memcached/.test(cmdline)) return 's3 (swift)';
+  if (/mongo-standin|\bmongod\b/.test(cmdline)) return 'mongodb';
+  if (/redis-server/.test(cmdline)) return 'redis';
+  return 'other';
+}
+
+/**
+ * CPU seconds used so far by every process on the machine, summed by group
+ * (its command line says which): the difference of two snapshots says which
+ * part of a pass the machine's CPU went to. Threads count with their process.
+ */
+export function cpuByGroup(): Map<ProcessGroup, number> {
+  const out = new Map<ProcessGroup, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const pid = Number(entry);
+    let cmdline: string;
+    let seconds: number;
+    try {
+      cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+      seconds = cpuSeconds(pid);
+    } catch {
+      continue; // gone meanwhile
+    }
+    const group = groupOf(pid, cmdline);
+    out.set(group, (out.get(group) ?? 0) + seconds);
+  }
+  return out;
+}
+
+/** What each group used between two `cpuByGroup()` snapshots, in CPU seconds. */
+export function cpuSince(before: Map<ProcessGroup, number>): Map<ProcessGroup, number> {
+  const now = cpuByGroup();
+  const out = new Map<ProcessGroup, number>();
+  for (const [group, seconds] of now) {
+    // A process that started during the pass counts from zero.
+    out.set(group, Math.max(0, seconds - (before.get(group) ?? 0)));
+  }
+  return out;
 }
