@@ -25,6 +25,7 @@ import { createS3Client } from '../shared/storage/s3-client';
 import { freePort, waitFor } from '../test/support/services/process';
 import { ENDPOINTS, formatTable, runLoad, verifyLoad } from './load';
 import { machineBusySeconds } from './lib/proc';
+import { startFlags } from './lib/stack';
 import { runBenchmark, startServices } from './services';
 
 const MiB = 1024 * 1024;
@@ -129,7 +130,7 @@ async function main() {
             `--cpu-prof-name=${name.replace(/\s+/g, '-')}.cpuprofile`,
           ]
         : [];
-      const child = spawn(process.execPath, ['--enable-source-maps', ...profile, ...args], {
+      const child = spawn(process.execPath, [...profile, ...args], {
         cwd: root,
         env: { ...env, ...extra },
         stdio: ['ignore', 'ignore', 'inherit'],
@@ -137,10 +138,12 @@ async function main() {
       children.push({ name, child });
     };
     // As `npm run start:api` and `npm run start:worker` run them (package.json).
-    node('api', ['--max-semi-space-size=2', 'dist/api/main.js']);
+    node('api', [...startFlags('start:api'), 'dist/api/main.js']);
     const workerPorts = [await freePort(), await freePort()];
     workerPorts.forEach((p, i) =>
-      node(`worker ${i + 1}`, ['dist/worker/main.js'], { WORKER_PORT: String(p) }),
+      node(`worker ${i + 1}`, [...startFlags('start:worker'), 'dist/worker/main.js'], {
+        WORKER_PORT: String(p),
+      }),
     );
     const url = `http://127.0.0.1:${port}`;
     await waitFor('API', async () => (await fetch(`${url}/healthz`)).ok, 60_000, 200);

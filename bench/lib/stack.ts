@@ -10,6 +10,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Client } from 'minio';
 import { createDataContext, type DataContext } from '../../api/context';
@@ -31,12 +32,23 @@ export interface ServiceProc {
   pid: number;
 }
 
+/** Node's flags in an npm start script of package.json (what production starts the process with). */
+export function startFlags(script: 'start:api' | 'start:worker'): string[] {
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+    scripts: Record<string, string>;
+  };
+  return pkg.scripts[script]!.split(/\s+/).filter((arg) => arg.startsWith('--'));
+}
+
+/** Node's flags for a worker, as `npm run start:worker` gives them (Dockerfile.worker too). */
+export const WORKER_NODE_FLAGS = startFlags('start:worker');
+
 /** The command line of an API or worker process in the given mode (as package.json's start scripts). */
 function commandFor(mode: LaunchMode, role: 'api' | 'worker'): string[] {
   if (mode === 'tsx') return ['--import', 'tsx', `${role}/main.ts`];
   return role === 'api'
-    ? ['--enable-source-maps', '--max-semi-space-size=2', 'dist/api/main.js']
-    : ['--enable-source-maps', 'dist/worker/main.js'];
+    ? [...startFlags('start:api'), 'dist/api/main.js']
+    : [...WORKER_NODE_FLAGS, 'dist/worker/main.js'];
 }
 
 export class Stack {
