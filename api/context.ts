@@ -17,6 +17,7 @@ import { createObjectStore } from '@shared/storage/create-object-store';
 import { observeObjectStore } from '@shared/storage/observed-object-store';
 import type { ObjectStore } from '@shared/storage/object-store';
 import { BullJobQueue } from '@shared/queue/job-queue';
+import { JobHandoff } from '@shared/queue/handoff';
 import { createRedis, waitForRedis, type RedisConnection } from '@shared/queue/redis';
 import { InvalidationPublisher, subscribeInvalidations } from '@shared/queue/invalidations';
 import { AuthCache } from './services/auth-cache';
@@ -225,6 +226,14 @@ export async function createApiContext(
         jobs,
         store,
         settings: config.render,
+        handoff: redis
+          ? new JobHandoff({
+              redis: () => redis,
+              queuePrefix: config.queuePrefix,
+              maxBytes: config.render.handoffMaxBytes,
+              logger,
+            })
+          : undefined,
       }),
       metrics,
       readiness: observeChecks(

@@ -371,6 +371,8 @@ const variables = z.object({
   ),
   RENDER_REQUIRE_SIGNED: bool(false),
   RENDER_MAX_VARIANTS: int(100, 1, 10_000),
+  // A first render's variant up to this size reaches the waiting API through Redis (0: never).
+  RENDER_HANDOFF_MAX_BYTES: int(512 * 1024, 0, 16 * MB),
   JOB_WAIT_MS: int(30_000, 100),
   MAX_PENDING_JOBS: int(200, 1),
   WORKER_QUEUES: queues,
@@ -588,6 +590,11 @@ export interface Config {
     requireSigned: boolean;
     /** Variants stored per source; a render past it is refused (400). */
     maxVariants: number;
+    /**
+     * Largest first-render variant the worker hands to the waiting API through
+     * Redis (shared/queue/handoff.ts) besides storing it; 0 turns it off.
+     */
+    handoffMaxBytes: number;
   };
   jobWaitMs: number;
   /** Unfinished jobs (waiting, delayed, running) one organization may have at once. */
@@ -784,6 +791,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       presets: e.RENDER_PRESETS,
       requireSigned: e.RENDER_REQUIRE_SIGNED,
       maxVariants: e.RENDER_MAX_VARIANTS,
+      handoffMaxBytes: e.RENDER_HANDOFF_MAX_BYTES,
     },
     jobWaitMs: e.JOB_WAIT_MS,
     maxPendingJobs: e.MAX_PENDING_JOBS,

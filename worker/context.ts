@@ -12,6 +12,8 @@ import type { RenderOptions } from '@shared/media/render-options';
 import type { Logger } from '@shared/logger';
 import { MediaDeletion } from '@shared/media-deletion';
 import type { DependencyMetrics } from '@shared/metrics';
+import { JobHandoff } from '@shared/queue/handoff';
+import { createRedis, type RedisConnection } from '@shared/queue/redis';
 import { createRepositories, type Repositories } from '@shared/repositories';
 import { createObjectStore } from '@shared/storage/create-object-store';
 import type { ObjectStore } from '@shared/storage/object-store';
@@ -49,6 +51,8 @@ export interface JobContext {
   deletion: MediaDeletion;
   images: ImageOps;
   pdfs: PdfOps;
+  /** Hands a job's output to the API requests waiting for it, beside storage (first renders). */
+  handoff: Pick<JobHandoff, 'offer'>;
 }
 
 export interface WorkerContext extends JobContext {
@@ -79,6 +83,15 @@ export async function createWorkerContext(
     const store = observeObjectStore(overrides.store ?? createObjectStore(config, logger), metrics);
     if (!overrides.store) await store.init();
     const { media, folders, organizations, usage, variants } = createRepositories(models);
+    // Its own fail-fast connection, made on the first handoff (a worker without image jobs never makes it).
+    let handoffRedis: RedisConnection | undefined;
+    const { redisUrl } = config;
+    const handoff = new JobHandoff({
+      redis: () => (handoffRedis ??= createRedis(redisUrl!, 'producer', logger)),
+      queuePrefix: config.queuePrefix,
+      maxBytes: redisUrl ? config.render.handoffMaxBytes : 0,
+      logger,
+    });
     return {
       config,
       logger,
@@ -94,7 +107,11 @@ export async function createWorkerContext(
       deletion: new MediaDeletion({ media, usage, store, logger }),
       images: adapters.images,
       pdfs: adapters.pdfs,
-      close: () => connection.close(),
+      handoff,
+      close: async () => {
+        handoffRedis?.disconnect();
+        await connection.close();
+      },
     };
   } catch (err) {
     await connection.close();

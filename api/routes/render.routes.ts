@@ -1,7 +1,8 @@
 /**
  * GET /media/render?media=<key>&w=&h=&fit=&format=&q=&metadata= (or
  * preset=<name>): a resized variant of a stored image, rendered on first
- * request by the image workers and streamed from storage afterwards.
+ * request by the image workers and streamed from storage afterwards (the
+ * first answer takes the bytes the worker handed over, when it did).
  *
  * Answers carry ETag (the variant's, strong: a variant's bytes never
  * change), Content-Type, Content-Length, `Vary: Accept` when format=auto,
@@ -41,11 +42,15 @@ export function renderHandler(deps: RenderRouteDeps): RequestHandler {
   return async (req: Request, res: Response) => {
     const org = principalOf(req).organization;
     const accept = req.headers.accept;
-    const { record, variant, negotiated, rendered } = await deps.renders.render(org.id, req.query, {
-      requestId: requestIdOf(req),
-      accept,
-      signed: deps.isSigned?.(req) ?? false,
-    });
+    const { record, variant, negotiated, rendered, data } = await deps.renders.render(
+      org.id,
+      req.query,
+      {
+        requestId: requestIdOf(req),
+        accept,
+        signed: deps.isSigned?.(req) ?? false,
+      },
+    );
     deps.metrics?.renderAnswered(rendered ? 'rendered' : 'stored');
     const etag = `"${variantTag(variant.key)}"`;
     res.setHeader('ETag', etag);
@@ -58,8 +63,11 @@ export function renderHandler(deps: RenderRouteDeps): RequestHandler {
     }
     const range = requestedRange(req, variant.bytes, etag);
     if (range === 'unsatisfiable') throw Errors.rangeNotSatisfiable(variant.bytes);
+    // A first render's bytes may have come with the job (no read from storage then).
     const body =
-      req.method === 'HEAD' ? undefined : await deps.renders.open(variant, range ?? undefined);
+      req.method === 'HEAD' || data
+        ? undefined
+        : await deps.renders.open(variant, range ?? undefined);
     const ext = variant.key.slice(variant.key.lastIndexOf('.') + 1);
     res.setHeader('Content-Type', variant.mimetype);
     res.setHeader(
@@ -74,6 +82,12 @@ export function renderHandler(deps: RenderRouteDeps): RequestHandler {
     } else {
       res.status(200);
       res.setHeader('Content-Length', String(variant.bytes));
+    }
+    if (data && req.method !== 'HEAD') {
+      const sent = range ? data.subarray(range.start, range.end + 1) : data;
+      res.end(sent);
+      deps.metrics?.bytesServed(sent.length);
+      return;
     }
     if (!body) {
       res.end();

@@ -15,7 +15,7 @@ import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { Config } from '@shared/config';
 import { Errors, type ErrorDetail } from '@shared/errors';
-import type { StoredVariant } from '@shared/jobs';
+import { newJobId, type StoredVariant } from '@shared/jobs';
 import { CONVERT_FORMAT_NAMES, type ConvertFormat } from '@shared/media/formats';
 import {
   negotiateFormat,
@@ -28,6 +28,7 @@ import {
   type RenderOptions,
   type RenderPreset,
 } from '@shared/media/render-options';
+import type { JobHandoff } from '@shared/queue/handoff';
 import type { MediaRecord } from '@shared/repositories/media.repository';
 import type { VariantsRepository } from '@shared/repositories/variants.repository';
 import type { ByteRange, ObjectStore } from '@shared/storage/object-store';
@@ -60,6 +61,11 @@ export interface Rendered {
   negotiated: boolean;
   /** The variant had to be rendered for this request (or a concurrent identical one). */
   rendered: boolean;
+  /**
+   * The variant's bytes, when the worker that rendered it handed them over
+   * (shared/queue/handoff.ts): the answer needs no read from storage.
+   */
+  data?: Buffer;
 }
 
 /** The job id's uuid part of a variant's render: derived from its key, UUID-shaped (hex of its hash). */
@@ -82,6 +88,8 @@ export class RenderService {
       jobs: Pick<JobsService, 'runShared'>;
       store: Pick<ObjectStore, 'get'>;
       settings: Config['render'];
+      /** A first render's bytes from its worker; without it, they are read from storage. */
+      handoff?: Pick<JobHandoff, 'take'>;
     },
   ) {}
 
@@ -107,13 +115,14 @@ export class RenderService {
         },
       ]);
     }
-    const target = variantKey(record.key, options);
+    const uuid = renderJobUuid(variantKey(record.key, options));
     const { variant } = await this.deps.jobs.runShared(
       'image.render',
       { organizationId, requestId: request.requestId, key: record.key, options },
-      renderJobUuid(target),
+      uuid,
     );
-    return { record, variant, negotiated, rendered: true };
+    const data = await this.deps.handoff?.take(newJobId('image.render', uuid), variant.bytes);
+    return { record, variant, negotiated, rendered: true, ...(data ? { data } : {}) };
   }
 
   open(variant: StoredVariant, range?: ByteRange): Promise<Readable> {

@@ -84,6 +84,7 @@ const settings = (over: Partial<Config['render']> = {}): Config['render'] => ({
   presets: { thumb: { width: 200, height: 200, fit: 'cover' } },
   requireSigned: false,
   maxVariants: 3,
+  handoffMaxBytes: 0,
   ...over,
 });
 

@@ -1,7 +1,8 @@
 /**
  * image.render: renders a variant of a stored image (GET /media/render) and
  * stores it beside its source: the object under `.variants/<key>/`, then the
- * variant on the source's record. Idempotent: a retry writes the same object
+ * variant on the source's record. A small variant is also handed to the
+ * waiting API requests through Redis, so they answer without reading it back. Idempotent: a retry writes the same object
  * and finds the variant recorded. A source deleted meanwhile gets no variant:
  * the object just written is removed (the deletion may have listed the
  * variants before it existed).
@@ -13,7 +14,7 @@ import type { Processor } from '../registry';
 
 export const renderProcessor: Processor<
   'image.render',
-  'results' | 'variants' | 'images' | 'limits' | 'store'
+  'results' | 'variants' | 'images' | 'limits' | 'store' | 'handoff'
 > = {
   name: 'image.render',
   async process(job, ctx) {
@@ -34,7 +35,12 @@ export const renderProcessor: Processor<
       width: output.width,
       height: output.height,
     };
-    await ctx.store.put(variant.key, output.data, { contentType: output.mime });
+    // The waiting API requests take the bytes from Redis rather than read them back from
+    // storage (shared/queue/handoff.ts); storage stays the truth, written before the record.
+    await Promise.all([
+      ctx.store.put(variant.key, output.data, { contentType: output.mime }),
+      ctx.handoff.offer(job.id, output.data),
+    ]);
     const t3 = performance.now();
     // `present`: an earlier attempt recorded it (the same bytes were written again).
     const added = await ctx.variants.add(organizationId, key, variant);

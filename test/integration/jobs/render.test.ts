@@ -5,13 +5,16 @@
  * served with no job (jobs counted in the queue); 20 identical first
  * requests make one job; deleting the source (alone or with its folder)
  * removes its variants; reconcile knows variants and cleans those whose
- * source is gone; bounds are refused with a 400 naming them.
+ * source is gone; bounds are refused with a 400 naming them; a first render
+ * is answered from the bytes its worker handed over through Redis (no storage
+ * read), a variant over the handoff's bound from storage.
  */
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import sharp from 'sharp';
 import { createLogger } from '../../../shared/logger';
 import { MediaDeletion } from '../../../shared/media-deletion';
+import { HANDOFF_TTL_MS, handoffKey } from '../../../shared/queue/handoff';
 import { createRepositories } from '../../../shared/repositories';
 import { OffboardingService } from '../../../api/services/offboarding.service';
 import { ReconcileService } from '../../../api/services/reconcile.service';
@@ -276,6 +279,68 @@ describe('stored variants', () => {
     for (const a of answers) expect(a.bytes.equals(answers[0]!.bytes)).toBe(true);
     expect(await renderJobs(source.key)).toHaveLength(1);
     expect(await api.objectKeys(`.variants/${source.key}/`)).toHaveLength(1);
+  }, 60_000);
+});
+
+async function storedBytes(key: string): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of await api.ctx.store.get(key)) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+/** The API's storage reads so far (media_dependency_duration_seconds_count of storage get). */
+async function storageReads(): Promise<number> {
+  const text = await (await fetch(`${api.url}/metrics`)).text();
+  const m =
+    /^media_dependency_duration_seconds_count\{dependency="storage",operation="get"\} (\d+)$/m.exec(
+      text,
+    );
+  return Number(m?.[1] ?? 0);
+}
+
+describe('the first answer from the worker’s hands', () => {
+  it('answers a first render with the bytes its worker handed over, with no storage read', async () => {
+    const source = await upload(corpusFile('images/exif-org-olympus-d320l.jpg'), 'hand.jpg');
+    const reads = await storageReads();
+    const first = await render(source.key, { w: 120, format: 'webp' });
+    expect(first.res.status).toBe(200);
+    expect(await storageReads()).toBe(reads);
+    expect(first.res.headers.get('content-length')).toBe(String(first.bytes.length));
+    // The handed-over bytes expire from Redis.
+    const [job] = await renderJobs(source.key);
+    const ttl = await api.ctx.redis!.pttl(handoffKey(api.ctx.config.queuePrefix, job!.id!));
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(HANDOFF_TTL_MS);
+
+    // The next request reads the stored variant: the same bytes.
+    const second = await render(source.key, { w: 120, format: 'webp' });
+    expect(second.bytes.equals(first.bytes)).toBe(true);
+    expect(await storageReads()).toBe(reads + 1);
+    // The handed-over bytes were the stored variant's (read here through the API's store).
+    const [variantKey] = await api.objectKeys(`.variants/${source.key}/`);
+    expect((await storedBytes(variantKey!)).equals(first.bytes)).toBe(true);
+  }, 60_000);
+
+  it('answers a Range of a first render from the handed-over bytes', async () => {
+    const source = await upload(corpusFile('images/gps-DSCN0010.jpg'), 'range.jpg');
+    const partial = await render(source.key, { w: 100, format: 'png' }, { Range: 'bytes=0-7' });
+    expect(partial.res.status).toBe(206);
+    expect(partial.bytes.equals(Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]))).toBe(true);
+    const whole = await render(source.key, { w: 100, format: 'png' });
+    expect(partial.res.headers.get('content-range')).toBe(`bytes 0-7/${whole.bytes.length}`);
+  }, 60_000);
+
+  it('reads a variant over RENDER_HANDOFF_MAX_BYTES back from storage', async () => {
+    const source = await upload(corpusFile('images/Reconyx_HC500_Hyperfire.jpg'), 'big.jpg');
+    const reads = await storageReads();
+    const first = await render(source.key, { w: 1000, format: 'png' });
+    expect(first.res.status).toBe(200);
+    expect(first.bytes.length).toBeGreaterThan(api.ctx.config.render.handoffMaxBytes);
+    expect(await storageReads()).toBe(reads + 1);
+    const [variantKey] = await api.objectKeys(`.variants/${source.key}/`);
+    expect((await storedBytes(variantKey!)).equals(first.bytes)).toBe(true);
+    const [job] = await renderJobs(source.key);
+    expect(await api.ctx.redis!.exists(handoffKey(api.ctx.config.queuePrefix, job!.id!))).toBe(0);
   }, 60_000);
 });
 
