@@ -60,10 +60,19 @@ export class MediaRepository {
     return toRecord(doc.toObject());
   }
 
-  /** Inserts several records in one write; either all are written or none (on failure the written ones are removed). */
-  async insertAll(items: NewMedia[]): Promise<MediaRecord[]> {
-    const ids: number[] = [];
-    for (let i = 0; i < items.length; i++) ids.push(await this.counters.next('media'));
+  /** Ids for `count` records, in one round trip (taken ahead, so it can be fetched beside other work). */
+  nextIds(count: number): Promise<number[]> {
+    return this.counters.take('media', count);
+  }
+
+  /**
+   * Inserts several records in one write; either all are written or none (on
+   * failure the written ones are removed). Their ids are taken in one round
+   * trip, unless given (`takenIds`, one per item, from `nextIds`).
+   */
+  async insertAll(items: NewMedia[], takenIds?: number[]): Promise<MediaRecord[]> {
+    const ids = takenIds ?? (await this.counters.take('media', items.length));
+    if (ids.length !== items.length) throw new Error('one id per record is needed');
     const docs = items.map((m, i) => ({ ...m, id: ids[i]! }));
     try {
       const written = await db(() => this.models.Media.insertMany(docs, { ordered: true }));
