@@ -7,7 +7,7 @@
  * while its bytes flow; `place` moves it when the request's folder turns out
  * to be another. Nothing here writes records (see UploadService).
  */
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash, randomUUID, webcrypto } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { Errors } from '@shared/errors';
 import type { Logger } from '@shared/logger';
@@ -132,7 +132,11 @@ export class IngestService {
       }
     }
     const stream = Readable.from(body(), { objectMode: false });
-    await this.deps.store.put(key, stream, { contentType: type.mime });
+    // The store may sign a single PUT with this hash (asked once the body has ended).
+    await this.deps.store.put(key, stream, {
+      contentType: type.mime,
+      sha256: () => hash.copy().digest('hex'),
+    });
     return { key, type, name, bytes, checksum: `sha256:${hash.digest('hex')}` };
   }
 
@@ -158,9 +162,10 @@ export class IngestService {
     }
     const name = safeDisplayName(filename);
     const key = this.keyFor(org, name, type, folder);
-    await this.deps.store.put(key, data, { contentType: type.mime });
-    const checksum = `sha256:${createHash('sha256').update(data).digest('hex')}`;
-    return { key, keyFolder: folder, type, name, bytes: data.length, checksum };
+    // Hashed once, off the event loop: the checksum, and the PUT's signed payload hash.
+    const hex = Buffer.from(await webcrypto.subtle.digest('SHA-256', data)).toString('hex');
+    await this.deps.store.put(key, data, { contentType: type.mime, sha256: () => hex });
+    return { key, keyFolder: folder, type, name, bytes: data.length, checksum: `sha256:${hex}` };
   }
 
   /**

@@ -7,6 +7,13 @@ import type { Readable } from 'node:stream';
 
 export interface PutOptions {
   contentType: string;
+  /**
+   * The SHA-256 (hex) of the whole body, when the caller computes it anyway
+   * (an upload's checksum): asked for only once the body has been read to its
+   * end, and then only when the body goes to storage in one request, so a
+   * store that signs its payloads (S3 over HTTP) need not hash it again.
+   */
+  sha256?: () => string | Promise<string>;
 }
 
 export interface PutResult {

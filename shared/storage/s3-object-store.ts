@@ -12,6 +12,8 @@
  * a single PUT, and any failure aborts the multipart upload. The body is cut
  * into parts by part-reader.ts, in buffers from buffer-pool.ts.
  */
+import { webcrypto } from 'node:crypto';
+import { once } from 'node:events';
 import type { Readable } from 'node:stream';
 // A static import on purpose: `await import('minio')` loads the package's ESM build under
 // tsx, whose CopySourceOptions is not the class the (CommonJS) client checks with instanceof.
@@ -124,27 +126,86 @@ export class S3ObjectStore implements ObjectStore {
   async put(key: string, body: Readable | Buffer, options: PutOptions): Promise<PutResult> {
     const headers = { 'Content-Type': options.contentType };
     if (Buffer.isBuffer(body)) {
-      await this.call(() => this.client.putObject(this.bucket, key, body, body.length, headers));
+      await this.call(() => this.putBuffer(key, body, headers, options.sha256));
       return { bytes: body.length };
     }
-    return this.putStream(key, body, headers);
+    return this.putStream(key, body, headers, options.sha256);
+  }
+
+  /**
+   * One signed PUT of bytes in memory: a whole object, or a part of a
+   * multipart upload (`part`); answers the object's or part's ETag.
+   *
+   * Over HTTP, SigV4 signs the payload's SHA-256. The client's own calls
+   * compute it on the event loop, and `putObject` also an MD5 of the whole
+   * body that it does not send: two synchronous passes over every byte. Here
+   * the hash comes from the caller when it has one (an upload hashes its bytes
+   * anyway), else from libuv's thread pool (`crypto.subtle`), and no MD5 is
+   * made. Over HTTPS the payload is not signed (`UNSIGNED-PAYLOAD`) and the
+   * client's own calls run as they are (its Content-MD5 included).
+   */
+  private async putBuffer(
+    key: string,
+    data: Buffer,
+    headers: Record<string, string>,
+    sha256?: () => string | Promise<string>,
+    part?: { uploadId: string; partNumber: number },
+  ): Promise<string> {
+    if (!this.client.enableSHA256) {
+      if (!part)
+        return (await this.client.putObject(this.bucket, key, data, data.length, headers)).etag;
+      const { etag } = await this.client.uploadPart(
+        {
+          bucketName: this.bucket,
+          objectName: key,
+          uploadID: part.uploadId,
+          partNumber: part.partNumber,
+          headers: {},
+        },
+        data,
+      );
+      return etag;
+    }
+    const hex = sha256
+      ? await sha256()
+      : Buffer.from(await webcrypto.subtle.digest('SHA-256', data)).toString('hex');
+    const res = await this.client.makeRequestStreamAsync(
+      {
+        method: 'PUT',
+        bucketName: this.bucket,
+        objectName: key,
+        ...(part ? { query: `uploadId=${part.uploadId}&partNumber=${part.partNumber}` } : {}),
+        headers: { ...(part ? {} : headers), 'Content-Length': String(data.length) },
+      },
+      data,
+      hex,
+      [200],
+      '',
+    );
+    const etag = res.headers.etag;
+    res.resume();
+    await once(res, 'end');
+    if (typeof etag !== 'string' || etag === '') {
+      throw new Error(`storage answered the PUT of ${key} without an ETag`);
+    }
+    return etag.replace(/^"|"$/g, '');
   }
 
   private async putStream(
     key: string,
     body: Readable,
     headers: Record<string, string>,
+    sha256?: () => string | Promise<string>,
   ): Promise<PutResult> {
     const parts = new PartReader(body, this.partSize, this.pool);
     let bytes = 0;
-    // Fill the first part; a body that fits in one part is a single PUT.
+    // Fill the first part; a body that fits in one part is a single PUT (of the whole body:
+    // the caller's hash of it, if any, is the payload's).
     const first = await parts.next();
     bytes += first.data.length;
     if (first.done) {
       try {
-        await this.call(() =>
-          this.client.putObject(this.bucket, key, first.data, first.data.length, headers),
-        );
+        await this.call(() => this.putBuffer(key, first.data, headers, sha256));
       } finally {
         first.release();
       }
@@ -170,13 +231,10 @@ export class S3ObjectStore implements ObjectStore {
     };
     const upload = (partNumber: number, part: Part) => {
       const p = this.call(() =>
-        this.client.uploadPart(
-          { bucketName: this.bucket, objectName: key, uploadID: uploadId, partNumber, headers: {} },
-          part.data,
-        ),
+        this.putBuffer(key, part.data, {}, undefined, { uploadId, partNumber }),
       )
         .then(
-          (res) => void etags.push({ part: partNumber, etag: res.etag }),
+          (etag) => void etags.push({ part: partNumber, etag }),
           (err: unknown) => void (failure ??= err instanceof Error ? err : new Error(String(err))),
         )
         // The part's buffer goes back to the pool once the request is over.

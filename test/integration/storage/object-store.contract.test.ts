@@ -118,7 +118,7 @@ const implementations: [string, () => Promise<Harness>][] = [
   ['file system', makeFs],
 ];
 
-describe.each(implementations)('ObjectStore contract: %s', (_name, make) => {
+describe.each(implementations)('ObjectStore contract: %s', (name, make) => {
   let harness: Harness;
   let store: ObjectStore;
   const type = { contentType: 'application/octet-stream' };
@@ -164,6 +164,19 @@ describe.each(implementations)('ObjectStore contract: %s', (_name, make) => {
     await expect(store.put('stream/big.bin', body.stream, type)).resolves.toEqual({ bytes: size });
     expect((await store.stat('stream/big.bin'))?.size).toBe(size);
     expect(hash(await readAll(await store.get('stream/big.bin')))).toBe(body.sha256());
+  });
+
+  it('puts a stream with the caller’s SHA-256 of it (asked once the body has ended)', async () => {
+    const body = randomStream(50_000);
+    let asked = 0;
+    // body.sha256() throws if asked before the stream has ended.
+    const sha256 = () => (asked++, body.sha256());
+    await expect(store.put('stream/hashed.bin', body.stream, { ...type, sha256 })).resolves.toEqual(
+      { bytes: 50_000 },
+    );
+    // S3 over HTTP signs the single PUT with it; the file system has no use for it.
+    expect(asked).toBe(name === 'S3' ? 1 : 0);
+    expect(hash(await readAll(await store.get('stream/hashed.bin')))).toBe(body.sha256());
   });
 
   it('an empty body is an empty object', async () => {
@@ -266,5 +279,26 @@ describe.each(implementations)('ObjectStore contract: %s', (_name, make) => {
       expect(hash(await readAll(await store.get(key)))).toBe(hash(data));
     }
     expect(await store.listIncompleteUploads('concurrent/')).toEqual([]);
+  });
+});
+
+describe('S3: payloads signed with their SHA-256', () => {
+  let harness: Harness;
+  beforeAll(async () => {
+    harness = await makeS3();
+  });
+  afterAll(async () => {
+    await harness?.cleanup();
+  });
+
+  it('refuses a single PUT whose caller’s hash does not match the bytes, and stores nothing', async () => {
+    const body = randomStream(20_000);
+    await expect(
+      harness.store.put('signed/wrong.bin', body.stream, {
+        contentType: 'application/octet-stream',
+        sha256: () => hash(Buffer.from('other bytes')),
+      }),
+    ).rejects.toThrow();
+    expect(await harness.store.stat('signed/wrong.bin')).toBeNull();
   });
 });
