@@ -55,7 +55,9 @@ export class IngestService {
 
   /**
    * Streams one file into storage, to a key built for `folder` (commit moves
-   * it if the request's folder turns out to be another).
+   * it if the request's folder turns out to be another). `onEnded` learns the
+   * file's size once its last byte has come in, while the store may still be
+   * writing it.
    */
   async storeStream(
     org: Organization,
@@ -63,6 +65,7 @@ export class IngestService {
     filename: string | undefined,
     folder: Folder | null,
     budget?: QuotaBudget,
+    onEnded?: (bytes: number) => void,
   ): Promise<StoredObject> {
     const stored = await this.streamToStore(
       source,
@@ -70,6 +73,8 @@ export class IngestService {
       this.deps.limits.acceptedTypes,
       (name, type) => this.keyFor(org, name, type, folder),
       budget,
+      undefined,
+      onEnded,
     );
     return { ...stored, keyFolder: folder };
   }
@@ -104,6 +109,7 @@ export class IngestService {
     keyOf: (name: string, type: MediaType) => string,
     budget?: QuotaBudget,
     onBytes?: (n: number) => void,
+    onEnded?: (bytes: number) => void,
   ): Promise<Omit<StoredObject, 'keyFolder'>> {
     const iterator = source[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
     const head = await readHead(iterator, DETECTION_BYTES);
@@ -124,12 +130,14 @@ export class IngestService {
     };
     async function* body(): AsyncGenerator<Buffer> {
       yield meter(head.bytes);
-      if (head.done) return;
-      for (;;) {
-        const next = await iterator.next();
-        if (next.done) return;
-        yield meter(next.value);
+      if (!head.done) {
+        for (;;) {
+          const next = await iterator.next();
+          if (next.done) break;
+          yield meter(next.value);
+        }
       }
+      onEnded?.(bytes);
     }
     const stream = Readable.from(body(), { objectMode: false });
     // The store may sign a single PUT with this hash (asked once the body has ended).

@@ -26,6 +26,20 @@ export interface DataUrlUpload {
 
 const FOLDER_FIELDS = ['folder', 'folderId'];
 
+/**
+ * A stored file's bookkeeping: its bytes counted against the quota, and its
+ * record's id. For a form's file it starts once the file's last byte has come
+ * in, while the store still writes it, so its MongoDB round trip overlaps the
+ * storage write instead of following it; what it counted is given back if
+ * the upload fails.
+ */
+interface Booking {
+  usage: { bytes: number; files: number };
+  /** True when counted, false when the quota refused it. */
+  reserved: PromiseSettledResult<boolean>;
+  id: PromiseSettledResult<number>;
+}
+
 export class UploadService {
   constructor(
     private readonly deps: {
@@ -55,6 +69,7 @@ export class UploadService {
     const [fileField] = options.fileFields as [string];
     const budget = await this.budgetOf(caller);
     const stored: StoredObject[] = [];
+    const bookings: Promise<Booking>[] = [];
     let earlyFolder: { spec: string; folder: Promise<Folder | null> } | undefined;
     try {
       const { fields, files } = await form(
@@ -83,15 +98,17 @@ export class UploadService {
               }
               folder = await earlyFolder.folder;
             }
+            let booking: Promise<Booking> | undefined;
             const object = await this.deps.ingest.storeStream(
               org,
               part.stream,
               part.filename,
               folder,
               budget,
+              (bytes) => bookings.push((booking = this.book(org, bytes))),
             );
             stored.push(object);
-            return object;
+            return { object, booking: booking! };
           },
         },
       );
@@ -101,9 +118,14 @@ export class UploadService {
         ]);
       }
       const folder = await this.deps.folders.resolve(org, folderSpecOf(fields));
-      return await this.commit(caller, files, folder);
+      return await this.commit(
+        caller,
+        files.map((f) => f.object),
+        folder,
+        await Promise.all(files.map((f) => f.booking)),
+      );
     } catch (err) {
-      await this.deps.ingest.discard(stored);
+      await Promise.all([this.deps.ingest.discard(stored), this.unbook(org, bookings)]);
       throw err;
     }
   }
@@ -132,38 +154,42 @@ export class UploadService {
       input.mimetype ?? dataUrl.declaredType,
       await this.budgetOf(caller),
     );
-    const [record] = await this.commit(caller, [object], folder);
-    return record!;
+    const booking = this.book(org, object.bytes);
+    try {
+      const [record] = await this.commit(caller, [object], folder, [await booking]);
+      return record!;
+    } catch (err) {
+      await this.unbook(org, [booking]);
+      throw err;
+    }
   }
 
   /**
    * Makes stored objects permanent: moves any whose key was built for another
-   * folder (or staged), counts them against the organization's quota (refused
-   * atomically when they would pass it), then writes their records in one
-   * all-or-nothing write. On failure every object is removed, the count
-   * given back, and the error rethrown.
+   * folder (or staged), checks that their bookings (one per object, in order)
+   * counted them within the quota and took their ids, then writes their
+   * records in one all-or-nothing write. On failure every object is removed
+   * and the error rethrown; the caller gives back what the bookings counted.
    */
   private async commit(
     caller: Caller,
     objects: StoredObject[],
     folder: Folder | null,
+    bookings: Booking[],
   ): Promise<MediaRecord[]> {
     const org = caller.organization;
     const placed: StoredObject[] = [];
-    const usage = { bytes: objects.reduce((n, o) => n + o.bytes, 0), files: objects.length };
-    let reserved = false;
     try {
       for (const object of objects) placed.push(await this.deps.ingest.place(org, object, folder));
-      // The records' ids are taken beside the reservation (one round trip less before the
-      // insert); a refused upload leaves a gap in the ids, which promise only to grow.
-      const [reservation, ids] = await Promise.allSettled([
-        this.deps.usage.reserve(org.id, usage, org.quotaBytes),
-        this.deps.media.nextIds(placed.length),
-      ]);
-      if (reservation.status === 'rejected') throw reservation.reason;
-      reserved = reservation.value;
-      if (!reserved) throw Errors.quotaExceeded(org.quotaBytes ?? 0);
-      if (ids.status === 'rejected') throw ids.reason;
+      for (const { reserved } of bookings)
+        if (reserved.status === 'rejected') throw reserved.reason;
+      if (bookings.some(({ reserved }) => reserved.status === 'fulfilled' && !reserved.value)) {
+        throw Errors.quotaExceeded(org.quotaBytes ?? 0);
+      }
+      const ids = bookings.map(({ id }) => {
+        if (id.status === 'rejected') throw id.reason;
+        return id.value;
+      });
       return await this.deps.media.insertAll(
         placed.map((o) => ({
           organizationId: org.id,
@@ -176,13 +202,40 @@ export class UploadService {
           metaData: caller.origin,
           createdBy: caller.tokenId,
         })),
-        ids.value,
+        ids,
       );
     } catch (err) {
-      if (reserved) await this.deps.usage.release(org.id, usage).catch(() => undefined);
       await this.deps.ingest.discard([...objects, ...placed]);
       throw err;
     }
+  }
+
+  /**
+   * Counts a stored file against the quota (refused atomically past it) and
+   * takes its record's id, both at once: one MongoDB round trip. A refused
+   * or failed upload leaves a gap in the ids, which promise only to grow.
+   */
+  private async book(org: Caller['organization'], bytes: number): Promise<Booking> {
+    const usage = { bytes, files: 1 };
+    const [reserved, ids] = await Promise.allSettled([
+      this.deps.usage.reserve(org.id, usage, org.quotaBytes),
+      this.deps.media.nextIds(1),
+    ]);
+    const id: PromiseSettledResult<number> =
+      ids.status === 'fulfilled' ? { status: 'fulfilled', value: ids.value[0]! } : ids;
+    return { usage, reserved, id };
+  }
+
+  /** Gives back what bookings counted (an upload that failed after they began). */
+  private async unbook(org: Caller['organization'], bookings: Promise<Booking>[]): Promise<void> {
+    await Promise.all(
+      bookings.map(async (pending) => {
+        const { reserved, usage } = await pending;
+        if (reserved.status === 'fulfilled' && reserved.value) {
+          await this.deps.usage.release(org.id, usage).catch(() => undefined);
+        }
+      }),
+    );
   }
 
   /** What the request may store under the organization's quota (none without a quota). */
