@@ -110,7 +110,9 @@ async function main() {
       ...services.envFor('bench-load', port),
       PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
       MAX_FILE_SIZE: String(MAX_FILE_SIZE),
-      S3_PART_SIZE: String(5 * MiB), // as the load test: the oversize upload is cut mid multipart upload
+      // As the load test: the oversize upload is cut mid multipart upload.
+      S3_PART_SIZE: String(5 * MiB),
+      S3_SINGLE_PUT_MAX: '0',
       RATE_LIMIT_MAX: '0',
       // One token plays many clients: no cap on its uploads in flight (issue 15 point 10).
       MAX_UPLOADS_IN_FLIGHT: '1000',

@@ -97,6 +97,7 @@ export class Stack {
       publicEndpoint: config.s3!.publicEndpoint,
       logger,
       partSize: config.s3!.partSize,
+      singlePutMax: config.s3!.singlePutMax,
       queueSize: config.s3!.uploadConcurrency,
     });
     await store.init();

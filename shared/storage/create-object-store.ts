@@ -21,6 +21,7 @@ export function createObjectStore(config: Config, logger: Logger): ObjectStore {
     logger,
     partSize: s3.partSize,
     queueSize: s3.uploadConcurrency,
+    singlePutMax: s3.singlePutMax,
     description: `S3 ${s3.endpoint} bucket ${s3.bucket}`,
   });
 }

@@ -46,6 +46,7 @@ beforeAll(async () => {
     env: {
       MAX_FILE_SIZE: String(MAX_FILE_SIZE),
       S3_PART_SIZE: String(5 * MiB),
+      S3_SINGLE_PUT_MAX: '0',
       RATE_LIMIT_MAX: '0',
       // One token plays many clients: no cap on its uploads in flight (issue 15 point 10).
       MAX_UPLOADS_IN_FLIGHT: '1000',

@@ -23,7 +23,8 @@ let org: TestOrg;
 
 beforeAll(async () => {
   harness = await startApi('hostilemp', {
-    env: { MAX_FILES: String(MAX_FILES), MAX_FILE_SIZE: String(40 * MB) },
+    // S3_SINGLE_PUT_MAX=0: a body past one part (8 MiB) goes as a multipart upload at once.
+    env: { MAX_FILES: String(MAX_FILES), MAX_FILE_SIZE: String(40 * MB), S3_SINGLE_PUT_MAX: '0' },
   });
   org = await harness.createOrg('hostile-mp');
   api = await startApiProcess(harness.env.env);

@@ -99,12 +99,19 @@ describe('an upload that fails half-way', () => {
 
   it('leaves nothing when the client disconnects half-way through 30 MB', async () => {
     const upload = streamingUpload(api, org, 30 * MB);
-    await upload.sendUntil(15 * MB);
-    // The bytes are flowing into a multipart upload in the bucket...
+    // Past S3_SINGLE_PUT_MAX (16 MiB): the bytes are flowing into a multipart upload in the bucket...
+    await upload.sendUntil(20 * MB);
     await eventually(async () =>
       expect(await api.ctx.store.listIncompleteUploads('half/')).toHaveLength(1),
     );
     // ...when the client goes away.
+    upload.req.destroy();
+    await eventually(expectNothingLeft);
+  });
+
+  it('leaves nothing when the client disconnects before its body reached storage (read ahead for one PUT)', async () => {
+    const upload = streamingUpload(api, org, 14 * MB);
+    await upload.sendUntil(12 * MB);
     upload.req.destroy();
     await eventually(expectNothingLeft);
   });
@@ -146,7 +153,10 @@ describe('a dependency that stops answering', () => {
     const direct = mongoUriFor(dbName);
     const { host, port } = hostPortOf(direct);
     const proxy = await startTcpProxy(host, port);
-    const api = await startApi('mongodown', { env: { MONGODB_URI: proxy.via(direct) } });
+    // S3_SINGLE_PUT_MAX=0: a body past one part goes as a multipart upload at once.
+    const api = await startApi('mongodown', {
+      env: { MONGODB_URI: proxy.via(direct), S3_SINGLE_PUT_MAX: '0' },
+    });
     try {
       const org = await api.createOrg('nomongo');
       const upload = streamingUpload(api, org, 12 * MB);

@@ -27,6 +27,8 @@ beforeAll(async () => {
       RATE_LIMIT_MAX: '0',
       UPLOAD_IDLE_TIMEOUT_MS: String(IDLE_MS),
       MAX_UPLOADS_IN_FLIGHT: String(CAP),
+      // An upload past one part is a multipart upload at once (the stalled one opens one).
+      S3_SINGLE_PUT_MAX: '0',
     },
   });
   org = await api.createOrg('upload-guard');

@@ -282,13 +282,26 @@ describe.each(implementations)('ObjectStore contract: %s', (name, make) => {
   });
 });
 
-describe('S3: payloads signed with their SHA-256', () => {
+describe('S3: one PUT or parts, payloads signed with their SHA-256', () => {
+  const type = { contentType: 'application/octet-stream' };
   let harness: Harness;
   beforeAll(async () => {
     harness = await makeS3();
   });
   afterAll(async () => {
     await harness?.cleanup();
+  });
+
+  it('sends a body within the single-PUT bound (two 5 MiB parts here) as one PUT, a larger one in parts', async () => {
+    // An S3 ETag tells: a multipart object's is "<hash>-<parts>".
+    const within = randomStream(8 * MiB + 1);
+    await harness.store.put('signed/within.bin', within.stream, type);
+    expect((await harness.store.stat('signed/within.bin'))?.etag).toMatch(/^[0-9a-f]{32}$/);
+    expect(hash(await readAll(await harness.store.get('signed/within.bin')))).toBe(within.sha256());
+    const over = randomStream(10 * MiB + 1);
+    await harness.store.put('signed/over.bin', over.stream, type);
+    expect((await harness.store.stat('signed/over.bin'))?.etag).toMatch(/-3$/);
+    expect(hash(await readAll(await harness.store.get('signed/over.bin')))).toBe(over.sha256());
   });
 
   it('refuses a single PUT whose caller’s hash does not match the bytes, and stores nothing', async () => {
