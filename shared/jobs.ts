@@ -55,8 +55,13 @@ export interface JobPayloads {
    */
   'image.render': BasePayload & { key: string; options: RenderOptions };
   'pdf.merge': CreatingPayload & {
-    /** In merge order; an input may appear more than once. */
-    inputs: { key: string; name: string }[];
+    /**
+     * In merge order; an input may appear more than once. An uploaded input
+     * is a `range` of the request's bundle (one temporary object holding every
+     * uploaded part); without one, the input is the whole object (a stored
+     * PDF, or an uploaded part of its own, as jobs queued before bundles had).
+     */
+    inputs: { key: string; name: string; range?: { offset: number; length: number } }[];
     folderId: number | null;
     /** Inputs uploaded with the request (under the org's temporary prefix): removed when the job ends. */
     temporaryKeys: string[];

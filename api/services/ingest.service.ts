@@ -7,7 +7,7 @@
  * while its bytes flow; `place` moves it when the request's folder turns out
  * to be another. Nothing here writes records (see UploadService).
  */
-import { createHash, randomUUID, webcrypto } from 'node:crypto';
+import { createHash, webcrypto } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { Errors } from '@shared/errors';
 import type { Logger } from '@shared/logger';
@@ -17,10 +17,11 @@ import {
   normaliseMime,
   type MediaType,
 } from '@shared/media/media-types';
-import { buildKey, keyBaseName, safeDisplayName, temporaryPrefix } from '@shared/media/naming';
+import { buildKey, keyBaseName, safeDisplayName } from '@shared/media/naming';
 import type { Folder } from '@shared/repositories/folders.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
 import type { ObjectStore } from '@shared/storage/object-store';
+import { InputBundle, readHead } from './input-bundle';
 
 /**
  * What one request may still store under its organization's quota: the
@@ -73,33 +74,29 @@ export class IngestService {
       this.deps.limits.acceptedTypes,
       (name, type) => this.keyFor(org, name, type, folder),
       budget,
-      undefined,
       onEnded,
     );
     return { ...stored, keyFolder: folder };
   }
 
   /**
-   * Streams a job input (a merge's uploaded PDF) to a temporary key under the
-   * organization's prefix; the job removes it when it ends. `onBytes` sees
-   * every chunk's length as it arrives; what it throws aborts the upload.
+   * A temporary object for a request's uploaded job inputs (a merge's PDFs),
+   * each part type-checked and metered against the file limit as it joins.
    */
-  async storeTemporary(
-    org: Organization,
-    source: Readable,
-    filename: string | undefined,
-    acceptedTypes: readonly string[],
-    onBytes?: (n: number) => void,
-  ): Promise<StoredObject> {
-    const stored = await this.streamToStore(
-      source,
-      filename,
-      acceptedTypes.filter((t) => this.deps.limits.acceptedTypes.includes(t)),
-      (_name, type) => `${temporaryPrefix(org.slug)}${randomUUID()}.${type.ext}`,
-      undefined,
-      onBytes,
+  bundle(org: Organization): InputBundle {
+    return new InputBundle(
+      {
+        store: this.deps.store,
+        accept: (head, filename, types) =>
+          this.acceptType(
+            head,
+            filename,
+            types.filter((t) => this.deps.limits.acceptedTypes.includes(t)),
+          ),
+        maxFileSize: this.deps.limits.maxFileSize,
+      },
+      org.slug,
     );
-    return { ...stored, keyFolder: undefined };
   }
 
   private async streamToStore(
@@ -108,7 +105,6 @@ export class IngestService {
     acceptedTypes: readonly string[],
     keyOf: (name: string, type: MediaType) => string,
     budget?: QuotaBudget,
-    onBytes?: (n: number) => void,
     onEnded?: (bytes: number) => void,
   ): Promise<Omit<StoredObject, 'keyFolder'>> {
     const iterator = source[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
@@ -124,7 +120,6 @@ export class IngestService {
       if (bytes > maxFileSize) throw Errors.fileTooLarge(maxFileSize, name);
       if (budget && (budget.remaining -= chunk.length) < 0)
         throw Errors.quotaExceeded(budget.quota);
-      onBytes?.(chunk.length);
       hash.update(chunk);
       return chunk;
     };
@@ -249,20 +244,4 @@ export class IngestService {
       ext: type.ext,
     });
   }
-}
-
-/** Reads at least `min` bytes (or to the end) from a byte stream. */
-async function readHead(
-  iterator: AsyncIterator<Buffer>,
-  min: number,
-): Promise<{ bytes: Buffer; done: boolean }> {
-  const chunks: Buffer[] = [];
-  let length = 0;
-  while (length < min) {
-    const next = await iterator.next();
-    if (next.done) return { bytes: Buffer.concat(chunks, length), done: true };
-    chunks.push(next.value);
-    length += next.value.length;
-  }
-  return { bytes: Buffer.concat(chunks, length), done: false };
 }

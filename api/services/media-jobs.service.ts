@@ -5,9 +5,10 @@
  * to JobsService, which queues it and waits for its outcome.
  *
  * A merge's inputs come in form order: stored keys (looked up together once
- * the form is read) and uploaded PDFs (streamed to temporary objects as they
- * arrive). Once the job is queued it owns the temporary inputs and removes
- * them when it ends; until then they are the request's to remove.
+ * the form is read) and uploaded PDFs (streamed, as they arrive, into one
+ * temporary object, the request's input bundle). Once the job is queued it
+ * owns the bundle and removes it when it ends; until then it is the
+ * request's to remove.
  */
 import { Errors, isAppError } from '@shared/errors';
 import type { JobPayloads } from '@shared/jobs';
@@ -19,7 +20,7 @@ import type {
 import type { Organization } from '@shared/repositories/organizations.repository';
 import type { FoldersService } from './folders.service';
 import { lastField, type FormReader } from './form';
-import type { IngestService, StoredObject } from './ingest.service';
+import type { IngestService } from './ingest.service';
 import type { JobAnswer, JobsService } from './jobs.service';
 
 /** What every job request carries from the HTTP request. */
@@ -38,7 +39,12 @@ export interface ConvertInput {
   quality?: number | undefined;
 }
 
-type ResolvedInput = { key: string; name: string; bytes: number };
+type ResolvedInput = {
+  key: string;
+  name: string;
+  bytes: number;
+  range?: { offset: number; length: number };
+};
 type MergeInput = Promise<ResolvedInput> | { storedKey: string };
 
 const MERGE_FIELDS = 'files, mediaKeys, folder, folderId';
@@ -89,7 +95,9 @@ export class MediaJobsService {
       if ((uploadedBytes += n) > maxMergeBytes) throw mergeTooLarge(uploadedBytes, maxMergeBytes);
     };
     const inputs: MergeInput[] = [];
-    const temporary: StoredObject[] = [];
+    // Every uploaded part goes into one temporary object, in form order.
+    const bundle = this.deps.ingest.bundle(org);
+    let owned = false;
     const addInput = (input: MergeInput) => {
       if (inputs.length >= maxInputs) throw Errors.tooManyFiles(maxInputs, 'merge inputs');
       if (input instanceof Promise) input.catch(() => undefined); // observed below
@@ -124,12 +132,14 @@ export class MediaJobsService {
             }
             const index = inputs.length;
             if (index >= maxInputs) throw Errors.tooManyFiles(maxInputs, 'merge inputs');
-            const stored = this.deps.ingest
-              .storeTemporary(org, part.stream, part.filename, ['application/pdf'], meterUpload)
-              .then((object) => {
-                temporary.push(object);
-                return { key: object.key, name: object.name, bytes: object.bytes };
-              })
+            const stored = bundle
+              .add(part.stream, part.filename, ['application/pdf'], meterUpload)
+              .then(({ name, offset, length }) => ({
+                key: bundle.key,
+                name,
+                bytes: length,
+                range: { offset, length },
+              }))
               .catch((err: unknown) => {
                 throw isAppError(err) ? err.forInput(index, part.filename) : err;
               });
@@ -154,6 +164,7 @@ export class MediaJobsService {
         folder: lastField(fields, 'folder'),
         folderId: lastField(fields, 'folderId'),
       });
+      await bundle.finish();
       return await this.deps.jobs.run(
         'pdf.merge',
         {
@@ -161,20 +172,20 @@ export class MediaJobsService {
           requestId: request.requestId,
           origin: request.origin,
           tokenId: request.tokenId,
-          inputs: resolved.map(({ key, name }) => ({ key, name })),
+          inputs: resolved.map(({ key, name, range }) => ({ key, name, ...(range && { range }) })),
           folderId: folder?.id ?? null,
-          temporaryKeys: temporary.map((t) => t.key),
+          temporaryKeys: bundle.used ? [bundle.key] : [],
         },
         {
           async: request.async,
-          // Once queued, the job owns the temporary inputs (and removes them when it ends);
-          // until then (Redis refusing the job) they are this request's to remove.
-          onQueued: () => void (temporary.length = 0),
+          // Once queued, the job owns the bundle (and removes it when it ends); until then
+          // (Redis refusing the job) it is this request's to remove.
+          onQueued: () => void (owned = true),
         },
       );
     } catch (err) {
       await Promise.allSettled(inputs.filter((i) => i instanceof Promise));
-      await this.deps.ingest.discard(temporary);
+      if (!owned) await bundle.discard();
       throw err;
     }
   }

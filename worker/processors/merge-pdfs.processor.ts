@@ -4,9 +4,10 @@
  * (milliseconds of the job's creation, the next free one when another merge
  * holds it; claimed before the object is written, and kept by retries) and
  * its name is the object's full address in the store. Inputs uploaded with
- * the request sit under the organization's temporary prefix; they are removed
- * when the job ends (here on success, by the worker's failure handler after
- * the last attempt). The inputs' total is checked from their records' sizes
+ * the request sit under the organization's temporary prefix, in one bundle
+ * (each input a range of it); they are removed when the job ends (here on
+ * success, once the result is recorded and without holding up the answer; by
+ * the worker's failure handler after the last attempt). The inputs' total is checked from their records' sizes
  * (the store's, for uploaded parts) before any is read (MAX_MERGE_BYTES); every input and temporary key
  * is checked against the organization before any is read or removed
  * (processors/inputs.ts).
@@ -51,8 +52,19 @@ export const mergePdfsProcessor: Processor<
     const uploaded = await ctx.results.sizes(
       [...new Set(inputs.map(({ key }) => key))].filter((key) => !records.has(key)),
     );
+    // An uploaded input is a range of the request's bundle (or, queued before bundles, a
+    // whole temporary object): it must lie within the object.
+    inputs.forEach(({ key, range }, index) => {
+      const size = records.get(key)?.bytes ?? uploaded.get(key)!;
+      if (range && (range.offset < 0 || range.length < 0 || range.offset + range.length > size)) {
+        throw Errors.badRequest(`Input ${index + 1} lies outside its uploaded bytes`).forInput(
+          index,
+          key,
+        );
+      }
+    });
     const total = inputs.reduce(
-      (n, { key }) => n + (records.get(key)?.bytes ?? uploaded.get(key)!),
+      (n, { key, range }) => n + (range?.length ?? records.get(key)?.bytes ?? uploaded.get(key)!),
       0,
     );
     if (total > maxMergeBytes) {
@@ -62,13 +74,21 @@ export const mergePdfsProcessor: Processor<
       ).withExtra({ limit: maxMergeBytes });
     }
     // Each distinct key is read once, even when it is merged several times; several at once.
+    // A bundle holds several files: its own bound is the total's.
+    const bundles = new Set(inputs.flatMap(({ key, range }) => (range ? [key] : [])));
     const bytes = await ctx.results.readMany(
       inputs.map(({ key }) => key),
-      maxFileSize,
+      (key) => (bundles.has(key) ? maxMergeBytes : maxFileSize),
       maxMergeBytes,
     );
     const merged = await ctx.pdfs.merge(
-      inputs.map(({ key, name }) => ({ name, data: bytes.get(key)! })),
+      inputs.map(({ key, name, range }) => {
+        const data = bytes.get(key)!;
+        return {
+          name,
+          data: range ? data.subarray(range.offset, range.offset + range.length) : data,
+        };
+      }),
     );
     const key = await ctx.media.claimKey(job.id, organizationId, job.timestamp, mergedKey);
     const record = await ctx.results.write({
@@ -84,7 +104,13 @@ export const mergePdfsProcessor: Processor<
       origin,
       createdBy: tokenId,
     });
-    await ctx.store.removeMany(temporaryKeys);
+    // Off the answer's path: a removal cut short (the worker stopped) leaves a temporary
+    // object of a finished job, which reconcile removes past its grace period.
+    if (temporaryKeys.length > 0) {
+      void ctx.store.removeMany(temporaryKeys).catch((err: unknown) => {
+        job.log.warn({ err, temporaryKeys }, 'could not remove the merge’s uploaded inputs');
+      });
+    }
     job.log.info({ key: record.key, inputs: inputs.length, pages: merged.pages }, 'merged');
     return { mediaId: record.id };
   },

@@ -207,21 +207,23 @@ export class ResultsService {
 
   /**
    * Reads several objects, `INPUT_READ_CONCURRENCY` at a time (each store
-   * round trip is mostly waiting), each whole and within `maxBytes`, all of
+   * round trip is mostly waiting), each whole and within `maxBytes` (a bound per
+   * key when it is a function), all of
    * them within `maxTotal` (413 past it: objects may have grown since their
    * sizes were checked). The first failure stops further reads and is thrown
    * once those in flight end.
    */
   async readMany(
     keys: string[],
-    maxBytes: number,
+    maxBytes: number | ((key: string) => number),
     maxTotal = Number.POSITIVE_INFINITY,
   ): Promise<Map<string, Buffer>> {
     const bytes = new Map<string, Buffer>();
     const total = { left: maxTotal, limit: maxTotal };
+    const limitOf = typeof maxBytes === 'number' ? () => maxBytes : maxBytes;
     await eachLimited(
       keys,
-      async (key) => void bytes.set(key, await this.read(key, maxBytes, total)),
+      async (key) => void bytes.set(key, await this.read(key, limitOf(key), total)),
     );
     return bytes;
   }

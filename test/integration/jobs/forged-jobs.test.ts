@@ -165,4 +165,26 @@ describe('a job written into Redis by hand', () => {
     expect(merged.status).toBe(201);
     await api.ctx.store.remove(victimTemporary);
   });
+
+  it('cannot merge a range past the end of its own uploaded bytes', async () => {
+    // An input bundle of the attacker's own (as a merge request writes one), and a range
+    // that reaches past it: refused before anything is merged, nothing recorded.
+    const bundle = `${attacker.organization.slug}/.tmp/${randomUUID()}.bundle`;
+    await api.ctx.store.put(bundle, pdf, { contentType: 'application/octet-stream' });
+    const records = await recordsOf(attacker);
+    const outcome = await forge('pdf.merge', 'pdf', {
+      ...base(attacker),
+      inputs: [
+        { key: bundle, name: 'a.pdf', range: { offset: 0, length: pdf.length } },
+        { key: bundle, name: 'b.pdf', range: { offset: 1, length: pdf.length } },
+      ],
+      temporaryKeys: [bundle],
+    });
+    expect(outcome.state).toBe('failed');
+    expect(outcome.error).toMatchObject({ code: 'BAD_REQUEST', status: 400 });
+    expect(outcome.error?.details).toEqual([expect.objectContaining({ index: 1 })]);
+    expect(await recordsOf(attacker)).toBe(records);
+    // A job that failed for good removes its temporary inputs.
+    expect(await api.objectKeys(`${attacker.organization.slug}/.tmp/`)).toEqual([]);
+  });
 });

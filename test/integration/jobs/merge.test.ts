@@ -6,6 +6,7 @@
  */
 import { PDFDocument } from 'pdf-lib';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
+import { eventually } from '../../support/eventually';
 import { corpusFile, fixture } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker, type TestWorker } from '../../support/worker';
@@ -74,6 +75,16 @@ async function merge(parts: Part[]) {
   return { status: res.status, body };
 }
 
+/** The API's storage writes so far (media_dependency_duration_seconds_count of storage put). */
+async function storagePuts(): Promise<number> {
+  const text = await (await fetch(`${api.url}/metrics`)).text();
+  const m =
+    /^media_dependency_duration_seconds_count\{dependency="storage",operation="put"\} (\d+)$/m.exec(
+      text,
+    );
+  return Number(m?.[1] ?? 0);
+}
+
 async function download(key: string): Promise<Buffer> {
   const res = await fetch(`${api.url}/media/download?media=${encodeURIComponent(key)}`, {
     headers: org.auth,
@@ -86,6 +97,7 @@ describe('POST /media/merge-pdfs', () => {
     const a = await pdfWithPages([100, 100], [110, 110]);
     const b = await pdfWithPages([200, 300]);
     const c = await upload(await pdfWithPages([400, 500], [410, 510], [420, 520]), 'c.pdf');
+    const puts = await storagePuts();
     const { status, body } = await merge([
       { file: a, name: 'a.pdf' },
       { key: c.key },
@@ -116,8 +128,10 @@ describe('POST /media/merge-pdfs', () => {
       [410, 510],
       [420, 520],
     ]);
-    // The uploaded inputs were temporary: nothing of them is left.
-    expect(await api.objectKeys('merger/.tmp/')).toEqual([]);
+    // The two uploaded parts went to storage as one temporary object (one PUT by the API),
+    // removed once the merge is recorded: nothing of them is left.
+    expect(await storagePuts()).toBe(puts + 1);
+    await eventually(async () => expect(await api.objectKeys('merger/.tmp/')).toEqual([]));
   });
 
   it('merges every readable corpus PDF, repairing the damaged one', async () => {
