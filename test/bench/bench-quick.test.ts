@@ -122,7 +122,8 @@ it('measures what each benchmark is about (positive rates, the targets the issue
   const targets = result.benchmarks.flatMap((b) => b.targets.map((t) => `${b.id}: ${t.what}`));
   expect(targets).toEqual(
     expect.arrayContaining([
-      'upload: 10 MiB: API ÷ direct throughput',
+      "upload: 1 MiB: API time − the store's streaming put",
+      "upload: 10 MiB: API ÷ the store's streaming put",
       'queue: p50 round trip',
       'queue: p99 round trip',
       'merge: 10 inputs: endpoint time ÷ S3 fetch + qpdf + S3 put',

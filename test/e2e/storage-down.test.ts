@@ -83,7 +83,9 @@ function heldUpload(total: number, first: number) {
 }
 
 beforeAll(async () => {
-  harness = await startApi('e2es3down');
+  // S3_SINGLE_PUT_MAX=0: an upload past one part is a multipart upload at once (one is held
+  // open while storage goes away).
+  harness = await startApi('e2es3down', { env: { S3_SINGLE_PUT_MAX: '0' } });
   org = await harness.createOrg('s3down');
   const endpoint = s3Endpoint().endpoint;
   const { host, port } = hostPortOf(endpoint);

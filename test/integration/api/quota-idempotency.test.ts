@@ -190,6 +190,10 @@ describe('Idempotency-Key', () => {
       const first = await post(org, path, fixed, { 'Idempotency-Key': key });
       expect(first.status).toBe(201);
       expect(first.headers.get('idempotent-replayed')).toBeNull();
+      // A merge removes its uploaded inputs once recorded, beside its answer.
+      await eventually(async () =>
+        expect(await api.objectKeys(`${org.organization.slug}/.tmp/`)).toEqual([]),
+      );
       const counts = {
         records: (await recordsOf(org)).length,
         objects: (await api.objectKeys()).length,

@@ -120,7 +120,15 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
   const mediaJobs = new MediaJobsService({
     jobs: jobsService,
     media,
-    ingest: { discard: () => Promise.resolve() } as unknown as IngestService,
+    // Merges here name stored keys only: their input bundle stays empty.
+    ingest: {
+      bundle: () => ({
+        used: false,
+        add: () => Promise.reject(new Error('no uploaded inputs in this test')),
+        finish: () => Promise.resolve(),
+        discard: () => Promise.resolve(),
+      }),
+    } as unknown as IngestService,
     folders: { resolve: () => Promise.resolve(null) } as unknown as FoldersService,
     limits: { maxFileSize: 1024 * 1024, maxMergeInputs: 50, maxMergeBytes: 256 * 1024 * 1024 },
   });
