@@ -25,7 +25,7 @@ import { createS3Client } from '../shared/storage/s3-client';
 import { freePort, waitFor } from '../test/support/services/process';
 import { ENDPOINTS, formatTable, runLoad, verifyLoad } from './load';
 import { machineBusySeconds } from './lib/proc';
-import { startFlags } from './lib/stack';
+import { startEnv, startFlags } from './lib/stack';
 import { runBenchmark, startServices } from './services';
 
 const MiB = 1024 * 1024;
@@ -116,7 +116,6 @@ async function main() {
       RATE_LIMIT_MAX: '0',
       // One token plays many clients: no cap on its uploads in flight (issue 15 point 10).
       MAX_UPLOADS_IN_FLIGHT: '1000',
-      MALLOC_ARENA_MAX: '2',
     };
     const config = loadConfig(env);
     const logger = createLogger({ level: 'warn' });
@@ -140,10 +139,11 @@ async function main() {
       children.push({ name, child });
     };
     // As `npm run start:api` and `npm run start:worker` run them (package.json).
-    node('api', [...startFlags('start:api'), 'dist/api/main.js']);
+    node('api', [...startFlags('start:api'), 'dist/api/main.js'], startEnv('start:api'));
     const workerPorts = [await freePort(), await freePort()];
     workerPorts.forEach((p, i) =>
       node(`worker ${i + 1}`, [...startFlags('start:worker'), 'dist/worker/main.js'], {
+        ...startEnv('start:worker'),
         WORKER_PORT: String(p),
       }),
     );

@@ -192,7 +192,7 @@ async function main(): Promise<void> {
     ),
     processes:
       launch === 'dist'
-        ? 'API and workers from dist/ (`npm run start:api` / `start:worker` flags, MALLOC_ARENA_MAX=2)'
+        ? 'API and workers from dist/ (`npm run start:api` / `start:worker` flags and environment)'
         : 'API and workers from the TypeScript sources through tsx (quick mode)',
     benchmarks,
     failures,

@@ -11,7 +11,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import type { RenderOptions } from '../../shared/media/render-options';
 import { stopProcess } from '../../test/support/services/process';
-import { WORKER_NODE_FLAGS } from './stack';
+import { startEnv, WORKER_NODE_FLAGS } from './stack';
 
 export type PeerRequest =
   | { op: 'convert'; key: string; format: string }
@@ -54,7 +54,7 @@ export class Peer {
 
   static async start(env: NodeJS.ProcessEnv): Promise<Peer> {
     const child = fork(join(__dirname, '..', 'peer-main.ts'), [], {
-      env: { ...env, MALLOC_ARENA_MAX: '2' },
+      env: { ...startEnv('start:worker'), ...env },
       execArgv: ['--import', 'tsx', ...WORKER_NODE_FLAGS],
       stdio: ['ignore', 2, 2, 'ipc'],
     });

@@ -32,12 +32,25 @@ export interface ServiceProc {
   pid: number;
 }
 
-/** Node's flags in an npm start script of package.json (what production starts the process with). */
-export function startFlags(script: 'start:api' | 'start:worker'): string[] {
+type StartScript = 'start:api' | 'start:worker';
+
+function startScript(script: StartScript): string[] {
   const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
     scripts: Record<string, string>;
   };
-  return pkg.scripts[script]!.split(/\s+/).filter((arg) => arg.startsWith('--'));
+  return pkg.scripts[script]!.split(/\s+/);
+}
+
+/** Node's flags in an npm start script of package.json (what production starts the process with). */
+export function startFlags(script: StartScript): string[] {
+  return startScript(script).filter((arg) => arg.startsWith('--'));
+}
+
+/** The environment an npm start script sets before `node` (glibc's malloc tuning). */
+export function startEnv(script: StartScript): Record<string, string> {
+  const words = startScript(script);
+  const assignments = words.slice(0, words.indexOf('node'));
+  return Object.fromEntries(assignments.map((a) => a.split('=', 2) as [string, string]));
 }
 
 /** Node's flags for a worker, as `npm run start:worker` gives them (Dockerfile.worker too). */
@@ -79,7 +92,6 @@ export class Stack {
     const port = await freePort();
     const env: NodeJS.ProcessEnv = {
       ...services.envFor('bench', port),
-      MALLOC_ARENA_MAX: '2',
       RATE_LIMIT_MAX: '0',
       // One token plays many clients: no cap on its uploads in flight (issue 15 point 10).
       MAX_UPLOADS_IN_FLIGHT: '1000',
@@ -214,9 +226,10 @@ process.on('exit', () => {
 });
 
 function spawnService(name: string, mode: LaunchMode, env: NodeJS.ProcessEnv): ServiceProc {
-  const child = spawn(process.execPath, commandFor(mode, name === 'api' ? 'api' : 'worker'), {
+  const role = name === 'api' ? 'api' : 'worker';
+  const child = spawn(process.execPath, commandFor(mode, role), {
     cwd: root,
-    env,
+    env: { ...startEnv(role === 'api' ? 'start:api' : 'start:worker'), ...env },
     // Its log (LOG_LEVEL warn: warnings and errors only) goes to the bench's stderr.
     stdio: ['ignore', 2, 2],
   });

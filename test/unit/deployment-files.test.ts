@@ -332,6 +332,11 @@ describe.each(['Dockerfile.api', 'Dockerfile.worker'])('%s', (file) => {
     const script = file === 'Dockerfile.api' ? scripts['start:api'] : scripts['start:worker'];
     expect(script).toContain(entry);
     for (const flag of args.filter((a) => a.startsWith('--'))) expect(script).toContain(flag);
+    // The environment the script sets before `node` (glibc's malloc tuning) is the image's too.
+    const words = script!.split(/\s+/);
+    for (const assignment of words.slice(0, words.indexOf('node'))) {
+      expect(text).toMatch(new RegExp(`^ENV ${assignment}$`, 'm'));
+    }
   });
 
   if (file === 'Dockerfile.worker') {
