@@ -7,7 +7,7 @@
  * while its bytes flow; `place` moves it when the request's folder turns out
  * to be another. Nothing here writes records (see UploadService).
  */
-import { createHash, webcrypto } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { Errors } from '@shared/errors';
 import type { Logger } from '@shared/logger';
@@ -165,8 +165,8 @@ export class IngestService {
     }
     const name = safeDisplayName(filename);
     const key = this.keyFor(org, name, type, folder);
-    // Hashed once, off the event loop: the checksum, and the PUT's signed payload hash.
-    const hex = Buffer.from(await webcrypto.subtle.digest('SHA-256', data)).toString('hex');
+    // Hashed once: the checksum, and the PUT's signed payload hash.
+    const hex = hash('sha256', data);
     await this.deps.store.put(key, data, { contentType: type.mime, sha256: () => hex });
     return { key, keyFolder: folder, type, name, bytes: data.length, checksum: `sha256:${hex}` };
   }

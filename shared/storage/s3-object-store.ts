@@ -272,7 +272,7 @@ export class S3ObjectStore implements ObjectStore {
 
     try {
       let partNumber = 0;
-      bytes = 0;
+      bytes = 0; // counted again as the parts go
       for (;;) {
         // A part is read once one of the queueSize in flight is done: a part buffer each,
         // and one filling (reading the next part while all are busy was no faster here and

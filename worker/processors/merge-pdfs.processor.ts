@@ -7,10 +7,10 @@
  * the request sit under the organization's temporary prefix, in one bundle
  * (each input a range of it); they are removed when the job ends (here on
  * success, once the result is recorded and without holding up the answer; by
- * the worker's failure handler after the last attempt). The inputs' total is checked from their records' sizes
- * (the store's, for uploaded parts) before any is read (MAX_MERGE_BYTES); every input and temporary key
- * is checked against the organization before any is read or removed
- * (processors/inputs.ts).
+ * the worker's failure handler after the last attempt). The inputs' total is
+ * checked from their records' sizes (the store's, for the bundle) before any
+ * is read (MAX_MERGE_BYTES); every input and temporary key is checked against
+ * the organization before any is read or removed (processors/inputs.ts).
  */
 import { Errors } from '@shared/errors';
 import { mergedKey } from '@shared/media/naming';

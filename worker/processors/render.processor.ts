@@ -2,8 +2,9 @@
  * image.render: renders a variant of a stored image (GET /media/render) and
  * stores it beside its source: the object under `.variants/<key>/`, then the
  * variant on the source's record. A small variant is also handed to the
- * waiting API requests through Redis, so they answer without reading it back. Idempotent: a retry writes the same object
- * and finds the variant recorded. A source deleted meanwhile gets no variant:
+ * waiting API requests through Redis, so they answer without reading it
+ * back. Idempotent: a retry writes the same object and finds the variant
+ * recorded. A source deleted meanwhile gets no variant:
  * the object just written is removed (the deletion may have listed the
  * variants before it existed).
  */

@@ -207,10 +207,9 @@ export class ResultsService {
 
   /**
    * Reads several objects, `INPUT_READ_CONCURRENCY` at a time (each store
-   * round trip is mostly waiting), each whole and within `maxBytes` (a bound per
-   * key when it is a function), all of
-   * them within `maxTotal` (413 past it: objects may have grown since their
-   * sizes were checked). The first failure stops further reads and is thrown
+   * round trip is mostly waiting), each whole and within `maxBytes` (a bound
+   * per key when it is a function), all of them within `maxTotal` (413 past
+   * it: objects may have grown since their sizes were checked). The first failure stops further reads and is thrown
    * once those in flight end.
    */
   async readMany(
