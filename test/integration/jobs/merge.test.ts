@@ -7,6 +7,7 @@
 import { PDFDocument } from 'pdf-lib';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { eventually } from '../../support/eventually';
+import { dependencyCalls } from '../../support/metrics';
 import { corpusFile, fixture } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker, type TestWorker } from '../../support/worker';
@@ -75,15 +76,8 @@ async function merge(parts: Part[]) {
   return { status: res.status, body };
 }
 
-/** The API's storage writes so far (media_dependency_duration_seconds_count of storage put). */
-async function storagePuts(): Promise<number> {
-  const text = await (await fetch(`${api.url}/metrics`)).text();
-  const m =
-    /^media_dependency_duration_seconds_count\{dependency="storage",operation="put"\} (\d+)$/m.exec(
-      text,
-    );
-  return Number(m?.[1] ?? 0);
-}
+/** The API's storage writes so far, from its /metrics. */
+const storagePuts = () => dependencyCalls(api.url, 'storage', 'put');
 
 async function download(key: string): Promise<Buffer> {
   const res = await fetch(`${api.url}/media/download?media=${encodeURIComponent(key)}`, {

@@ -22,6 +22,7 @@ import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { reconcileNow } from '../../support/context';
 import { eventually } from '../../support/eventually';
 import { CORPUS, corpusFile, fixture, form } from '../../support/files';
+import { dependencyCalls } from '../../support/metrics';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker, type TestWorker } from '../../support/worker';
 
@@ -288,15 +289,8 @@ async function storedBytes(key: string): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-/** The API's storage reads so far (media_dependency_duration_seconds_count of storage get). */
-async function storageReads(): Promise<number> {
-  const text = await (await fetch(`${api.url}/metrics`)).text();
-  const m =
-    /^media_dependency_duration_seconds_count\{dependency="storage",operation="get"\} (\d+)$/m.exec(
-      text,
-    );
-  return Number(m?.[1] ?? 0);
-}
+/** The API's storage reads so far, from its /metrics. */
+const storageReads = () => dependencyCalls(api.url, 'storage', 'get');
 
 describe('the first answer from the worker’s hands', () => {
   it('answers a first render with the bytes its worker handed over, with no storage read', async () => {
