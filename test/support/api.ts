@@ -23,6 +23,7 @@ import {
   uniqueSuffix,
   type IsolatedEnv,
 } from './context';
+import { eventually } from './eventually';
 import { hostPortOf, startTcpProxy, type TcpProxy } from './tcp-proxy';
 
 export interface TestOrg {
@@ -46,6 +47,12 @@ export interface TestApi {
   issueExpiredToken(organizationId: number, name?: string): Promise<IssuedToken>;
   /** Every object key in the bucket. */
   objectKeys(prefix?: string): Promise<string[]>;
+  /**
+   * Waits (at most `timeoutMs`) until no object is left under `prefix`: for
+   * removals the service makes off the answer's path (a merge's uploaded
+   * inputs, say), which are not done yet when the answer arrives.
+   */
+  expectNoObjects(prefix: string, timeoutMs?: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -97,6 +104,14 @@ export async function startApi(
       const keys: string[] = [];
       for await (const o of ctx.store.list(prefix)) keys.push(o.key);
       return keys.sort();
+    },
+    async expectNoObjects(prefix, timeoutMs = 10_000) {
+      const left = async () => {
+        const keys: string[] = [];
+        for await (const o of ctx.store.list(prefix)) keys.push(o.key);
+        return keys.sort();
+      };
+      await eventually(async () => expect(await left()).toEqual([]), timeoutMs);
     },
     async close() {
       server.closeAllConnections();

@@ -191,9 +191,7 @@ describe('Idempotency-Key', () => {
       expect(first.status).toBe(201);
       expect(first.headers.get('idempotent-replayed')).toBeNull();
       // A merge removes its uploaded inputs once recorded, beside its answer.
-      await eventually(async () =>
-        expect(await api.objectKeys(`${org.organization.slug}/.tmp/`)).toEqual([]),
-      );
+      await api.expectNoObjects(`${org.organization.slug}/.tmp/`);
       const counts = {
         records: (await recordsOf(org)).length,
         objects: (await api.objectKeys()).length,

@@ -122,7 +122,7 @@ async function expectNothingQueuedOrLeft() {
     );
     expect(Object.values(counts).every((n) => n === 0)).toBe(true);
   }
-  expect(await api.objectKeys(`${org.organization.slug}/.tmp/`)).toEqual([]);
+  await api.expectNoObjects(`${org.organization.slug}/.tmp/`);
   expect(await api.ctx.store.listIncompleteUploads('')).toEqual([]);
   expect(await api.ctx.models.Media.countDocuments({ organizationId: org.organization.id })).toBe(
     INPUTS,
