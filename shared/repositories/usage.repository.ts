@@ -36,12 +36,12 @@ export class UsageRepository {
     for (let attempt = 0; attempt < 2; attempt++) {
       const result = await db(() => this.models.Usage.updateOne(filter, inc).exec());
       if (result.matchedCount === 1) return true;
-      // No counter yet (its first record), or over the quota.
+      // No counter yet (its first record), or over the quota. Of concurrent first
+      // records one creates the counter; the others find it made and try again.
       try {
         await db(() => this.models.Usage.create({ _id: organizationId, bytes: 0, files: 0 }));
       } catch (err) {
         if (!isDuplicateKey(err)) throw err;
-        if (quota !== null) return false; // it exists: the quota is what stopped it
       }
     }
     return false;
