@@ -167,6 +167,20 @@ export async function createApiContext(
     });
     const folders = new FoldersService({ folders: data.repositories.folders, media, jobs });
     const deletion = new MediaDeletion({ media, usage, store, logger });
+    const renders = new RenderService({
+      variants: data.repositories.variants,
+      jobs,
+      store,
+      settings: config.render,
+      handoff: redis
+        ? new JobHandoff({
+            redis: () => redis,
+            queuePrefix: config.queuePrefix,
+            maxBytes: config.render.handoffMaxBytes,
+            logger,
+          })
+        : undefined,
+    });
     if (redis) {
       await waitForRedis(redis).catch(async (err: unknown) => {
         redis.disconnect();
@@ -220,21 +234,9 @@ export async function createApiContext(
         publicBaseUrl: config.publicBaseUrl,
         media,
         organizations: data.repositories.organizations,
+        renders,
       }),
-      renders: new RenderService({
-        variants: data.repositories.variants,
-        jobs,
-        store,
-        settings: config.render,
-        handoff: redis
-          ? new JobHandoff({
-              redis: () => redis,
-              queuePrefix: config.queuePrefix,
-              maxBytes: config.render.handoffMaxBytes,
-              logger,
-            })
-          : undefined,
-      }),
+      renders,
       metrics,
       readiness: observeChecks(
         {

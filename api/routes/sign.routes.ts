@@ -1,54 +1,37 @@
 /**
  * POST /media/sign: signed URLs for one record (`mediaKey`) or several
  * (`mediaKeys`), valid `expiresIn` seconds, optionally `disposition` and
- * `render` options (then the URLs are `/media/render` URLs). Needs the `read`
- * scope: a signed URL reads, it grants nothing a reading token could not do.
+ * `render` options (then the URLs are `/media/render` URLs, signed only when
+ * the render operation would accept their options). Needs the `read` scope:
+ * a signed URL reads, it grants nothing a reading token could not do.
  */
 import express, { Router } from 'express';
 import { z } from 'zod';
 import { Errors } from '@shared/errors';
-import { CONVERT_FORMATS } from '@shared/media/formats';
 import { principalOf, requireScope } from '../middleware/auth';
 import { success } from '../respond';
+import { RENDER_QUERY_OPTIONS, type RenderQueryOption } from '../services/render.service';
 import type { SignedUrlService } from '../services/signed-urls.service';
 import { parseInput } from './validate';
 
 /** Keys one request may sign. */
 export const MAX_SIGNED_KEYS = 100;
-const FITS = ['cover', 'contain', 'fill', 'inside', 'outside'] as const;
 
 const key = z.string({ error: 'a media key is a string' }).min(1, 'a media key is not empty');
-const dimension = (name: string) =>
-  z
-    .int(`${name} must be an integer from 1 to 10000`)
-    .min(1, `${name} must be an integer from 1 to 10000`)
-    .max(10_000, `${name} must be an integer from 1 to 10000`)
-    .optional();
 
-const render = z
-  .strictObject({
-    preset: z
-      .string()
-      .regex(/^[A-Za-z0-9_-]{1,64}$/, 'preset is a name of letters, digits, _ and - (at most 64)')
-      .optional(),
-    w: dimension('w'),
-    h: dimension('h'),
-    fit: z.enum(FITS, { error: `fit must be one of ${FITS.join(', ')}` }).optional(),
-    format: z
-      .enum(CONVERT_FORMATS, { error: `format must be one of ${CONVERT_FORMATS.join(', ')}` })
-      .optional(),
-    q: z
-      .int('q must be an integer from 1 to 100')
-      .min(1, 'q must be an integer from 1 to 100')
-      .max(100, 'q must be an integer from 1 to 100')
-      .optional(),
-  })
-  .refine((r) => Object.values(r).some((v) => v !== undefined), {
-    error: 'render needs a preset or at least one option (w, h, fit, format, q)',
-  })
-  .refine((r) => r.preset === undefined || Object.keys(r).length === 1, {
-    error: 'render takes a preset or options (w, h, fit, format, q), not both',
-  });
+/**
+ * The render options' shape only (known names, each a string or a number as
+ * it would stand in the render's query); what they may be is the render
+ * operation's own rule, applied by the service (RenderService.parse).
+ */
+const render = z.strictObject(
+  Object.fromEntries(
+    RENDER_QUERY_OPTIONS.map((name) => [
+      name,
+      z.union([z.string(), z.number()], { error: `${name} is a string or a number` }).optional(),
+    ]),
+  ) as Record<RenderQueryOption, z.ZodOptional<z.ZodUnion<[z.ZodString, z.ZodNumber]>>>,
+);
 
 const signBody = z
   .strictObject({

@@ -34,17 +34,12 @@ import type { VariantsRepository } from '@shared/repositories/variants.repositor
 import type { ByteRange, ObjectStore } from '@shared/storage/object-store';
 import type { JobsService } from './jobs.service';
 
+/** The options a render request may carry beside `media`, in the order a signed URL writes them. */
+export const RENDER_QUERY_OPTIONS = ['preset', 'w', 'h', 'fit', 'format', 'q', 'metadata'] as const;
+export type RenderQueryOption = (typeof RENDER_QUERY_OPTIONS)[number];
+
 /** The query of a render request, as sent (every value a string or absent). */
-export interface RenderQuery {
-  media?: unknown;
-  w?: unknown;
-  h?: unknown;
-  fit?: unknown;
-  format?: unknown;
-  q?: unknown;
-  preset?: unknown;
-  metadata?: unknown;
-}
+export type RenderQuery = { media?: unknown } & Partial<Record<RenderQueryOption, unknown>>;
 
 export interface RenderRequest {
   requestId: string;

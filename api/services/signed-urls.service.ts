@@ -5,26 +5,23 @@
  * exists. The first key of URL_SIGNING_KEYS signs, every one verifies.
  */
 import type { Config } from '@shared/config';
-import { Errors } from '@shared/errors';
+import { AppError, Errors } from '@shared/errors';
 import type { MediaRepository } from '@shared/repositories/media.repository';
 import type {
   Organization,
   OrganizationsRepository,
 } from '@shared/repositories/organizations.repository';
+import { RENDER_QUERY_OPTIONS, type RenderQueryOption, type RenderService } from './render.service';
 import { checkSignature, EXPIRES_PARAM, ORG_PARAM, signedQuery } from './url-signature';
 
 export type Disposition = 'inline' | 'attachment';
 
-/** Options of `GET /media/render`, written into the URL under these names, in this order. */
-export interface RenderOptions {
-  preset?: string | undefined;
-  w?: number | undefined;
-  h?: number | undefined;
-  fit?: string | undefined;
-  format?: string | undefined;
-  q?: number | undefined;
-}
-const RENDER_PARAMS = ['preset', 'w', 'h', 'fit', 'format', 'q'] as const;
+/**
+ * Options of `GET /media/render` (RENDER_QUERY_OPTIONS), written into the URL
+ * under these names, in that order; their values as the render's query would
+ * carry them (a number is written as its decimal text).
+ */
+export type RenderOptions = Partial<Record<RenderQueryOption, string | number | undefined>>;
 
 export interface SignRequest {
   mediaKeys: string[];
@@ -61,6 +58,8 @@ export class SignedUrlService {
       publicBaseUrl: string;
       media: MediaRepository;
       organizations: OrganizationsRepository;
+      /** The render operation's own reading of its options: a render URL is signed only if it would be accepted. */
+      renders: Pick<RenderService, 'parse'>;
       now?: () => Date;
     },
   ) {}
@@ -86,6 +85,8 @@ export class SignedUrlService {
         },
       ]);
     }
+    const render = request.render && renderParams(request.render);
+    if (render) this.checkRender(request.mediaKeys[0] ?? '', render);
     const records = await this.deps.media.findByKeys(org.id, request.mediaKeys);
     for (const key of request.mediaKeys) {
       const record = records.get(key);
@@ -100,11 +101,7 @@ export class SignedUrlService {
     const path = request.render ? RENDER_PATH : DOWNLOAD_PATH;
     const [key] = signing.keys;
     const urls = request.mediaKeys.map((mediaKey) => {
-      const params: [string, string][] = [['media', mediaKey]];
-      for (const name of RENDER_PARAMS) {
-        const value = request.render?.[name];
-        if (value !== undefined) params.push([name, String(value)]);
-      }
+      const params: [string, string][] = [['media', mediaKey], ...(render ?? [])];
       if (request.disposition) params.push(['disposition', request.disposition]);
       params.push([ORG_PARAM, String(org.id)], [EXPIRES_PARAM, String(expires)]);
       return {
@@ -113,6 +110,30 @@ export class SignedUrlService {
       };
     });
     return { expiresAt: new Date(expires * 1000).toISOString(), expires, urls };
+  }
+
+  /**
+   * 400 VALIDATION_FAILED (each field named `render.<option>`) for options
+   * the render operation would refuse in a signed request: its own parser
+   * decides (bounds, presets, formats), so a signed URL never answers only
+   * a 400. The source's other checks (an image, the variants' maximum) are
+   * the render's, when the URL is used.
+   */
+  private checkRender(mediaKey: string, params: [RenderQueryOption, string][]): void {
+    try {
+      this.deps.renders.parse(
+        { media: mediaKey, ...Object.fromEntries(params) },
+        { accept: undefined, signed: true },
+      );
+    } catch (err) {
+      if (!(err instanceof AppError) || err.code !== 'VALIDATION_FAILED') throw err;
+      throw Errors.validation(
+        (err.details ?? [{ message: err.message }]).map((d) => ({
+          ...d,
+          field: d.field === undefined ? 'render' : `render.${d.field}`,
+        })),
+      );
+    }
   }
 
   /**
@@ -151,4 +172,14 @@ export class SignedUrlService {
 /** Seconds from `now` until `expiresAt` (never negative): the max-age of a signed answer. */
 export function secondsUntil(expiresAt: Date, now = new Date()): number {
   return Math.max(0, Math.floor((expiresAt.getTime() - now.getTime()) / 1000));
+}
+
+/** The render options as the URL writes them: known names in their order, empty ones left out. */
+function renderParams(options: RenderOptions): [RenderQueryOption, string][] {
+  const params: [RenderQueryOption, string][] = [];
+  for (const name of RENDER_QUERY_OPTIONS) {
+    const value = options[name];
+    if (value !== undefined && value !== '') params.push([name, String(value)]);
+  }
+  return params;
 }

@@ -98,6 +98,7 @@ async function appWith(urlSigning: Config['urlSigning']): Promise<string> {
     publicBaseUrl: config.publicBaseUrl,
     media: api.ctx.media,
     organizations: api.ctx.repositories.organizations,
+    renders: api.ctx.renders,
   });
   const server = createHttpServer(createApp({ ...api.ctx, config, signedUrls }), api.ctx.logger);
   server.listen(0, '127.0.0.1');
@@ -181,7 +182,6 @@ describe('POST /media/sign', () => {
       { mediaKeys: [] },
       { mediaKey: keys.jpeg, disposition: 'download' },
       { mediaKey: keys.jpeg, extra: true },
-      { mediaKey: keys.jpeg, render: {} },
       { mediaKey: keys.jpeg, render: { preset: 'thumbnail', w: 10 } },
       { mediaKey: keys.jpeg, render: { w: 0 } },
       { mediaKey: keys.jpeg, render: { fit: 'stretch' } },
@@ -269,6 +269,102 @@ describe('POST /media/sign', () => {
   });
 });
 
+describe('POST /media/sign with render options: the render operation’s own rules', () => {
+  /** GET /media/render with a token and these options: what the render operation says of them. */
+  const renderWith = async (options: Record<string, string | number>) => {
+    const query = new URLSearchParams({ media: keys.jpeg });
+    for (const [name, value] of Object.entries(options)) query.set(name, String(value));
+    const res = await fetch(`${api.url}/media/render?${query.toString()}`, {
+      headers: alpha.auth,
+    });
+    return { status: res.status, body: (await res.json()) as Json };
+  };
+
+  it('refuses (400 VALIDATION_FAILED, naming render.<option>) what the render would refuse, as the render does', async () => {
+    const maxWidth = api.env.config.render.maxWidth;
+    const cases: [Record<string, string | number>, string][] = [
+      [{ w: maxWidth + 1 }, 'w'], // over RENDER_MAX_WIDTH (4096), under the old 10,000
+      [{ w: 10_000 }, 'w'],
+      [{ h: api.env.config.render.maxHeight + 1 }, 'h'],
+      [{ preset: 'no-such-preset' }, 'preset'],
+      [{ preset: 'thumbnail', fit: 'contain' }, 'fit'],
+      [{ format: 'bmp' }, 'format'],
+      [{ q: 101 }, 'q'],
+      [{ w: 1.5 }, 'w'],
+      [{ w: '12px' }, 'w'],
+      [{ metadata: 'all' }, 'metadata'],
+      [{ fit: 'stretch' }, 'fit'],
+    ];
+    for (const [options, field] of cases) {
+      const signed = await sign({ mediaKey: keys.jpeg, render: options });
+      const refused = signed.body as unknown as { error: string; details: { field: string }[] };
+      expect([JSON.stringify(options), signed.status, refused.error]).toEqual([
+        JSON.stringify(options),
+        400,
+        'VALIDATION_FAILED',
+      ]);
+      expect(refused.details.map((d) => d.field)).toContain(`render.${field}`);
+      // The render operation refuses the same options, with the same words.
+      const rendered = await renderWith(options);
+      expect([JSON.stringify(options), rendered.status, rendered.body.error]).toEqual([
+        JSON.stringify(options),
+        400,
+        'VALIDATION_FAILED',
+      ]);
+      expect(
+        (rendered.body.details as { field: string; message: string }[]).map((d) => d.message),
+      ).toEqual((refused.details as unknown as { message: string }[]).map((d) => d.message));
+    }
+    // A value that is neither a string nor a number is refused by its shape.
+    const shape = await sign({ mediaKey: keys.jpeg, render: { w: true } });
+    expect([shape.status, shape.body.error]).toEqual([400, 'VALIDATION_FAILED']);
+  });
+
+  it('signs what the render accepts (format auto or jpg, metadata, no option at all), and the URLs render', async () => {
+    const accepted: Record<string, string | number>[] = [
+      { format: 'auto', w: 64 },
+      { format: 'jpg', metadata: 'keep', w: '48' },
+      { metadata: 'strip', w: api.env.config.render.maxWidth },
+      { preset: 'thumbnail', format: 'webp' },
+      {},
+    ];
+    const urls: string[] = [];
+    for (const options of accepted) {
+      const signed = await sign({ mediaKey: keys.jpeg, render: options });
+      expect([JSON.stringify(options), signed.status]).toEqual([JSON.stringify(options), 200]);
+      const url = new URL(signed.data.url!);
+      expect(url.pathname).toBe('/media/render');
+      // Written as asked, in the documented order, after the key.
+      expect([...url.searchParams].slice(0, -3)).toEqual([
+        ['media', keys.jpeg],
+        ...['preset', 'w', 'h', 'fit', 'format', 'q', 'metadata']
+          .filter((name) => options[name] !== undefined)
+          .map((name) => [name, String(options[name])]),
+      ]);
+      urls.push(signed.data.url!);
+    }
+    const worker = await startWorker(api.env.env);
+    try {
+      const auto = await get(urls[0]!, { Accept: 'image/webp,*/*' });
+      expect(auto.res.status).toBe(200);
+      expect(auto.res.headers.get('content-type')).toBe('image/webp');
+      expect(auto.res.headers.get('vary')).toMatch(/Accept/);
+      expect((await sharp(auto.bytes).metadata()).width).toBe(64);
+      const kept = await get(urls[1]!);
+      expect(kept.res.status).toBe(200);
+      const meta = await sharp(kept.bytes).metadata();
+      expect([meta.format, meta.width, meta.exif !== undefined]).toEqual(['jpeg', 48, true]);
+      const original = await get(urls[4]!, { Accept: 'image/jpeg' });
+      expect(original.res.status).toBe(200);
+      expect((await sharp(original.bytes).metadata()).width).toBe(
+        (await sharp(jpeg).metadata()).width,
+      );
+    } finally {
+      await worker.close();
+    }
+  });
+});
+
 describe('a signed URL is refused', () => {
   let url = '';
   beforeAll(async () => {
@@ -317,6 +413,7 @@ describe('a signed URL is refused', () => {
       publicBaseUrl: api.env.config.publicBaseUrl,
       media: api.ctx.media,
       organizations: api.ctx.repositories.organizations,
+      renders: api.ctx.renders,
       now: () => new Date(Date.now() - 3_600_000),
     });
     const signed = await anHourAgo.sign(alpha.organization, {
