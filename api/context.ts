@@ -88,7 +88,9 @@ export async function createDataContext(
   );
   const models = createModels(connection);
   await syncIndexes(models);
-  const repositories = createRepositories(models);
+  const repositories = createRepositories(models, {
+    usageBookingTtlMs: config.usageBookingTtlMs,
+  });
   const invalidations = new InvalidationPublisher({
     redisUrl: config.redisUrl,
     queuePrefix: config.queuePrefix,

@@ -381,6 +381,8 @@ const variables = z.object({
   JOB_LOCK_MS: int(30_000, 1_000),
   // Longest a job may run (every queue); past it the job fails with 422 PROCESSING_TIMEOUT.
   JOB_TIMEOUT_MS: int(120_000, 100),
+  // A file counted before its record is written (a booking) is given back on its own past this.
+  USAGE_BOOKING_TTL_MS: int(10 * 60_000, 1_000),
   WORKER_CONCURRENCY: concurrency,
   SHUTDOWN_TIMEOUT_MS: int(25_000, 100),
   DASHBOARD_USER: optionalString,
@@ -603,6 +605,12 @@ export interface Config {
   jobWaitMs: number;
   /** Unfinished jobs (waiting, delayed, running) one organization may have at once. */
   maxPendingJobs: number;
+  /**
+   * How long a file counted ahead of its record (a booking) stays counted
+   * without its record before it is given back (a writer that died); a writer
+   * renews its bookings past half of it before writing the records.
+   */
+  usageBookingTtlMs: number;
   worker: {
     queues: QueueName[];
     concurrency: Record<QueueName, number>;
@@ -800,6 +808,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     jobWaitMs: e.JOB_WAIT_MS,
     maxPendingJobs: e.MAX_PENDING_JOBS,
+    usageBookingTtlMs: e.USAGE_BOOKING_TTL_MS,
     worker: {
       queues: e.WORKER_QUEUES,
       concurrency: e.WORKER_CONCURRENCY,

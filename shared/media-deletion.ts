@@ -45,7 +45,7 @@ export class MediaDeletion {
     await this.deps.store.removeMany([record.key, ...derived]);
     await this.deps.media.removeByIds([record.id]);
     await this.deps.usage
-      .release(record.organizationId, { bytes: record.bytes, files: 1 })
+      .release(record.organizationId, { bytes: record.bytes, files: 1 }, [record.id])
       .catch((err: unknown) =>
         // The count is off until reconcile sets it from the records.
         this.deps.logger.warn({ err, id: record.id }, 'could not release a deleted file’s usage'),

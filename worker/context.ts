@@ -82,7 +82,9 @@ export async function createWorkerContext(
     // Every storage call is timed and traced (shared/storage/observed-object-store.ts).
     const store = observeObjectStore(overrides.store ?? createObjectStore(config, logger), metrics);
     if (!overrides.store) await store.init();
-    const { media, folders, organizations, usage, variants } = createRepositories(models);
+    const { media, folders, organizations, usage, variants } = createRepositories(models, {
+      usageBookingTtlMs: config.usageBookingTtlMs,
+    });
     // Its own fail-fast connection, made on the first handoff (a worker without image jobs never makes it).
     let handoffRedis: RedisConnection | undefined;
     const { redisUrl } = config;

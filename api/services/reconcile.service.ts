@@ -73,7 +73,7 @@ export type MissingObjectRecord = Omit<MediaRecord, 'createdAt' | 'updatedAt'> &
   updatedAt: string;
 };
 
-/** An organization whose usage counter differs from its records. */
+/** An organization whose usage counter differs from its records (`actual`: the records plus the bookings in flight). */
 export interface UsageDrift {
   organizationId: number;
   counted: Usage;
@@ -135,7 +135,7 @@ export class ReconcileService {
         | 'deletingBefore'
         | 'usageByOrganization'
       >;
-      usage: Pick<UsageRepository, 'get' | 'all' | 'set'>;
+      usage: Pick<UsageRepository, 'counts' | 'set'>;
       /** Finishes a delete that was cut off. */
       deletion: Pick<MediaDeletion, 'finish'>;
       /** Without it, a temporary input is spared by the grace period only. */
@@ -304,18 +304,21 @@ export class ReconcileService {
     };
   }
 
-  /** Counters that differ from the records, of one organization or all; `fix` sets them. */
+  /**
+   * Counters that differ from the records and the bookings in flight (files
+   * counted whose records are not written yet; bookings past their expiry are
+   * given back as they are read), of one organization or all; `fix` sets them.
+   */
   private async usageDrift(organizationId: number | null, fix: boolean): Promise<UsageDrift[]> {
-    const actual = await this.deps.media.usageByOrganization(organizationId);
-    const counted =
-      organizationId === null
-        ? await this.deps.usage.all()
-        : new Map([[organizationId, await this.deps.usage.get(organizationId)]]);
+    const counts = await this.deps.usage.counts(organizationId);
+    const recorded = await this.deps.media.usageByOrganization(organizationId);
     const zero: Usage = { bytes: 0, files: 0 };
     const drift: UsageDrift[] = [];
-    for (const id of new Set([...actual.keys(), ...counted.keys()])) {
-      const a = actual.get(id) ?? zero;
-      const c = counted.get(id) ?? zero;
+    for (const id of new Set([...recorded.keys(), ...counts.keys()])) {
+      const r = recorded.get(id) ?? zero;
+      const booked = counts.get(id)?.booked ?? zero;
+      const a = { bytes: r.bytes + booked.bytes, files: r.files + booked.files };
+      const c = counts.get(id)?.counted ?? zero;
       if (a.bytes !== c.bytes || a.files !== c.files) {
         drift.push({ organizationId: id, counted: c, actual: a });
       }

@@ -9,7 +9,7 @@ import { Errors } from '@shared/errors';
 import { DataUrlError, parseDataUrl } from '@shared/media/data-url';
 import type { Folder } from '@shared/repositories/folders.repository';
 import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
-import type { UsageRepository } from '@shared/repositories/usage.repository';
+import type { Booking, UsageRepository } from '@shared/repositories/usage.repository';
 import type { Caller } from './caller';
 import type { FolderSpec, FoldersService } from './folders.service';
 import { lastField, type FormFields, type FormReader } from './form';
@@ -27,18 +27,15 @@ export interface DataUrlUpload {
 const FOLDER_FIELDS = ['folder', 'folderId'];
 
 /**
- * A stored file's bookkeeping: its bytes counted against the quota, and its
- * record's id. For a form's file it starts once the file's last byte has come
- * in, while the store still writes it, so its MongoDB round trip overlaps the
- * storage write instead of following it; what it counted is given back if
- * the upload fails.
+ * A stored file's booking (shared/repositories/usage.repository.ts): its
+ * bytes counted against the quota for the record id taken when its bytes
+ * began, null when the quota refused it, rejected when MongoDB failed. For a
+ * form's file it is made once the file's last byte has come in, while the
+ * store still writes it, so its MongoDB round trip overlaps the storage write
+ * instead of following it; it is given back if the upload fails, and expires
+ * on its own if the process dies before the record is written.
  */
-interface Booking {
-  usage: { bytes: number; files: number };
-  /** True when counted, false when the quota refused it. */
-  reserved: PromiseSettledResult<boolean>;
-  id: PromiseSettledResult<number>;
-}
+type FileBooking = PromiseSettledResult<Booking | null>;
 
 export class UploadService {
   constructor(
@@ -69,7 +66,7 @@ export class UploadService {
     const [fileField] = options.fileFields as [string];
     const budget = await this.budgetOf(caller);
     const stored: StoredObject[] = [];
-    const bookings: Promise<Booking>[] = [];
+    const bookings: Promise<FileBooking>[] = [];
     let earlyFolder: { spec: string; folder: Promise<Folder | null> } | undefined;
     try {
       const { fields, files } = await form(
@@ -98,14 +95,16 @@ export class UploadService {
               }
               folder = await earlyFolder.folder;
             }
-            let booking: Promise<Booking> | undefined;
+            // The record's id, taken while the bytes flow (the booking names it).
+            const id = this.takeId();
+            let booking: Promise<FileBooking> | undefined;
             const object = await this.deps.ingest.storeStream(
               org,
               part.stream,
               part.filename,
               folder,
               budget,
-              (bytes) => bookings.push((booking = this.book(org, bytes))),
+              (bytes) => bookings.push((booking = this.book(org, id, bytes))),
             );
             stored.push(object);
             return { object, booking: booking! };
@@ -125,7 +124,7 @@ export class UploadService {
         await Promise.all(files.map((f) => f.booking)),
       );
     } catch (err) {
-      await Promise.all([this.deps.ingest.discard(stored), this.unbook(org, bookings)]);
+      await Promise.all([this.deps.ingest.discard(stored), this.unbook(bookings)]);
       throw err;
     }
   }
@@ -146,6 +145,7 @@ export class UploadService {
       folder: input.folder,
       folderId: input.folderId === undefined ? undefined : String(input.folderId),
     });
+    const id = this.takeId();
     const object = await this.deps.ingest.storeBuffer(
       org,
       Buffer.from(dataUrl.base64, 'base64'),
@@ -154,12 +154,12 @@ export class UploadService {
       input.mimetype ?? dataUrl.declaredType,
       await this.budgetOf(caller),
     );
-    const booking = this.book(org, object.bytes);
+    const booking = this.book(org, id, object.bytes);
     try {
       const [record] = await this.commit(caller, [object], folder, [await booking]);
       return record!;
     } catch (err) {
-      await this.unbook(org, [booking]);
+      await this.unbook([booking]);
       throw err;
     }
   }
@@ -167,30 +167,32 @@ export class UploadService {
   /**
    * Makes stored objects permanent: moves any whose key was built for another
    * folder (or staged), checks that their bookings (one per object, in order)
-   * counted them within the quota and took their ids, then writes their
-   * records in one all-or-nothing write. On failure every object is removed
-   * and the error rethrown; the caller gives back what the bookings counted.
+   * counted them within the quota, renews those past half their life (a long
+   * upload's first files), then writes their records, with the bookings' ids,
+   * in one all-or-nothing write, and settles the bookings. On failure every
+   * object is removed and the error rethrown; the caller gives back what the
+   * bookings counted.
    */
   private async commit(
     caller: Caller,
     objects: StoredObject[],
     folder: Folder | null,
-    bookings: Booking[],
+    bookings: FileBooking[],
   ): Promise<MediaRecord[]> {
     const org = caller.organization;
     const placed: StoredObject[] = [];
     try {
       for (const object of objects) placed.push(await this.deps.ingest.place(org, object, folder));
-      for (const { reserved } of bookings)
-        if (reserved.status === 'rejected') throw reserved.reason;
-      if (bookings.some(({ reserved }) => reserved.status === 'fulfilled' && !reserved.value)) {
+      const booked = bookings.map((b) => {
+        if (b.status === 'rejected') throw b.reason;
+        return b.value;
+      });
+      if (booked.some((b) => b === null)) throw Errors.quotaExceeded(org.quotaBytes ?? 0);
+      const held = booked as Booking[];
+      if (!(await this.deps.usage.keep(held, org.quotaBytes))) {
         throw Errors.quotaExceeded(org.quotaBytes ?? 0);
       }
-      const ids = bookings.map(({ id }) => {
-        if (id.status === 'rejected') throw id.reason;
-        return id.value;
-      });
-      return await this.deps.media.insertAll(
+      const records = await this.deps.media.insertAll(
         placed.map((o) => ({
           organizationId: org.id,
           folderId: folder?.id ?? null,
@@ -202,8 +204,12 @@ export class UploadService {
           metaData: caller.origin,
           createdBy: caller.tokenId,
         })),
-        ids,
+        held.map((b) => b.id),
       );
+      // Off the answer's path: a settle that fails leaves bookings whose
+      // records exist, which their expiry only settles.
+      void this.deps.usage.settle(held).catch(() => undefined);
+      return records;
     } catch (err) {
       await this.deps.ingest.discard([...objects, ...placed]);
       throw err;
@@ -211,31 +217,41 @@ export class UploadService {
   }
 
   /**
-   * Counts a stored file against the quota (refused atomically past it) and
-   * takes its record's id, both at once: one MongoDB round trip. A refused
-   * or failed upload leaves a gap in the ids, which promise only to grow.
+   * A record's id, taken ahead (while the file's bytes flow). A refused or
+   * failed upload leaves a gap in the ids, which promise only to grow.
    */
-  private async book(org: Caller['organization'], bytes: number): Promise<Booking> {
-    const usage = { bytes, files: 1 };
-    const [reserved, ids] = await Promise.allSettled([
-      this.deps.usage.reserve(org.id, usage, org.quotaBytes),
-      this.deps.media.nextIds(1),
-    ]);
-    const id: PromiseSettledResult<number> =
-      ids.status === 'fulfilled' ? { status: 'fulfilled', value: ids.value[0]! } : ids;
-    return { usage, reserved, id };
+  private takeId(): Promise<number> {
+    const id = this.deps.media.nextIds(1).then(([first]) => first!);
+    id.catch(() => undefined); // awaited by the booking, or moot once the upload has failed
+    return id;
+  }
+
+  /** Books a stored file under its record's id: counted against the quota, refused atomically past it. */
+  private async book(
+    org: Caller['organization'],
+    id: Promise<number>,
+    bytes: number,
+  ): Promise<FileBooking> {
+    try {
+      const value = await this.deps.usage.book(
+        org.id,
+        await id,
+        { bytes, files: 1 },
+        org.quotaBytes,
+      );
+      return { status: 'fulfilled', value };
+    } catch (reason) {
+      return { status: 'rejected', reason };
+    }
   }
 
   /** Gives back what bookings counted (an upload that failed after they began). */
-  private async unbook(org: Caller['organization'], bookings: Promise<Booking>[]): Promise<void> {
-    await Promise.all(
-      bookings.map(async (pending) => {
-        const { reserved, usage } = await pending;
-        if (reserved.status === 'fulfilled' && reserved.value) {
-          await this.deps.usage.release(org.id, usage).catch(() => undefined);
-        }
-      }),
+  private async unbook(bookings: Promise<FileBooking>[]): Promise<void> {
+    const held = (await Promise.all(bookings)).flatMap((b) =>
+      b.status === 'fulfilled' && b.value ? [b.value] : [],
     );
+    // One that cannot be given back now expires on its own.
+    await this.deps.usage.cancel(held).catch(() => undefined);
   }
 
   /** What the request may store under the organization's quota (none without a quota). */

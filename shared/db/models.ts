@@ -89,12 +89,31 @@ export interface VariantDoc {
   createdAt: Date;
 }
 
-/** What an organization has recorded, kept as records are written and deleted (the quota's count). */
+/**
+ * What an organization has recorded, kept as records are written and deleted
+ * (the quota's count), bookings in flight included.
+ */
 export interface UsageDoc {
   /** The organization's id. */
   _id: number;
+  /** Bytes and files counted: recorded, and booked for records not written yet (`pending`). */
   bytes: number;
   files: number;
+  /**
+   * Bookings whose record is not written yet: counted above, settled (removed
+   * from here, still counted) once the record is in, given back when the
+   * write fails, or past `until` when no record came (a process that died).
+   */
+  pending?: PendingBookingDoc[];
+}
+
+export interface PendingBookingDoc {
+  /** The id the record will carry. */
+  id: number;
+  bytes: number;
+  files: number;
+  /** When it expires unless settled or renewed. */
+  until: Date;
 }
 
 /**
@@ -212,6 +231,20 @@ const usageSchema = new Schema<UsageDoc>(
     _id: { type: Number, required: true },
     bytes: { type: Number, required: true, default: 0 },
     files: { type: Number, required: true, default: 0 },
+    pending: {
+      type: [
+        new Schema<PendingBookingDoc>(
+          {
+            id: { type: Number, required: true },
+            bytes: { type: Number, required: true },
+            files: { type: Number, required: true },
+            until: { type: Date, required: true },
+          },
+          { _id: false },
+        ),
+      ],
+      default: undefined,
+    },
   },
   { versionKey: false },
 );

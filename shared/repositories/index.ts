@@ -18,7 +18,10 @@ export interface Repositories {
   variants: VariantsRepository;
 }
 
-export function createRepositories(models: Models): Repositories {
+export function createRepositories(
+  models: Models,
+  settings: { usageBookingTtlMs?: number } = {},
+): Repositories {
   const counters = new CountersRepository(models);
   return {
     counters,
@@ -26,7 +29,7 @@ export function createRepositories(models: Models): Repositories {
     tokens: new TokensRepository(models),
     folders: new FoldersRepository(models, counters),
     media: new MediaRepository(models, counters),
-    usage: new UsageRepository(models),
+    usage: new UsageRepository(models, { bookingTtlMs: settings.usageBookingTtlMs }),
     variants: new VariantsRepository(models),
   };
 }

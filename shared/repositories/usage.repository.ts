@@ -1,12 +1,23 @@
 /**
- * What each organization has recorded (bytes and files), kept beside the
- * records: reserved before records are written, released when they are
- * deleted. It is what the quota is checked against, atomically: a reservation
- * that would pass the quota is refused, so the recorded bytes never exceed it.
- * A crash between a record write and its counter leaves the counter off;
- * `reconcile` compares it with the records and `--fix` sets it right.
+ * What each organization has stored (bytes and files), kept beside the
+ * records: the quota's count, checked atomically (a count that would pass the
+ * quota is refused, so what is counted never exceeds it).
+ *
+ * A writer books each file before writing its record (`book`, with the id the
+ * record will carry): counted at once, and held as a pending booking until the
+ * record is in (`settle`: still counted, no longer pending) or given back
+ * when the write fails (`cancel`). A booking whose writer died between the
+ * booking and the insert (a killed worker or API) expires: past its `until`
+ * (USAGE_BOOKING_TTL_MS after it was made) with no record of its id, it is
+ * given back by the next read of the count (`get`, `all`, `counts`, or a
+ * booking the quota would refuse), so no reader sees it counted past its
+ * expiry and no `reconcile --fix` is needed. A writer renews its bookings
+ * before the insert once half their life has gone (`keep`), so none expires
+ * under a writer still at work. Deleting a record gives its bytes back
+ * (`release`). `reconcile` compares the count with the records and the
+ * bookings in flight, and `--fix` sets it.
  */
-import type { Models } from '../db/models';
+import type { Models, PendingBookingDoc, UsageDoc } from '../db/models';
 import { db, isDuplicateKey } from '../db/errors';
 
 export interface Usage {
@@ -14,49 +25,145 @@ export interface Usage {
   files: number;
 }
 
-export class UsageRepository {
-  constructor(private readonly models: Pick<Models, 'Usage'>) {}
+/** A file counted ahead of its record: given back on its own if no record of `id` comes by `until`. */
+export interface Booking {
+  organizationId: number;
+  /** The id the record will carry. */
+  id: number;
+  usage: Usage;
+  /** When it expires unless settled; `keep` moves it on. */
+  until: Date;
+}
 
+/** USAGE_BOOKING_TTL_MS's default: far longer than any write takes from its booking to its record. */
+export const DEFAULT_BOOKING_TTL_MS = 10 * 60_000;
+
+export class UsageRepository {
+  private readonly ttlMs: number;
+  private readonly clock: () => Date;
+
+  constructor(
+    private readonly models: Pick<Models, 'Usage' | 'Media'>,
+    options: { bookingTtlMs?: number; now?: () => Date } = {},
+  ) {
+    this.ttlMs = options.bookingTtlMs ?? DEFAULT_BOOKING_TTL_MS;
+    this.clock = options.now ?? (() => new Date());
+  }
+
+  /** The organization's count (bookings past their expiry given back first). */
   async get(organizationId: number): Promise<Usage> {
-    const doc = await db(() => this.models.Usage.findById(organizationId).lean().exec());
+    let doc = await this.read(organizationId);
+    if (doc && (await this.expire(doc))) doc = await this.read(organizationId);
     return { bytes: doc?.bytes ?? 0, files: doc?.files ?? 0 };
   }
 
   /**
-   * Counts `bytes` and `files` more for the organization, unless that would
-   * pass `quota` (then nothing changes and the answer is false).
+   * Counts a file whose record will carry `id`, unless that would pass
+   * `quota` (then nothing changes and the answer is null); held as a pending
+   * booking until `settle` or `cancel`, or its expiry.
    */
-  async reserve(organizationId: number, add: Usage, quota: number | null): Promise<boolean> {
-    if (quota !== null && add.bytes > quota) return false;
-    const inc = { $inc: { bytes: add.bytes, files: add.files } };
-    const filter =
-      quota === null
-        ? { _id: organizationId }
-        : { _id: organizationId, bytes: { $lte: quota - add.bytes } };
-    for (let attempt = 0; attempt < 2; attempt++) {
-      const result = await db(() => this.models.Usage.updateOne(filter, inc).exec());
-      if (result.matchedCount === 1) return true;
-      // No counter yet (its first record), or over the quota. Of concurrent first
-      // records one creates the counter; the others find it made and try again.
-      try {
-        await db(() => this.models.Usage.create({ _id: organizationId, bytes: 0, files: 0 }));
-      } catch (err) {
-        if (!isDuplicateKey(err)) throw err;
-      }
-    }
-    return false;
+  async book(
+    organizationId: number,
+    id: number,
+    usage: Usage,
+    quota: number | null,
+  ): Promise<Booking | null> {
+    const until = new Date(this.clock().getTime() + this.ttlMs);
+    const pending: PendingBookingDoc = { id, bytes: usage.bytes, files: usage.files, until };
+    if (!(await this.count(organizationId, usage, quota, pending))) return null;
+    return { organizationId, id, usage, until };
   }
 
-  async release(organizationId: number, remove: Usage): Promise<void> {
+  /**
+   * Counts `bytes` and `files` more, with no booking (nothing to expire: the
+   * caller gives it back itself), unless that would pass `quota` (false).
+   */
+  reserve(organizationId: number, add: Usage, quota: number | null): Promise<boolean> {
+    return this.count(organizationId, add, quota);
+  }
+
+  /**
+   * Renews the bookings past half their life (the first file of a long
+   * multi-file upload, say), just before their records are written, so none
+   * expires under a writer still at work; one that expired meanwhile is
+   * counted again, within the quota. False when the quota refuses one (the
+   * caller cancels them all).
+   */
+  async keep(bookings: Booking[], quota: number | null): Promise<boolean> {
+    const now = this.clock().getTime();
+    for (const booking of bookings) {
+      if (booking.until.getTime() - now > this.ttlMs / 2) continue;
+      const until = new Date(now + this.ttlMs);
+      const renewed = await db(() =>
+        this.models.Usage.updateOne(
+          { _id: booking.organizationId, pending: { $elemMatch: { id: booking.id } } },
+          { $set: { 'pending.$.until': until } },
+        ).exec(),
+      );
+      if (renewed.matchedCount === 0) {
+        const pending = { id: booking.id, ...booking.usage, until };
+        if (!(await this.count(booking.organizationId, booking.usage, quota, pending))) {
+          return false;
+        }
+      }
+      booking.until = until;
+    }
+    return true;
+  }
+
+  /** The bookings' records are written: they stay counted, no longer pending. */
+  async settle(bookings: Booking[]): Promise<void> {
+    await Promise.all(
+      [...byOrganization(bookings)].map(([organizationId, ids]) =>
+        db(() =>
+          this.models.Usage.updateOne(
+            { _id: organizationId },
+            { $pull: { pending: { id: { $in: ids } } } },
+          ).exec(),
+        ),
+      ),
+    );
+  }
+
+  /**
+   * Gives back bookings whose records will not be written. Each is given
+   * back once: only while it is still pending (an expired one given back by
+   * a read is not given back again).
+   */
+  async cancel(bookings: Booking[]): Promise<void> {
+    await Promise.all(
+      bookings.map((b) =>
+        db(() =>
+          this.models.Usage.updateOne(
+            { _id: b.organizationId, pending: { $elemMatch: { id: b.id } } },
+            {
+              $pull: { pending: { id: b.id } },
+              $inc: { bytes: -b.usage.bytes, files: -b.usage.files },
+            },
+          ).exec(),
+        ),
+      ),
+    );
+  }
+
+  /**
+   * Gives back what deleted records counted (`recordIds`: their ids, so that
+   * a booking of theirs still pending goes with them, never to be given back
+   * again on its expiry).
+   */
+  async release(organizationId: number, remove: Usage, recordIds: number[] = []): Promise<void> {
     await db(() =>
       this.models.Usage.updateOne(
         { _id: organizationId },
-        { $inc: { bytes: -remove.bytes, files: -remove.files } },
+        {
+          $inc: { bytes: -remove.bytes, files: -remove.files },
+          ...(recordIds.length > 0 ? { $pull: { pending: { id: { $in: recordIds } } } } : {}),
+        },
       ).exec(),
     );
   }
 
-  /** Sets the counter (reconciliation, from the records themselves). */
+  /** Sets the counter (reconciliation, from the records and the bookings in flight). */
   async set(organizationId: number, usage: Usage): Promise<void> {
     await db(() =>
       this.models.Usage.updateOne(
@@ -67,13 +174,141 @@ export class UsageRepository {
     );
   }
 
-  /** Every organization's counter. */
+  /** Every organization's count (bookings past their expiry given back first). */
   async all(): Promise<Map<number, Usage>> {
-    const docs = await db(() => this.models.Usage.find().lean().exec());
-    return new Map(docs.map((d) => [d._id, { bytes: d.bytes, files: d.files }]));
+    const counts = await this.counts(null);
+    return new Map([...counts].map(([id, c]) => [id, c.counted]));
+  }
+
+  /**
+   * The count of one organization or all, and the part of it booked for
+   * records not written yet (bookings past their expiry given back first):
+   * what reconcile compares with the records.
+   */
+  async counts(
+    organizationId: number | null,
+  ): Promise<Map<number, { counted: Usage; booked: Usage }>> {
+    const find = () =>
+      db(() =>
+        this.models.Usage.find(organizationId === null ? {} : { _id: organizationId })
+          .lean()
+          .exec(),
+      );
+    let docs = await find();
+    let expired = false;
+    for (const doc of docs) if (await this.expire(doc)) expired = true;
+    if (expired) docs = await find();
+    const pendingIds = docs.flatMap((d) => (d.pending ?? []).map((p) => p.id));
+    const recorded = await this.recordedIds(pendingIds);
+    return new Map(
+      docs.map((d) => {
+        const booked = { bytes: 0, files: 0 };
+        for (const p of d.pending ?? []) {
+          if (recorded.has(p.id)) continue; // written, its settle on its way
+          booked.bytes += p.bytes;
+          booked.files += p.files;
+        }
+        return [d._id, { counted: { bytes: d.bytes, files: d.files }, booked }];
+      }),
+    );
   }
 
   async remove(organizationId: number): Promise<void> {
     await db(() => this.models.Usage.deleteOne({ _id: organizationId }).exec());
   }
+
+  private read(organizationId: number): Promise<UsageDoc | null> {
+    return db(() => this.models.Usage.findById(organizationId).lean().exec());
+  }
+
+  /**
+   * Counts `add`, with its booking when given, unless that would pass
+   * `quota`; a refusal first gives back the organization's expired bookings
+   * and tries once more.
+   */
+  private async count(
+    organizationId: number,
+    add: Usage,
+    quota: number | null,
+    pending?: PendingBookingDoc,
+  ): Promise<boolean> {
+    if (quota !== null && add.bytes > quota) return false;
+    const update = {
+      $inc: { bytes: add.bytes, files: add.files },
+      ...(pending ? { $push: { pending } } : {}),
+    };
+    const filter =
+      quota === null
+        ? { _id: organizationId }
+        : { _id: organizationId, bytes: { $lte: quota - add.bytes } };
+    let expired = false;
+    for (let attempt = 0; attempt < 4; attempt++) {
+      const result = await db(() => this.models.Usage.updateOne(filter, update).exec());
+      if (result.matchedCount === 1) return true;
+      const doc = await this.read(organizationId);
+      if (!doc) {
+        // No counter yet (its first record). Of concurrent first records one
+        // creates it; the others find it made and try again.
+        try {
+          await db(() => this.models.Usage.create({ _id: organizationId, bytes: 0, files: 0 }));
+        } catch (err) {
+          if (!isDuplicateKey(err)) throw err;
+        }
+        continue;
+      }
+      if (quota !== null && doc.bytes > quota - add.bytes) {
+        // Over the quota, unless bookings that expired unrecorded hold some of it.
+        if (expired || !(await this.expire(doc))) return false;
+        expired = true;
+      }
+      // Otherwise the counter was made (or room given back) since: try again.
+    }
+    return false;
+  }
+
+  /**
+   * Gives back the organization's bookings past their expiry whose record
+   * never came (one with a record is only settled); true when there were any.
+   * Each is taken by a conditional update, so a booking renewed, settled or
+   * cancelled meanwhile is left alone and none is given back twice.
+   */
+  private async expire(doc: UsageDoc): Promise<boolean> {
+    const now = this.clock();
+    const stale = (doc.pending ?? []).filter((p) => p.until.getTime() <= now.getTime());
+    if (stale.length === 0) return false;
+    const recorded = await this.recordedIds(stale.map((p) => p.id));
+    await Promise.all(
+      stale.map((p) =>
+        db(() =>
+          this.models.Usage.updateOne(
+            { _id: doc._id, pending: { $elemMatch: { id: p.id, until: { $lte: now } } } },
+            recorded.has(p.id)
+              ? { $pull: { pending: { id: p.id } } }
+              : {
+                  $pull: { pending: { id: p.id } },
+                  $inc: { bytes: -p.bytes, files: -p.files },
+                },
+          ).exec(),
+        ),
+      ),
+    );
+    return true;
+  }
+
+  /** Which of `ids` have a record (in any state: a record being deleted gives its bytes back itself). */
+  private async recordedIds(ids: number[]): Promise<Set<number>> {
+    if (ids.length === 0) return new Set();
+    const docs = await db(() =>
+      this.models.Media.find({ id: { $in: ids } }, { id: 1, _id: 0 })
+        .lean()
+        .exec(),
+    );
+    return new Set(docs.map((d) => d.id));
+  }
+}
+
+function byOrganization(bookings: Booking[]): Map<number, number[]> {
+  const ids = new Map<number, number[]>();
+  for (const b of bookings) ids.set(b.organizationId, [...(ids.get(b.organizationId) ?? []), b.id]);
+  return ids;
 }

@@ -17,7 +17,7 @@ import type {
   RequestOrigin,
 } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
-import type { UsageRepository } from '@shared/repositories/usage.repository';
+import type { Booking, UsageRepository } from '@shared/repositories/usage.repository';
 import type { ObjectStore } from '@shared/storage/object-store';
 
 export interface JobOutput {
@@ -91,13 +91,16 @@ export class ResultsService {
         },
         tokenOfJob(output.jobId),
       );
-    // Counted against the quota (refused atomically past it) while the object is
-    // written and the record's id taken: three round trips at once, not one after
-    // another. The count is given back and the object removed when either fails.
+    // The record's id taken and the file booked under it (counted against the
+    // quota, refused atomically past it) while the object is written: the two
+    // MongoDB round trips run beside the storage write, not after it. The
+    // booking is given back and the object removed when either fails; should
+    // this process die before the record is in, the booking expires on its own.
     const usage = { bytes: output.data.length, files: 1 };
     const { id: orgId, quotaBytes } = output.organization;
+    let booking: Booking | null = null;
     const release = () =>
-      this.deps.usage.release(orgId, usage).catch((err: unknown) => {
+      this.deps.usage.cancel(booking ? [booking] : []).catch((err: unknown) => {
         this.deps.logger.warn({ err, orgId }, 'could not give back a failed result’s usage');
       });
     // The checksum is computed on libuv's thread pool (on the event loop after the PUT it
@@ -107,27 +110,24 @@ export class ResultsService {
       .digest('SHA-256', output.data)
       .then((d) => Buffer.from(d).toString('hex'));
     digest.catch(() => undefined); // awaited below, or moot once the write has failed
-    const [reserved, put, nextId] = await Promise.allSettled([
-      this.deps.usage.reserve(orgId, usage, quotaBytes),
+    const [booked, put] = await Promise.allSettled([
+      this.deps.media
+        .nextId()
+        .then((id) => this.deps.usage.book(orgId, id, usage, quotaBytes))
+        .then((b) => (booking = b)),
       this.deps.store.put(key, output.data, {
         contentType: output.mimetype,
         sha256: () => digest,
       }),
-      this.deps.media.nextId(),
     ]);
-    if (reserved.status === 'fulfilled' && reserved.value && put.status === 'fulfilled') {
-      if (nextId.status === 'rejected') {
-        await release();
-        await this.removeUnrecorded(key, output.jobId);
-        throw nextId.reason;
-      }
-    } else {
-      if (reserved.status === 'fulfilled' && reserved.value) await release();
+    if (booked.status === 'rejected' || !booked.value || put.status === 'rejected') {
+      await release();
       if (put.status === 'fulfilled') await this.removeUnrecorded(key, output.jobId);
-      if (reserved.status === 'rejected') throw reserved.reason;
-      if (!reserved.value) throw Errors.quotaExceeded(quotaBytes ?? 0);
+      if (booked.status === 'rejected') throw booked.reason;
+      if (!booked.value) throw Errors.quotaExceeded(quotaBytes ?? 0);
       throw (put as PromiseRejectedResult).reason;
     }
+    const held = booked.value;
     if (output.signal?.aborted) {
       // The job failed while the object was written: no record, so no object either.
       await release();
@@ -135,7 +135,10 @@ export class ResultsService {
       output.signal.throwIfAborted();
     }
     try {
-      return await this.deps.media.insert(
+      if (!(await this.deps.usage.keep([held], quotaBytes))) {
+        throw Errors.quotaExceeded(quotaBytes ?? 0);
+      }
+      const record = await this.deps.media.insert(
         {
           organizationId: output.organization.id,
           folderId: folder?.id ?? null,
@@ -148,8 +151,10 @@ export class ResultsService {
           createdBy: output.createdBy ?? null,
           jobId: output.jobId,
         },
-        nextId.value,
+        held.id,
       );
+      this.settle(held);
+      return record;
     } catch (err) {
       // The insert may have landed before the failure was seen (a lost reply), or a
       // concurrent attempt of the same job may have won: either way its record
@@ -159,6 +164,7 @@ export class ResultsService {
         // Another attempt's record (ours refused as a duplicate) counted itself; after a
         // lost reply the record is ours and so is the count.
         if (isDuplicateKey(err)) await release();
+        else this.settle(held);
         return written;
       }
       await release();
@@ -168,6 +174,16 @@ export class ResultsService {
       // after the last attempt the reconciliation command finds it.
       throw err;
     }
+  }
+
+  /**
+   * The booking's record is in: settled off the job's path (one that fails
+   * leaves a booking whose record exists, which its expiry only settles).
+   */
+  private settle(booking: Booking): void {
+    this.deps.usage.settle([booking]).catch((err: unknown) => {
+      this.deps.logger.debug({ err, id: booking.id }, 'booking not settled; its expiry will');
+    });
   }
 
   /**
