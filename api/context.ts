@@ -220,6 +220,7 @@ export async function createApiContext(
         folders,
         media,
         usage,
+        deletion,
         maxFileSize: config.limits.maxFileSize,
         maxBase64Size: config.limits.maxBase64Size,
       }),

@@ -94,6 +94,7 @@ export async function createWorkerContext(
       maxBytes: redisUrl ? config.render.handoffMaxBytes : 0,
       logger,
     });
+    const deletion = new MediaDeletion({ media, usage, store, logger });
     return {
       config,
       logger,
@@ -105,8 +106,8 @@ export async function createWorkerContext(
       variants,
       folders,
       organizations,
-      results: new ResultsService({ store, media, folders, usage, logger }),
-      deletion: new MediaDeletion({ media, usage, store, logger }),
+      results: new ResultsService({ store, media, folders, usage, deletion, logger }),
+      deletion,
       images: adapters.images,
       pdfs: adapters.pdfs,
       handoff,

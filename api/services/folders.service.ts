@@ -5,7 +5,11 @@
  * (list with each folder's files and bytes, create, get, rename, delete).
  * A rename changes the name (and the folder's part of new keys), never an
  * existing key. Deleting a folder that holds files is refused (409) unless
- * asked to be recursive: then a job deletes its files and the folder.
+ * asked to be recursive: then a job deletes its files and the folder. A
+ * delete holds the folder first (no lookup finds it from then on), then
+ * looks for its files, so an upload committing into it at that moment either
+ * is seen (409, or deleted with the rest) or sees the hold and undoes itself
+ * (shared/repositories/folders.repository.ts).
  */
 import { Errors } from '@shared/errors';
 import type { Folder, FoldersRepository } from '@shared/repositories/folders.repository';
@@ -76,26 +80,43 @@ export class FoldersService {
    * Deletes an empty folder (answering it), or refuses with 409 when it holds
    * files, unless `recursive`: then a job deletes its files and the folder,
    * and the answer is the job's (202 with its status URL, unless waited for).
+   * The folder is held first, its files counted after: a refusal, or a job
+   * that could not be queued, lets it go again.
    */
   async delete(
     org: Organization,
     id: number,
     options: { recursive: boolean; requestId: string; async: boolean },
   ): Promise<{ deleted: FolderView } | { job: JobAnswer }> {
-    const folder = await this.require(org, id);
-    const usage = (await this.deps.media.folderUsage(org.id, [id])).get(id);
-    if (!usage?.files) {
-      if (!(await this.deps.folders.remove(org.id, id))) throw Errors.folderNotFound(id);
-      return { deleted: view(folder, usage) };
+    const folder = await this.deps.folders.holdForDelete(org.id, id);
+    if (!folder) throw Errors.folderNotFound(id);
+    // Whether the hold is done with (the folder removed) or handed over (to the job).
+    let handedOver = false;
+    try {
+      const usage = (await this.deps.media.folderUsage(org.id, [id])).get(id);
+      if (!usage?.files) {
+        if (!(await this.deps.folders.removeHeld(org.id, id))) throw Errors.folderNotFound(id);
+        handedOver = true;
+        return { deleted: view(folder, usage) };
+      }
+      if (!options.recursive) throw Errors.folderNotEmpty(id, usage.files);
+      if (!this.deps.jobs) throw new Error('FoldersService: no JobsService for a recursive delete');
+      // The job holds the folder from here (it renews the mark) and removes it.
+      const job = await this.deps.jobs.run(
+        'media.delete-folder',
+        { organizationId: org.id, requestId: options.requestId, folderId: id },
+        { async: options.async, onQueued: () => (handedOver = true) },
+      );
+      return { job };
+    } finally {
+      // Should this fail too, the mark expires on its own.
+      if (!handedOver) await this.deps.folders.release(org.id, id).catch(() => undefined);
     }
-    if (!options.recursive) throw Errors.folderNotEmpty(id, usage.files);
-    if (!this.deps.jobs) throw new Error('FoldersService: no JobsService for a recursive delete');
-    const job = await this.deps.jobs.run(
-      'media.delete-folder',
-      { organizationId: org.id, requestId: options.requestId, folderId: id },
-      { async: options.async },
-    );
-    return { job };
+  }
+
+  /** Whether the folder still exists and no delete holds it (asked by a writer once its records are in). */
+  isLive(org: Organization, id: number): Promise<boolean> {
+    return this.deps.folders.isLive(org.id, id);
   }
 
   private async require(org: Organization, id: number): Promise<Folder> {
@@ -128,7 +149,13 @@ export class FoldersService {
         if (byId.name !== name) throw Errors.folderMismatch(name, byId.id);
         return byId;
       }
-      return this.deps.folders.findOrCreate(org.id, name);
+      const found = await this.deps.folders.findOrCreate(org.id, name);
+      if (found === 'deleting') {
+        throw Errors.conflict(
+          `The folder "${name}" is being deleted; it can be made again once it is gone`,
+        );
+      }
+      return found;
     }
     return byId;
   }

@@ -3,10 +3,12 @@
  * several all or nothing) and base64 data URLs. Objects are written first
  * (IngestService) and records second, in one write, only when every object
  * of the request is in place; if anything fails, every object the request
- * stored is removed and no record is written.
+ * stored is removed and no record is written. Records written into a folder
+ * that a delete took meanwhile are taken back (404 FOLDER_NOT_FOUND).
  */
 import { Errors } from '@shared/errors';
 import { DataUrlError, parseDataUrl } from '@shared/media/data-url';
+import type { MediaDeletion } from '@shared/media-deletion';
 import type { Folder } from '@shared/repositories/folders.repository';
 import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
 import type { Booking, UsageRepository } from '@shared/repositories/usage.repository';
@@ -44,6 +46,8 @@ export class UploadService {
       folders: FoldersService;
       media: MediaRepository;
       usage: UsageRepository;
+      /** Takes back records whose folder was deleted while they were written. */
+      deletion: Pick<MediaDeletion, 'delete'>;
       /** Decoded bytes of a data URL upload. */
       maxBase64Size: number;
       maxFileSize: number;
@@ -208,7 +212,16 @@ export class UploadService {
       );
       // Off the answer's path: a settle that fails leaves bookings whose
       // records exist, which their expiry only settles.
-      void this.deps.usage.settle(held).catch(() => undefined);
+      const settled = this.deps.usage.settle(held).catch(() => undefined);
+      if (folder && !(await this.deps.folders.isLive(org, folder.id))) {
+        // The folder was deleted (or is being) while these records were written:
+        // they go as a delete takes them (one a recursive delete listed already
+        // is its), counted as records first, so that the bookings are not given
+        // back a second time.
+        await settled;
+        for (const record of records) await this.deps.deletion.delete(record);
+        throw Errors.folderNotFound(folder.id);
+      }
       return records;
     } catch (err) {
       await this.deps.ingest.discard([...objects, ...placed]);

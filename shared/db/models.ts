@@ -39,6 +39,12 @@ export interface FolderDoc {
   organizationId: number;
   name: string;
   slug: string;
+  /**
+   * Set while a delete holds the folder (until then, it is gone for every
+   * lookup and no record may stay in it); null, absent or past: a folder like
+   * any other. A delete that died lets it go when this passes.
+   */
+  deletingUntil?: Date | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -166,6 +172,7 @@ const folderSchema = new Schema<FolderDoc>(
     organizationId: { type: Number, required: true },
     name: { type: String, required: true },
     slug: { type: String, required: true },
+    deletingUntil: { type: Date, default: null },
   },
   options,
 );

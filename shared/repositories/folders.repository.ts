@@ -1,7 +1,30 @@
+/**
+ * An organization's folders. A folder being deleted is held by its delete
+ * (`holdForDelete`: a mark with an expiry, renewed while the delete works)
+ * and is gone for every lookup from that moment: an upload or a job result
+ * names it no more, and one that named it before commits its record and then
+ * asks `isLive`, undoing itself when the folder is held or gone. Of the
+ * delete (mark, then look for records) and the writer (insert, then look for
+ * the mark), one always sees the other, so no record stays in a folder that
+ * no longer exists. A delete that dies lets the folder go when its mark
+ * expires (FOLDER_DELETE_HOLD_MS).
+ */
 import type { FolderDoc, Models } from '../db/models';
 import { db, isDuplicateKey } from '../db/errors';
 import { folderSlug } from '../media/naming';
 import type { CountersRepository } from './counters.repository';
+
+/**
+ * How long a delete holds a folder without renewing its mark: far longer than
+ * a batch of a recursive delete takes (it renews before each); a delete that
+ * died lets the folder show again after this.
+ */
+export const FOLDER_DELETE_HOLD_MS = 5 * 60_000;
+
+/** Folders no delete holds (never marked, or marked by a delete that died). */
+const live = (now: Date) => ({
+  $or: [{ deletingUntil: null }, { deletingUntil: { $lte: now } }],
+});
 
 export interface Folder {
   id: number;
@@ -26,24 +49,89 @@ export class FoldersRepository {
   constructor(
     private readonly models: Pick<Models, 'Folder'>,
     private readonly counters: CountersRepository,
+    private readonly clock: () => Date = () => new Date(),
   ) {}
 
   async findById(organizationId: number, id: number): Promise<Folder | null> {
-    const doc = await db(() => this.models.Folder.findOne({ organizationId, id }).lean().exec());
+    const doc = await db(() =>
+      this.models.Folder.findOne({ organizationId, id, ...live(this.clock()) })
+        .lean()
+        .exec(),
+    );
     return doc ? toFolder(doc) : null;
   }
 
   async findByName(organizationId: number, name: string): Promise<Folder | null> {
-    const doc = await db(() => this.models.Folder.findOne({ organizationId, name }).lean().exec());
+    const doc = await db(() =>
+      this.models.Folder.findOne({ organizationId, name, ...live(this.clock()) })
+        .lean()
+        .exec(),
+    );
     return doc ? toFolder(doc) : null;
+  }
+
+  /**
+   * Whether the folder still exists and no delete holds it: asked by a
+   * writer after its record is in (see the file's header).
+   */
+  async isLive(organizationId: number, id: number): Promise<boolean> {
+    return (await this.findById(organizationId, id)) !== null;
   }
 
   /** The organization's folders, by name. */
   async list(organizationId: number): Promise<Folder[]> {
     const docs = await db(() =>
-      this.models.Folder.find({ organizationId }).sort({ name: 1 }).lean().exec(),
+      this.models.Folder.find({ organizationId, ...live(this.clock()) })
+        .sort({ name: 1 })
+        .lean()
+        .exec(),
     );
     return docs.map(toFolder);
+  }
+
+  /**
+   * Marks the folder as held by a delete for FOLDER_DELETE_HOLD_MS (from now
+   * on no lookup finds it); `renew`: a delete that holds it already (its job)
+   * moves the mark on, otherwise only a folder no delete holds is taken. Null
+   * when there is no such folder (or another delete holds it).
+   */
+  async holdForDelete(organizationId: number, id: number, renew = false): Promise<Folder | null> {
+    const now = this.clock();
+    const doc = await db(() =>
+      this.models.Folder.findOneAndUpdate(
+        { organizationId, id, ...(renew ? {} : live(now)) },
+        { $set: { deletingUntil: new Date(now.getTime() + FOLDER_DELETE_HOLD_MS) } },
+        { returnDocument: 'after', lean: true, timestamps: false },
+      ).exec(),
+    );
+    return doc ? toFolder(doc) : null;
+  }
+
+  /** Lets a held folder go (a delete that was refused, or could not start). */
+  async release(organizationId: number, id: number): Promise<void> {
+    await db(() =>
+      this.models.Folder.updateOne(
+        { organizationId, id },
+        { $set: { deletingUntil: null } },
+        { timestamps: false },
+      ).exec(),
+    );
+  }
+
+  /**
+   * Removes a folder its delete holds (its records must be gone), only while
+   * the mark holds: false when it does not (the mark expired: renew, look for
+   * records again), or the folder is gone.
+   */
+  async removeHeld(organizationId: number, id: number): Promise<boolean> {
+    const result = await db(() =>
+      this.models.Folder.deleteOne({
+        organizationId,
+        id,
+        deletingUntil: { $gt: this.clock() },
+      }).exec(),
+    );
+    return result.deletedCount === 1;
   }
 
   /** Creates a folder; null when the organization has one of that name. */
@@ -68,7 +156,7 @@ export class FoldersRepository {
     try {
       const doc = await db(() =>
         this.models.Folder.findOneAndUpdate(
-          { organizationId, id },
+          { organizationId, id, ...live(this.clock()) },
           { $set: { name, slug: folderSlug(name) } },
           { returnDocument: 'after', lean: true },
         ).exec(),
@@ -80,19 +168,17 @@ export class FoldersRepository {
     }
   }
 
-  /** Removes a folder (its records must be gone); false when there was none. */
-  async remove(organizationId: number, id: number): Promise<boolean> {
-    const result = await db(() => this.models.Folder.deleteOne({ organizationId, id }).exec());
-    return result.deletedCount === 1;
-  }
-
   async removeAll(organizationId: number): Promise<number> {
     const result = await db(() => this.models.Folder.deleteMany({ organizationId }).exec());
     return result.deletedCount;
   }
 
-  /** Finds the organization's folder of this name, creating it when missing (safe under races). */
-  async findOrCreate(organizationId: number, name: string): Promise<Folder> {
+  /**
+   * Finds the organization's folder of this name, creating it when missing
+   * (safe under races); 'deleting' while a delete holds the folder of that
+   * name (the name is free once it is gone).
+   */
+  async findOrCreate(organizationId: number, name: string): Promise<Folder | 'deleting'> {
     const existing = await this.findByName(organizationId, name);
     if (existing) return existing;
     const id = await this.counters.next('folders');
@@ -103,10 +189,9 @@ export class FoldersRepository {
       return toFolder(doc);
     } catch (err) {
       if (!isDuplicateKey(err)) throw err;
-      // Another request created it first.
+      // Another request created it first, or a delete holds the folder of that name.
       const raced = await this.findByName(organizationId, name);
-      if (!raced) throw err;
-      return raced;
+      return raced ?? 'deleting';
     }
   }
 }

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { isAppError } from '../../shared/errors';
 import { createLogger } from '../../shared/logger';
+import type { MediaDeletion } from '../../shared/media-deletion';
 import type { UsageRepository } from '../../shared/repositories/usage.repository';
 import type { FoldersRepository } from '../../shared/repositories/folders.repository';
 import type { MediaRepository } from '../../shared/repositories/media.repository';
@@ -44,10 +45,11 @@ beforeEach(async () => {
   await store.init();
   results = new ResultsService({
     store,
-    // readMany touches neither repository.
+    // readMany touches neither repository, nor deletes anything.
     media: {} as MediaRepository,
     folders: {} as FoldersRepository,
     usage: {} as UsageRepository,
+    deletion: {} as MediaDeletion,
     logger: createLogger({ level: 'silent' }),
   });
 });

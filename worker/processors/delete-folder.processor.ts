@@ -1,8 +1,12 @@
 /**
  * media.delete-folder: deletes every file of a folder, a batch at a time, the
  * way a single delete does (shared/media-deletion.ts), reporting its progress,
- * then the folder. A retry (or a second run) carries on where it stopped:
- * deleted files are gone, and a file another delete took is skipped.
+ * then the folder. It holds the folder throughout (the mark the API set,
+ * renewed before each batch), so an upload committing into it meanwhile is
+ * either listed and deleted here or sees the hold and undoes itself; the
+ * folder is removed only while the mark holds. A retry (or a second run)
+ * carries on where it stopped: deleted files are gone, and a file another
+ * delete took is skipped.
  */
 import { Errors } from '@shared/errors';
 import type { Processor } from '../registry';
@@ -17,14 +21,21 @@ export const deleteFolderProcessor: Processor<
   name: 'media.delete-folder',
   async process(job, ctx) {
     const { organizationId, folderId } = job.data;
-    const folder = await ctx.folders.findById(organizationId, folderId);
+    const hold = () => ctx.folders.holdForDelete(organizationId, folderId, true);
+    const folder = await hold();
     if (!folder) throw Errors.folderNotFound(folderId);
     const total = (await ctx.media.folderUsage(organizationId, [folderId])).get(folderId);
     const deleted = { files: 0, bytes: 0 };
     await job.progress({ done: 0, total: total?.files ?? 0 });
     for (;;) {
       const ids = await ctx.media.ids(organizationId, folderId, BATCH);
-      if (ids.length === 0) break;
+      if (ids.length === 0) {
+        // None left while the mark holds: removed. Should the mark have run out,
+        // hold the folder again and look once more (unless it is gone).
+        if (await ctx.folders.removeHeld(organizationId, folderId)) break;
+        if (!(await hold())) break;
+        continue;
+      }
       for (const id of ids) {
         const record = await ctx.media.findById(organizationId, id);
         if (record && (await ctx.deletion.delete(record))) {
@@ -33,8 +44,8 @@ export const deleteFolderProcessor: Processor<
         }
       }
       await job.progress({ done: deleted.files, total: total?.files ?? deleted.files });
+      await hold();
     }
-    await ctx.folders.remove(organizationId, folderId);
     job.log.info({ folderId, ...deleted }, 'folder deleted');
     return { folder: { id: folder.id, name: folder.name }, deleted };
   },

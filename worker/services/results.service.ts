@@ -2,7 +2,10 @@
  * Writes a job's result (an object and its record) idempotently, keyed by the
  * job id: the object key is derived from the job id (a retry overwrites the
  * same object), and the record carries the job id under a unique index (a
- * retry finds the record instead of writing a second one).
+ * retry finds the record instead of writing a second one). A result whose
+ * folder is deleted while it is written is removed again once its record is
+ * in, and the job fails with 404 FOLDER_NOT_FOUND (no record stays in a
+ * folder that no longer exists).
  */
 import { createHash, webcrypto } from 'node:crypto';
 import type { Readable } from 'node:stream';
@@ -10,6 +13,7 @@ import { isDuplicateKey } from '@shared/db/errors';
 import { Errors } from '@shared/errors';
 import type { Logger } from '@shared/logger';
 import { buildKey, keyBaseName } from '@shared/media/naming';
+import type { MediaDeletion } from '@shared/media-deletion';
 import type { FoldersRepository } from '@shared/repositories/folders.repository';
 import type {
   MediaRecord,
@@ -58,6 +62,8 @@ export class ResultsService {
       media: MediaRepository;
       folders: FoldersRepository;
       usage: UsageRepository;
+      /** Removes a result whose folder was deleted while it was written. */
+      deletion: Pick<MediaDeletion, 'delete'>;
       logger: Logger;
     },
   ) {}
@@ -134,11 +140,12 @@ export class ResultsService {
       await this.removeUnrecorded(key, output.jobId);
       output.signal.throwIfAborted();
     }
+    let record: MediaRecord;
     try {
       if (!(await this.deps.usage.keep([held], quotaBytes))) {
         throw Errors.quotaExceeded(quotaBytes ?? 0);
       }
-      const record = await this.deps.media.insert(
+      record = await this.deps.media.insert(
         {
           organizationId: output.organization.id,
           folderId: folder?.id ?? null,
@@ -153,8 +160,6 @@ export class ResultsService {
         },
         held.id,
       );
-      this.settle(held);
-      return record;
     } catch (err) {
       // The insert may have landed before the failure was seen (a lost reply), or a
       // concurrent attempt of the same job may have won: either way its record
@@ -174,6 +179,14 @@ export class ResultsService {
       // after the last attempt the reconciliation command finds it.
       throw err;
     }
+    this.settle(held);
+    if (folder && !(await this.deps.folders.isLive(orgId, folder.id))) {
+      // The folder was deleted while the result was written: the result goes with it
+      // (a recursive delete that listed it already takes it itself).
+      await this.deps.deletion.delete(record);
+      throw Errors.folderNotFound(folder.id);
+    }
+    return record;
   }
 
   /**
