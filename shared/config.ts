@@ -377,6 +377,8 @@ const variables = z.object({
   RENDER_HANDOFF_MAX_BYTES: int(512 * 1024, 0, 16 * MB),
   JOB_WAIT_MS: int(30_000, 100),
   MAX_PENDING_JOBS: int(200, 1),
+  JOB_RESERVED_SLOTS: int(1, 0, 64),
+  JOB_QUEUED_PER_SLOT: int(2, 1, 64),
   WORKER_QUEUES: queues,
   JOB_LOCK_MS: int(30_000, 1_000),
   // Longest a job may run (every queue); past it the job fails with 422 PROCESSING_TIMEOUT.
@@ -603,6 +605,12 @@ export interface Config {
   jobWaitMs: number;
   /** Unfinished jobs (waiting, delayed, running) one organization may have at once. */
   maxPendingJobs: number;
+  /**
+   * The fair gate (shared/queue/fair-gate.ts): per queue, the slots one
+   * organization's heavy jobs leave to others, and the jobs an organization
+   * may have released to the workers per live slot.
+   */
+  fairQueues: { reservedSlots: number; queuedPerSlot: number };
   worker: {
     queues: QueueName[];
     concurrency: Record<QueueName, number>;
@@ -800,6 +808,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     jobWaitMs: e.JOB_WAIT_MS,
     maxPendingJobs: e.MAX_PENDING_JOBS,
+    fairQueues: { reservedSlots: e.JOB_RESERVED_SLOTS, queuedPerSlot: e.JOB_QUEUED_PER_SLOT },
     worker: {
       queues: e.WORKER_QUEUES,
       concurrency: e.WORKER_CONCURRENCY,

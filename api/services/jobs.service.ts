@@ -61,9 +61,16 @@ export class JobsService {
   async run<N extends JobName>(
     name: N,
     payload: JobPayloads[N],
-    options: { async: boolean; onQueued?: (jobId: string) => void },
+    options: {
+      async: boolean;
+      onQueued?: (jobId: string) => void;
+      /** Its estimated work is long (shared/media/work.ts). */
+      heavy?: boolean;
+    },
   ): Promise<JobAnswer> {
-    const jobId = await this.deps.queue.add(name, payload, randomUUID());
+    const jobId = await this.deps.queue.add(name, payload, randomUUID(), {
+      heavy: options.heavy ?? false,
+    });
     options.onQueued?.(jobId);
     if (options.async)
       return { kind: 'pending', jobId, state: 'waiting', statusUrl: this.statusUrl(jobId) };
@@ -91,8 +98,9 @@ export class JobsService {
     name: N,
     payload: JobPayloads[N],
     jobUuid: string,
+    options: { heavy?: boolean } = {},
   ): Promise<JobResults[N]> {
-    const jobId = await this.deps.queue.add(name, payload, jobUuid);
+    const jobId = await this.deps.queue.add(name, payload, jobUuid, options);
     const outcome = await this.deps.queue.wait(name, jobId, this.deps.waitMs);
     if (outcome.state === 'completed' || outcome.state === 'failed') {
       // Not waited for: the answer does not depend on it (a stale entry expires within the hour).

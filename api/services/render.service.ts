@@ -28,6 +28,7 @@ import {
   type RenderOptions,
   type RenderPreset,
 } from '@shared/media/render-options';
+import { renderIsHeavy } from '@shared/media/work';
 import type { JobHandoff } from '@shared/queue/handoff';
 import type { MediaRecord } from '@shared/repositories/media.repository';
 import type { VariantsRepository } from '@shared/repositories/variants.repository';
@@ -120,6 +121,7 @@ export class RenderService {
       'image.render',
       { organizationId, requestId: request.requestId, key: record.key, options },
       uuid,
+      { heavy: renderIsHeavy(options, record) },
     );
     const data = await this.deps.handoff?.take(newJobId('image.render', uuid), variant.bytes);
     return { record, variant, negotiated, rendered: true, ...(data ? { data } : {}) };
