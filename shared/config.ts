@@ -378,7 +378,7 @@ const variables = z.object({
   JOB_WAIT_MS: int(30_000, 100),
   MAX_PENDING_JOBS: int(200, 1),
   JOB_RESERVED_SLOTS: int(1, 0, 64),
-  JOB_QUEUED_PER_SLOT: int(2, 1, 64),
+  JOB_QUEUED_PER_SLOT: int(2, 1, 100_000),
   WORKER_QUEUES: queues,
   JOB_LOCK_MS: int(30_000, 1_000),
   // Longest a job may run (every queue); past it the job fails with 422 PROCESSING_TIMEOUT.

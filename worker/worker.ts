@@ -214,6 +214,12 @@ export function createWorker(
   // died between releasing a job and handing it over).
   const workerId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const tend = async () => {
+    try {
+      await queues.ready();
+    } catch (err) {
+      logger.warn({ err }, 'could not tend the fair gate: Redis is not ready');
+      return;
+    }
     for (const queue of config.worker.queues) {
       try {
         await queues.gate.announce(queue, workerId, config.worker.concurrency[queue]);

@@ -303,6 +303,18 @@ export class FairGate {
     await this.redis().multi().zrem(workers, workerId).hdel(slots, workerId).exec();
   }
 
+  /** Jobs held on a queue, every organization's (the queue's backlog beside its waiting jobs). */
+  async heldCount(queue: string): Promise<number> {
+    const redis = this.redis();
+    const base = this.base(queue);
+    const orgs = await redis.smembers(`${base}orgs`);
+    if (orgs.length === 0) return 0;
+    const pipeline = redis.pipeline();
+    for (const org of orgs) pipeline.llen(`${base}held:${org}`);
+    const lengths = (await pipeline.exec()) ?? [];
+    return lengths.reduce((n, [err, len]) => n + (err ? 0 : Number(len)), 0);
+  }
+
   /** What the gate holds for an organization on a queue (metrics, tests). */
   async state(queue: string, organizationId: number) {
     const base = this.base(queue);

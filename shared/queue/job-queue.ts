@@ -214,6 +214,11 @@ export class BullJobQueue implements JobQueue {
     return jobId;
   }
 
+  /** Waits (at most `timeoutMs`) for the producer connection: a fresh process's first calls. */
+  async ready(timeoutMs = 5_000): Promise<void> {
+    await redisCall(() => waitForRedis(this.producer(), timeoutMs));
+  }
+
   /** A job has ended for good (the worker says so): it no longer counts, and what it held back may run. */
   async ended(queue: QueueName, organizationId: number, jobId: string): Promise<void> {
     await Promise.all([
@@ -427,19 +432,28 @@ export class BullJobQueue implements JobQueue {
     }
   }
 
+  /**
+   * Jobs per queue and state. `held`: jobs the fair gate holds back (BullMQ
+   * keeps them delayed; `delayed` counts the others, retries waiting for
+   * their backoff). The queue's backlog is `waiting` + `held`.
+   */
   async counts(): Promise<Record<QueueName, Record<string, number>>> {
     const out = {} as Record<QueueName, Record<string, number>>;
     for (const q of QUEUE_NAMES) {
-      out[q] = await this.call('getJobCounts', () =>
-        this.queue(q).getJobCounts(
-          'waiting',
-          'active',
-          'delayed',
-          'failed',
-          'completed',
-          'prioritized',
+      const [counts, held] = await Promise.all([
+        this.call('getJobCounts', () =>
+          this.queue(q).getJobCounts(
+            'waiting',
+            'active',
+            'delayed',
+            'failed',
+            'completed',
+            'prioritized',
+          ),
         ),
-      );
+        this.call('heldCount', () => this.gate.heldCount(q)),
+      ]);
+      out[q] = { ...counts, delayed: Math.max(0, (counts.delayed ?? 0) - held), held };
     }
     return out;
   }
