@@ -8,6 +8,7 @@
  * retried with backoff (JOB_OPTIONS). Either way the error travels encoded so
  * the API answers with the right status. When a job has failed for good, the
  * temporary inputs it owned are removed before the failure is reported.
+ * Each worker also sweeps stored job results past their expiry.
  */
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import { Errors, isAppError } from '@shared/errors';
@@ -197,6 +198,9 @@ export function createWorker(
     return worker;
   });
 
+  // Stored job results past their expiry, removed by every worker (shared/stored-results.ts).
+  const sweeping = ctx.storedResults.startSweeping();
+
   return {
     workers,
     metrics,
@@ -215,7 +219,7 @@ export function createWorker(
       metrics,
     ),
     async close() {
-      await Promise.all(workers.map((w) => w.close()));
+      await Promise.all([...workers.map((w) => w.close()), sweeping.stop()]);
       for (const c of connections) c.disconnect();
     },
   };
