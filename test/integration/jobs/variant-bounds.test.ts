@@ -110,10 +110,10 @@ it('never records more than RENDER_MAX_VARIANTS for renders at once: objects and
   // before any worker runs: only the worker can stop them.
   const widths = Array.from({ length: 12 }, (_, i) => 10 + i);
   const answers = Promise.all(widths.map((w) => render(org, source.key, { w, format: 'png' })));
-  const image = api.ctx.queue.queue('image');
   await eventually(async () => {
-    const counts = await image.getJobCounts('waiting', 'prioritized');
-    expect((counts.waiting ?? 0) + (counts.prioritized ?? 0)).toBe(widths.length);
+    const counts = await api.ctx.queue.counts();
+    const queued = Object.values(counts.image ?? {}).reduce((a, b) => a + b, 0);
+    expect(queued).toBe(widths.length);
   });
   worker = await startWorker(api.env.env);
   const results = await answers;
