@@ -8,6 +8,7 @@
  * retried with backoff (JOB_OPTIONS). Either way the error travels encoded so
  * the API answers with the right status. When a job has failed for good, the
  * temporary inputs it owned are removed before the failure is reported.
+ * Each worker also sweeps stored job results past their expiry.
  */
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
@@ -234,6 +235,8 @@ export function createWorker(
     tending = tending.then(tend);
   }, GATE_TEND_MS);
   tender.unref();
+  // Stored job results past their expiry, removed by every worker (shared/stored-results.ts).
+  const sweeping = ctx.storedResults.startSweeping();
 
   return {
     workers,
@@ -258,7 +261,7 @@ export function createWorker(
       await Promise.allSettled(
         config.worker.queues.map((queue) => queues.gate.withdraw(queue, workerId)),
       );
-      await Promise.all(workers.map((w) => w.close()));
+      await Promise.all([...workers.map((w) => w.close()), sweeping.stop()]);
       await Promise.all(releasing);
       await queues.close();
       for (const c of connections) c.disconnect();
