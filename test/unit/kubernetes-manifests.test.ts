@@ -7,9 +7,9 @@
  * schemas allow extra properties), and the rules the deployment must keep:
  * one worker Deployment per queue, hardened containers, probes on the
  * documented paths, grace periods above the shutdown timeout, KEDA on the
- * BullMQ lists of each pool and its backlog (waiting + prioritized, through
- * Prometheus, the query run by promtool), the PDF pool's memory limit above the documented
- * merge bound, network policies, the reconcile CronJob.
+ * BullMQ lists of each pool and its backlog (waiting + held by the fair gate,
+ * through Prometheus, the query run by promtool), the PDF pool's memory limit
+ * above the documented merge bound, network policies, the reconcile CronJob.
  *
  * Needs kubectl with kustomize v5 (KUBECTL overrides the command) and promtool
  * (PROMTOOL): the test fails, saying so, where either is missing.
@@ -60,25 +60,29 @@ const PROMTOOL = process.env.PROMTOOL || 'promtool';
 
 /**
  * What a KEDA backlog query answers over scrapes of two API replicas in
- * `namespace`, each reading the same `queue` as 1 waiting, 7 prioritized, 3
- * active and 9 delayed jobs, beside another namespace's and another queue's
- * series (which must not count): run by `promtool test rules`, it must be 8
- * (1 + 7, one replica's reading). Throws with promtool's report otherwise.
+ * `namespace` reading the same `queue` during a rolling upgrade: api-0 (with
+ * the fair gate) reads 1 waiting, 5 held, 2 prioritized (queued by the older
+ * API), 3 active and 9 delayed (retries); api-1 (from before the gate) reads
+ * the same but no `held`, its 5 held jobs among 14 delayed. Beside them,
+ * another namespace's and another queue's series, which must not count. Run
+ * by `promtool test rules`, it must be 8 (1 + 5 + 2, one replica's reading of
+ * each state). Throws with promtool's report otherwise.
  */
 function expectBacklogQuery(query: string, namespace: string, queue: string): void {
   const series = (ns: string, q: string, instance: string, state: string, value: number) => ({
     series: `media_queue_jobs{job="media-api", namespace="${ns}", instance="${instance}", queue="${q}", state="${state}"}`,
     values: `${value}x5`,
   });
+  const counts = { waiting: 1, prioritized: 2, active: 3 };
   const input = [
-    ...['api-0:3000', 'api-1:3000'].flatMap((i) => [
-      series(namespace, queue, i, 'waiting', 1),
-      series(namespace, queue, i, 'prioritized', 7),
-      series(namespace, queue, i, 'active', 3),
-      series(namespace, queue, i, 'delayed', 9),
-    ]),
-    series(`${namespace}-other`, queue, 'api-0:3000', 'prioritized', 100),
-    series(namespace, `${queue}-other`, 'api-0:3000', 'prioritized', 50),
+    ...Object.entries(counts).flatMap(([state, n]) =>
+      ['api-0:3000', 'api-1:3000'].map((i) => series(namespace, queue, i, state, n)),
+    ),
+    series(namespace, queue, 'api-0:3000', 'held', 5),
+    series(namespace, queue, 'api-0:3000', 'delayed', 9),
+    series(namespace, queue, 'api-1:3000', 'delayed', 14),
+    series(`${namespace}-other`, queue, 'api-0:3000', 'held', 100),
+    series(namespace, `${queue}-other`, 'api-0:3000', 'held', 50),
   ];
   const dir = mkdtempSync(join(tmpdir(), 'media-keda-query-'));
   try {
@@ -632,9 +636,9 @@ describe.each(OVERLAYS)('overlay %s', (overlay) => {
         // The same Secret the pods read.
         for (const r of refs) expect(c.envFrom!.map((e) => e.secretRef?.name)).toContain(r.name);
       }
-      // The backlog: waiting and prioritized jobs (the fair queue's priorities put most of a
-      // backlog in the :prioritized sorted set, which the Redis scaler cannot read), one
-      // replica per WORKER_CONCURRENCY of them, read from Prometheus.
+      // The backlog: waiting and held jobs (the fair gate holds most of a backlog in BullMQ's
+      // :delayed sorted set, which the Redis scaler cannot read), one replica per
+      // WORKER_CONCURRENCY of them, read from Prometheus.
       const backlog = spec.triggers[2]!;
       expect(Number(backlog.metadata.threshold)).toBe(config.worker.concurrency[queue]);
       expect(backlog.metadata.activationThreshold).toBe('0');
