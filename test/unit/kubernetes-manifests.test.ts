@@ -15,8 +15,7 @@
  * (PROMTOOL): the test fails, saying so, where either is missing.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   ScaledObject,
@@ -46,9 +45,10 @@ import {
   type IProbe,
   type IService,
 } from 'kubernetes-models/v1';
-import { parseAllDocuments, stringify } from 'yaml';
+import { parseAllDocuments } from 'yaml';
 import { QUEUE_NAMES, loadConfig } from '../../shared/config';
 import { PDF_MERGE_DEFAULTS } from '../../worker/pdf/pdf.adapter';
+import { BACKLOG_MID_UPGRADE, expectPromqlAnswer, queueJobsMidUpgrade } from '../support/promql';
 
 const root = join(__dirname, '..', '..');
 const read = (file: string) => readFileSync(join(root, file), 'utf8');
@@ -56,61 +56,27 @@ const KUBECTL = process.env.KUBECTL || 'kubectl';
 const OVERLAYS = ['dev', 'prod'] as const;
 type Overlay = (typeof OVERLAYS)[number];
 
-const PROMTOOL = process.env.PROMTOOL || 'promtool';
-
 /**
- * What a KEDA backlog query answers over scrapes of two API replicas in
- * `namespace` reading the same `queue` during a rolling upgrade: api-0 (with
- * the fair gate) reads 1 waiting, 5 held, 2 prioritized (queued by the older
- * API), 3 active and 9 delayed (retries); api-1 (from before the gate) reads
- * the same but no `held`, its 5 held jobs among 14 delayed. Beside them,
- * another namespace's and another queue's series, which must not count. Run
- * by `promtool test rules`, it must be 8 (1 + 5 + 2, one replica's reading of
- * each state). Throws with promtool's report otherwise.
+ * What a KEDA backlog query answers over two API replicas' scrapes of `queue`
+ * in `namespace` during a rolling upgrade (`queueJobsMidUpgrade`), beside
+ * another namespace's and another queue's held jobs, which must not count:
+ * run by promtool, it must be the queue's backlog, 8 (1 waiting + 5 held + 2
+ * prioritized, one replica's reading of each state; active and delayed apart).
  */
 function expectBacklogQuery(query: string, namespace: string, queue: string): void {
-  const series = (ns: string, q: string, instance: string, state: string, value: number) => ({
-    series: `media_queue_jobs{job="media-api", namespace="${ns}", instance="${instance}", queue="${q}", state="${state}"}`,
-    values: `${value}x5`,
+  const held = (ns: string, q: string, n: number) => ({
+    series: `media_queue_jobs{job="media-api", namespace="${ns}", instance="api-0:3000", queue="${q}", state="held"}`,
+    values: `${n}x5`,
   });
-  const counts = { waiting: 1, prioritized: 2, active: 3 };
-  const input = [
-    ...Object.entries(counts).flatMap(([state, n]) =>
-      ['api-0:3000', 'api-1:3000'].map((i) => series(namespace, queue, i, state, n)),
-    ),
-    series(namespace, queue, 'api-0:3000', 'held', 5),
-    series(namespace, queue, 'api-0:3000', 'delayed', 9),
-    series(namespace, queue, 'api-1:3000', 'delayed', 14),
-    series(`${namespace}-other`, queue, 'api-0:3000', 'held', 100),
-    series(namespace, `${queue}-other`, 'api-0:3000', 'held', 50),
-  ];
-  const dir = mkdtempSync(join(tmpdir(), 'media-keda-query-'));
-  try {
-    const file = join(dir, 'query.test.yml');
-    writeFileSync(
-      file,
-      stringify({
-        evaluation_interval: '1m',
-        tests: [
-          {
-            interval: '1m',
-            input_series: input,
-            promql_expr_test: [
-              { expr: query, eval_time: '2m', exp_samples: [{ labels: '{}', value: 8 }] },
-            ],
-          },
-        ],
-      }),
-    );
-    const run = spawnSync(PROMTOOL, ['test', 'rules', file], { encoding: 'utf8' });
-    if (run.error)
-      throw new Error(
-        `promtool is needed to run the KEDA backlog queries (${run.error.message}): apt-get install prometheus, or set PROMTOOL.`,
-      );
-    if (run.status !== 0) throw new Error(`${query}\n${run.stdout}${run.stderr}`);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  expectPromqlAnswer(
+    query,
+    [
+      ...queueJobsMidUpgrade({ namespace, queue }),
+      held(`${namespace}-other`, queue, 100),
+      held(namespace, `${queue}-other`, 50),
+    ],
+    [{ labels: '{}', value: BACKLOG_MID_UPGRADE }],
+  );
 }
 
 /** The keys of the Secret media-secrets (generated in dev, external in prod). */
