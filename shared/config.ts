@@ -397,6 +397,7 @@ const variables = z.object({
   RATE_LIMIT_MAX: int(600, 0),
   RATE_LIMIT_WINDOW_MS: int(60_000, 1_000, 24 * 60 * 60_000),
   AUTH_FAILURE_LIMIT: int(30, 0),
+  AUTH_LOOKUPS_PER_SECOND: int(100, 0),
   AUTH_CACHE_MS: int(30_000, 0, 60 * 60_000),
   // Signed URLs (docs/api.md, "Signed URLs"): off unless URL_SIGNING_KEYS is set.
   URL_SIGNING_KEYS: z.preprocess(
@@ -648,11 +649,14 @@ export interface Config {
    */
   dashboard: { user: string; password: string; write: boolean } | undefined;
   /**
-   * Cost units per window and API token, and failed authentications per
-   * window and client address (counters in Redis, shared by replicas);
+   * Cost units per window and API token; failed lookups of tokens the API
+   * cannot vouch for, per window and client address; such lookups per
+   * second across replicas (counters in Redis, shared by replicas);
    * undefined when RATE_LIMIT_MAX=0.
    */
-  rateLimit: { max: number; windowMs: number; authFailures: number } | undefined;
+  rateLimit:
+    | { max: number; windowMs: number; authFailures: number; authLookupsPerSecond: number }
+    | undefined;
   /**
    * How long an API process keeps a token and its organization after reading
    * them (0: not at all); changes reach every replica at once through Redis,
@@ -851,6 +855,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
             max: e.RATE_LIMIT_MAX,
             windowMs: e.RATE_LIMIT_WINDOW_MS,
             authFailures: e.AUTH_FAILURE_LIMIT,
+            authLookupsPerSecond: e.AUTH_LOOKUPS_PER_SECOND,
           }
         : undefined,
     authCacheMs: e.AUTH_CACHE_MS,

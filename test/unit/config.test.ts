@@ -120,11 +120,20 @@ describe('configuration', () => {
   });
 
   it('limits each token to 600 cost units a minute by default; RATE_LIMIT_MAX=0 turns it off', () => {
-    expect(loadConfig({}).rateLimit).toEqual({ max: 600, windowMs: 60_000, authFailures: 30 });
+    expect(loadConfig({}).rateLimit).toEqual({
+      max: 600,
+      windowMs: 60_000,
+      authFailures: 30,
+      authLookupsPerSecond: 100,
+    });
     expect(
-      loadConfig({ RATE_LIMIT_MAX: '5', RATE_LIMIT_WINDOW_MS: '2000', AUTH_FAILURE_LIMIT: '0' })
-        .rateLimit,
-    ).toEqual({ max: 5, windowMs: 2_000, authFailures: 0 });
+      loadConfig({
+        RATE_LIMIT_MAX: '5',
+        RATE_LIMIT_WINDOW_MS: '2000',
+        AUTH_FAILURE_LIMIT: '0',
+        AUTH_LOOKUPS_PER_SECOND: '0',
+      }).rateLimit,
+    ).toEqual({ max: 5, windowMs: 2_000, authFailures: 0, authLookupsPerSecond: 0 });
     expect(loadConfig({ RATE_LIMIT_MAX: '0' }).rateLimit).toBeUndefined();
     expect(problemsOf({ RATE_LIMIT_MAX: '-1', RATE_LIMIT_WINDOW_MS: '10' }).sort()).toEqual([
       expect.stringMatching(/^RATE_LIMIT_MAX: /),
