@@ -241,6 +241,8 @@ const variables = z.object({
   PORT: int(3000, 0, 65535),
   WORKER_PORT: int(3001, 0, 65535),
   METRICS_TOKEN: optionalString,
+  // Serve /metrics and /readyz's details without METRICS_TOKEN in production, on purpose.
+  METRICS_PUBLIC: bool(false),
   TRUST_PROXY: z.preprocess(
     emptyToUndefined,
     z
@@ -524,6 +526,12 @@ const schema = variables.superRefine((env, ctx) => {
         'DASHBOARD_USER and DASHBOARD_PASSWORD are set together (or neither, to disable the dashboard)',
     });
   }
+  if (env.METRICS_PUBLIC && env.METRICS_TOKEN) {
+    issue(
+      'METRICS_PUBLIC',
+      'true contradicts METRICS_TOKEN (which closes /metrics); set one of them',
+    );
+  }
   if (env.NODE_ENV === 'production') {
     // Production never falls back to an embedded default (docs/operations.md, "Running without Docker").
     for (const key of ['MONGODB_URI', 'REDIS_URL', 'S3_ENDPOINT'] as const) {
@@ -758,10 +766,32 @@ export function resolveSecretFiles(env: NodeJS.ProcessEnv): {
 }
 
 /** Parses an environment (default: process.env) into a Config, or throws ConfigError. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+/**
+ * What a process that serves /metrics and /readyz (the API, a worker) must
+ * have in production: a METRICS_TOKEN, or METRICS_PUBLIC=true saying they are
+ * open on purpose (docs/operations.md, "Protecting /metrics"). The CLI serves
+ * neither and is not asked.
+ */
+function openSurfaces(env: NodeJS.ProcessEnv): string[] {
+  // Read as the schema reads them (an empty token is no token).
+  const open = env.METRICS_PUBLIC === 'true';
+  if (env.NODE_ENV !== 'production' || env.METRICS_TOKEN?.trim() || open) return [];
+  return [
+    'METRICS_TOKEN: is required when NODE_ENV=production: without it /metrics and the details of /readyz are open to anyone who reaches the port (set METRICS_PUBLIC=true to serve them open on purpose, on an internal network only)',
+  ];
+}
+
+export function loadConfig(
+  env: NodeJS.ProcessEnv = process.env,
+  options: {
+    /** Whether this process serves /metrics and /readyz (not the CLI): then production closes them. */
+    servesOperatorSurfaces?: boolean;
+  } = {},
+): Config {
   const secrets = resolveSecretFiles(env);
   const result = schema.safeParse(secrets.env);
-  if (!result.success || secrets.problems.length) {
+  const surfaces = (options.servesOperatorSurfaces ?? true) ? openSurfaces(secrets.env) : [];
+  if (!result.success || secrets.problems.length || surfaces.length) {
     const label = (name: string) =>
       secrets.fromFile.has(name) ? `${name} (from ${name}_FILE)` : name;
     throw new ConfigError([
@@ -769,6 +799,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       ...(result.error?.issues ?? []).map(
         (i) => `${label(i.path.join('.')) || '(environment)'}: ${i.message}`,
       ),
+      ...surfaces,
     ]);
   }
   const e = result.data;
@@ -887,8 +918,8 @@ export const CONFIG_VARIABLES: readonly string[] = Object.keys(variables.shape);
 
 let cached: Config | undefined;
 
-/** The process-wide configuration, parsed on first use. */
-export function getConfig(): Config {
-  cached ??= loadConfig();
+/** The process-wide configuration, parsed on first use (`options`: loadConfig's, that first time). */
+export function getConfig(options?: Parameters<typeof loadConfig>[1]): Config {
+  cached ??= loadConfig(process.env, options);
   return cached;
 }
