@@ -90,7 +90,15 @@ export function createApp(deps: AppDeps): Express {
   app.use(docsRoutes());
 
   if (deps.config.dashboard && deps.queues) {
-    app.use(dashboardRoutes(deps.queues, deps.config.dashboard));
+    const { failureLimit, lockoutMs, ...dashboard } = deps.config.dashboard;
+    app.use(
+      dashboardRoutes(deps.queues, dashboard, {
+        failureLimit,
+        lockoutMs,
+        redis: deps.redis,
+        keyPrefix: `${deps.config.queuePrefix}:dashboard-failures:`,
+      }),
+    );
   }
 
   const limiters = deps.config.rateLimit

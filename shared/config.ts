@@ -396,6 +396,8 @@ const variables = z.object({
   DASHBOARD_USER: optionalString,
   DASHBOARD_PASSWORD: optionalString,
   DASHBOARD_WRITE: bool(false),
+  DASHBOARD_AUTH_FAILURE_LIMIT: int(10, 0),
+  DASHBOARD_LOCKOUT_MS: int(15 * 60_000, 1_000, 24 * 60 * 60_000),
   RATE_LIMIT_MAX: int(600, 0),
   RATE_LIMIT_WINDOW_MS: int(60_000, 1_000, 24 * 60 * 60_000),
   AUTH_FAILURE_LIMIT: int(30, 0),
@@ -655,7 +657,16 @@ export interface Config {
    * whether its actions (retry, clean, remove, pause, add…) are allowed:
    * read-only unless DASHBOARD_WRITE=true.
    */
-  dashboard: { user: string; password: string; write: boolean } | undefined;
+  dashboard:
+    | {
+        user: string;
+        password: string;
+        write: boolean;
+        /** Failed logins per client address within `lockoutMs` before the address is locked out (0: never). */
+        failureLimit: number;
+        lockoutMs: number;
+      }
+    | undefined;
   /**
    * Cost units per window and API token; failed lookups of tokens the API
    * cannot vouch for, per window and client address; such lookups per
@@ -878,7 +889,13 @@ export function loadConfig(
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     dashboard:
       e.DASHBOARD_USER && e.DASHBOARD_PASSWORD
-        ? { user: e.DASHBOARD_USER, password: e.DASHBOARD_PASSWORD, write: e.DASHBOARD_WRITE }
+        ? {
+            user: e.DASHBOARD_USER,
+            password: e.DASHBOARD_PASSWORD,
+            write: e.DASHBOARD_WRITE,
+            failureLimit: e.DASHBOARD_AUTH_FAILURE_LIMIT,
+            lockoutMs: e.DASHBOARD_LOCKOUT_MS,
+          }
         : undefined,
     rateLimit:
       e.RATE_LIMIT_MAX > 0

@@ -137,6 +137,8 @@ describe('configuration', () => {
       user: 'ops',
       password: 'pw',
       write: false, // read-only unless DASHBOARD_WRITE=true
+      failureLimit: 10, // failed logins per address …
+      lockoutMs: 900_000, // … within 15 minutes
     });
     expect(
       loadConfig({ DASHBOARD_USER: 'ops', DASHBOARD_PASSWORD: 'pw', DASHBOARD_WRITE: 'true' })

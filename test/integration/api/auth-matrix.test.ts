@@ -338,7 +338,13 @@ describe('the Bull dashboard, beyond dashboard.test.ts: its actions need operato
     // Actions allowed (DASHBOARD_WRITE), so the control below can take effect;
     // the read-only default is dashboard.test.ts's.
     ops = await startApi('authmatrixdash', {
-      env: { DASHBOARD_USER: 'ops', DASHBOARD_PASSWORD: 's3cret-pass', DASHBOARD_WRITE: 'true' },
+      env: {
+        DASHBOARD_USER: 'ops',
+        DASHBOARD_PASSWORD: 's3cret-pass',
+        DASHBOARD_WRITE: 'true',
+        // 24 failed logins from one address below; the lockout has its own test (dashboard.test.ts).
+        DASHBOARD_AUTH_FAILURE_LIMIT: '100',
+      },
     });
   });
   afterAll(() => ops.close());
