@@ -21,6 +21,7 @@ const PUBLIC: Record<string, string> = {
   'GET /docs': 'the API reference page: public documentation, no tenant data',
   'GET /docs/openapi.yaml': 'the OpenAPI document itself: public, no tenant data',
   'GET /docs/openapi.json': 'the OpenAPI document itself: public, no tenant data',
+  'GET /docs/forget-token.js': "a static script of the /docs page (clears the browser's storage)",
 };
 
 type Operation = { method: string; path: string };
