@@ -247,9 +247,16 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
       const report: ReconcileReport = await withStorageAndQueues(
         ctx,
         ({ store, queue, deletion }) => {
-          const { media, usage } = ctx.repositories;
+          const { media, usage, jobResults } = ctx.repositories;
           // Jobs not finished yet own their temporary inputs: the queue says which.
-          return new ReconcileService({ store, media, usage, deletion, jobs: queue }).run({
+          return new ReconcileService({
+            store,
+            media,
+            usage,
+            jobResults,
+            deletion,
+            jobs: queue,
+          }).run({
             organization,
             olderThanMs,
             fix,
@@ -298,7 +305,8 @@ export async function runCli(argv: string[]): Promise<number> {
     // From another shell beside a running `npm start`: use its embedded services
     // (only the allow-listed service addresses; ./dev-state.ts).
     adoptDevState(process.env);
-    const config = getConfig();
+    // The CLI serves no /metrics: production asks it for no METRICS_TOKEN.
+    const config = getConfig({ servesOperatorSurfaces: false });
     if (!config.mongodbUri)
       return fail(
         1,

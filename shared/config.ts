@@ -241,6 +241,8 @@ const variables = z.object({
   PORT: int(3000, 0, 65535),
   WORKER_PORT: int(3001, 0, 65535),
   METRICS_TOKEN: optionalString,
+  // Serve /metrics and /readyz's details without METRICS_TOKEN in production, on purpose.
+  METRICS_PUBLIC: bool(false),
   TRUST_PROXY: z.preprocess(
     emptyToUndefined,
     z
@@ -376,7 +378,15 @@ const variables = z.object({
   // A first render's variant up to this size reaches the waiting API through Redis (0: never).
   RENDER_HANDOFF_MAX_BYTES: int(512 * 1024, 0, 16 * MB),
   JOB_WAIT_MS: int(30_000, 100),
+  // Job results too large for Redis, kept in storage until read (shared/stored-results.ts): the
+  // largest one, an organization's at once, and how long an unread one is kept (at most the hour
+  // a completed job is kept: past it, its status URL no longer finds the job).
+  RESULT_MAX_BYTES: int(32 * MB, 1024, 1024 * MB),
+  RESULTS_MAX_BYTES_PER_ORG: int(256 * MB, 1024, 64 * 1024 * MB),
+  RESULT_TTL_MS: int(3_600_000, 1_000, 3_600_000),
   MAX_PENDING_JOBS: int(200, 1),
+  JOB_RESERVED_SLOTS: int(1, 0, 64),
+  JOB_QUEUED_PER_SLOT: int(2, 1, 100_000),
   WORKER_QUEUES: queues,
   JOB_LOCK_MS: int(30_000, 1_000),
   // Longest a job may run (every queue); past it the job fails with 422 PROCESSING_TIMEOUT.
@@ -388,9 +398,12 @@ const variables = z.object({
   DASHBOARD_USER: optionalString,
   DASHBOARD_PASSWORD: optionalString,
   DASHBOARD_WRITE: bool(false),
+  DASHBOARD_AUTH_FAILURE_LIMIT: int(10, 0),
+  DASHBOARD_LOCKOUT_MS: int(15 * 60_000, 1_000, 24 * 60 * 60_000),
   RATE_LIMIT_MAX: int(600, 0),
   RATE_LIMIT_WINDOW_MS: int(60_000, 1_000, 24 * 60 * 60_000),
   AUTH_FAILURE_LIMIT: int(30, 0),
+  AUTH_LOOKUPS_PER_SECOND: int(100, 0),
   AUTH_CACHE_MS: int(30_000, 0, 60 * 60_000),
   // Signed URLs (docs/api.md, "Signed URLs"): off unless URL_SIGNING_KEYS is set.
   URL_SIGNING_KEYS: z.preprocess(
@@ -503,6 +516,12 @@ const schema = variables.superRefine((env, ctx) => {
       );
     }
   }
+  if (env.RESULT_MAX_BYTES > env.RESULTS_MAX_BYTES_PER_ORG) {
+    issue(
+      'RESULT_MAX_BYTES',
+      'must not be larger than RESULTS_MAX_BYTES_PER_ORG (one result would not fit)',
+    );
+  }
   if (Boolean(env.DASHBOARD_USER) !== Boolean(env.DASHBOARD_PASSWORD)) {
     ctx.addIssue({
       code: 'custom',
@@ -510,6 +529,12 @@ const schema = variables.superRefine((env, ctx) => {
       message:
         'DASHBOARD_USER and DASHBOARD_PASSWORD are set together (or neither, to disable the dashboard)',
     });
+  }
+  if (env.METRICS_PUBLIC && env.METRICS_TOKEN) {
+    issue(
+      'METRICS_PUBLIC',
+      'true contradicts METRICS_TOKEN (which closes /metrics); set one of them',
+    );
   }
   if (env.NODE_ENV === 'production') {
     // Production never falls back to an embedded default (docs/operations.md, "Running without Docker").
@@ -603,6 +628,13 @@ export interface Config {
     handoffMaxBytes: number;
   };
   jobWaitMs: number;
+  /**
+   * Job results too large for Redis, stored until read or expired
+   * (shared/stored-results.ts): the largest one (413 past it), the bytes one
+   * organization may have stored at once (429 past it), and how long an
+   * unread one is kept before the workers' sweep removes it.
+   */
+  results: { maxBytes: number; maxBytesPerOrg: number; ttlMs: number };
   /** Unfinished jobs (waiting, delayed, running) one organization may have at once. */
   maxPendingJobs: number;
   /**
@@ -611,6 +643,12 @@ export interface Config {
    * renews its bookings past half of it before writing the records.
    */
   usageBookingTtlMs: number;
+  /**
+   * The fair gate (shared/queue/fair-gate.ts): per queue, the slots one
+   * organization's heavy jobs leave to others, and the jobs an organization
+   * may have released to the workers per live slot.
+   */
+  fairQueues: { reservedSlots: number; queuedPerSlot: number };
   worker: {
     queues: QueueName[];
     concurrency: Record<QueueName, number>;
@@ -627,13 +665,25 @@ export interface Config {
    * whether its actions (retry, clean, remove, pause, add…) are allowed:
    * read-only unless DASHBOARD_WRITE=true.
    */
-  dashboard: { user: string; password: string; write: boolean } | undefined;
+  dashboard:
+    | {
+        user: string;
+        password: string;
+        write: boolean;
+        /** Failed logins per client address within `lockoutMs` before the address is locked out (0: never). */
+        failureLimit: number;
+        lockoutMs: number;
+      }
+    | undefined;
   /**
-   * Cost units per window and API token, and failed authentications per
-   * window and client address (counters in Redis, shared by replicas);
+   * Cost units per window and API token; failed lookups of tokens the API
+   * cannot vouch for, per window and client address; such lookups per
+   * second across replicas (counters in Redis, shared by replicas);
    * undefined when RATE_LIMIT_MAX=0.
    */
-  rateLimit: { max: number; windowMs: number; authFailures: number } | undefined;
+  rateLimit:
+    | { max: number; windowMs: number; authFailures: number; authLookupsPerSecond: number }
+    | undefined;
   /**
    * How long an API process keeps a token and its organization after reading
    * them (0: not at all); changes reach every replica at once through Redis,
@@ -735,10 +785,32 @@ export function resolveSecretFiles(env: NodeJS.ProcessEnv): {
 }
 
 /** Parses an environment (default: process.env) into a Config, or throws ConfigError. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+/**
+ * What a process that serves /metrics and /readyz (the API, a worker) must
+ * have in production: a METRICS_TOKEN, or METRICS_PUBLIC=true saying they are
+ * open on purpose (docs/operations.md, "Protecting /metrics"). The CLI serves
+ * neither and is not asked.
+ */
+function openSurfaces(env: NodeJS.ProcessEnv): string[] {
+  // Read as the schema reads them (an empty token is no token).
+  const open = env.METRICS_PUBLIC === 'true';
+  if (env.NODE_ENV !== 'production' || env.METRICS_TOKEN?.trim() || open) return [];
+  return [
+    'METRICS_TOKEN: is required when NODE_ENV=production: without it /metrics and the details of /readyz are open to anyone who reaches the port (set METRICS_PUBLIC=true to serve them open on purpose, on an internal network only)',
+  ];
+}
+
+export function loadConfig(
+  env: NodeJS.ProcessEnv = process.env,
+  options: {
+    /** Whether this process serves /metrics and /readyz (not the CLI): then production closes them. */
+    servesOperatorSurfaces?: boolean;
+  } = {},
+): Config {
   const secrets = resolveSecretFiles(env);
   const result = schema.safeParse(secrets.env);
-  if (!result.success || secrets.problems.length) {
+  const surfaces = (options.servesOperatorSurfaces ?? true) ? openSurfaces(secrets.env) : [];
+  if (!result.success || secrets.problems.length || surfaces.length) {
     const label = (name: string) =>
       secrets.fromFile.has(name) ? `${name} (from ${name}_FILE)` : name;
     throw new ConfigError([
@@ -746,6 +818,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       ...(result.error?.issues ?? []).map(
         (i) => `${label(i.path.join('.')) || '(environment)'}: ${i.message}`,
       ),
+      ...surfaces,
     ]);
   }
   const e = result.data;
@@ -807,8 +880,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       handoffMaxBytes: e.RENDER_HANDOFF_MAX_BYTES,
     },
     jobWaitMs: e.JOB_WAIT_MS,
+    results: {
+      maxBytes: e.RESULT_MAX_BYTES,
+      maxBytesPerOrg: e.RESULTS_MAX_BYTES_PER_ORG,
+      ttlMs: e.RESULT_TTL_MS,
+    },
     maxPendingJobs: e.MAX_PENDING_JOBS,
     usageBookingTtlMs: e.USAGE_BOOKING_TTL_MS,
+    fairQueues: { reservedSlots: e.JOB_RESERVED_SLOTS, queuedPerSlot: e.JOB_QUEUED_PER_SLOT },
     worker: {
       queues: e.WORKER_QUEUES,
       concurrency: e.WORKER_CONCURRENCY,
@@ -819,7 +898,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     dashboard:
       e.DASHBOARD_USER && e.DASHBOARD_PASSWORD
-        ? { user: e.DASHBOARD_USER, password: e.DASHBOARD_PASSWORD, write: e.DASHBOARD_WRITE }
+        ? {
+            user: e.DASHBOARD_USER,
+            password: e.DASHBOARD_PASSWORD,
+            write: e.DASHBOARD_WRITE,
+            failureLimit: e.DASHBOARD_AUTH_FAILURE_LIMIT,
+            lockoutMs: e.DASHBOARD_LOCKOUT_MS,
+          }
         : undefined,
     rateLimit:
       e.RATE_LIMIT_MAX > 0
@@ -827,6 +912,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
             max: e.RATE_LIMIT_MAX,
             windowMs: e.RATE_LIMIT_WINDOW_MS,
             authFailures: e.AUTH_FAILURE_LIMIT,
+            authLookupsPerSecond: e.AUTH_LOOKUPS_PER_SECOND,
           }
         : undefined,
     authCacheMs: e.AUTH_CACHE_MS,
@@ -858,8 +944,8 @@ export const CONFIG_VARIABLES: readonly string[] = Object.keys(variables.shape);
 
 let cached: Config | undefined;
 
-/** The process-wide configuration, parsed on first use. */
-export function getConfig(): Config {
-  cached ??= loadConfig();
+/** The process-wide configuration, parsed on first use (`options`: loadConfig's, that first time). */
+export function getConfig(options?: Parameters<typeof loadConfig>[1]): Config {
+  cached ??= loadConfig(process.env, options);
   return cached;
 }

@@ -96,15 +96,20 @@ export interface VariantDoc {
 }
 
 /**
- * What an organization has recorded, kept as records are written and deleted
- * (the quota's count), bookings in flight included.
+ * What an organization has stored, kept as records, variants and job results
+ * are written and removed (the quota's count, and the results' bound),
+ * bookings in flight included.
  */
 export interface UsageDoc {
   /** The organization's id. */
   _id: number;
-  /** Bytes and files counted: recorded, and booked for records not written yet (`pending`). */
+  /** Bytes the quota counts: the files' and their rendered variants', booked ones (`pending`) included. */
   bytes: number;
   files: number;
+  /** The variants' share of `bytes` (absent on counters made before variants were counted). */
+  variantBytes?: number;
+  /** Bytes of job results stored until read (not in `bytes`: bounded on their own). */
+  resultBytes?: number;
   /**
    * Bookings whose record is not written yet: counted above, settled (removed
    * from here, still counted) once the record is in, given back when the
@@ -120,6 +125,29 @@ export interface PendingBookingDoc {
   files: number;
   /** When it expires unless settled or renewed. */
   until: Date;
+}
+
+/**
+ * A job result too large for Redis, stored at `_id` (`<org>/.results/<jobId>.json`)
+ * until it is read or `expiresAt` passes (shared/stored-results.ts).
+ */
+export interface JobResultDoc {
+  _id: string;
+  jobId: string;
+  organizationId: number;
+  bytes: number;
+  createdAt: Date;
+  expiresAt: Date;
+}
+
+/**
+ * A value the service makes once and keeps, by name: `token-check-key`, the
+ * key of the check every API token carries (api/services/tokens.service.ts).
+ */
+export interface SettingDoc {
+  _id: string;
+  value: string;
+  createdAt: Date;
 }
 
 /**
@@ -252,6 +280,21 @@ const usageSchema = new Schema<UsageDoc>(
       ],
       default: undefined,
     },
+    variantBytes: { type: Number, default: 0 },
+    resultBytes: { type: Number, default: 0 },
+  },
+  { versionKey: false },
+);
+
+const jobResultSchema = new Schema<JobResultDoc>(
+  {
+    _id: { type: String, required: true },
+    jobId: { type: String, required: true },
+    organizationId: { type: Number, required: true, index: true },
+    bytes: { type: Number, required: true },
+    createdAt: { type: Date, required: true },
+    // The workers' sweep asks for those past it.
+    expiresAt: { type: Date, required: true, index: true },
   },
   { versionKey: false },
 );
@@ -265,6 +308,11 @@ const keyClaimSchema = new Schema<KeyClaimDoc>(
   { versionKey: false, timestamps: { createdAt: true, updatedAt: false } },
 );
 
+const settingSchema = new Schema<SettingDoc>(
+  { _id: { type: String, required: true }, value: { type: String, required: true } },
+  { versionKey: false, timestamps: { createdAt: true, updatedAt: false } },
+);
+
 export interface Models {
   Counter: Model<CounterDoc>;
   Organization: Model<OrganizationDoc>;
@@ -273,6 +321,8 @@ export interface Models {
   Media: Model<MediaDoc>;
   KeyClaim: Model<KeyClaimDoc>;
   Usage: Model<UsageDoc>;
+  JobResult: Model<JobResultDoc>;
+  Setting: Model<SettingDoc>;
 }
 
 export function createModels(connection: Connection): Models {
@@ -288,6 +338,8 @@ export function createModels(connection: Connection): Models {
     Media: connection.model<MediaDoc>('Media', mediaSchema, 'media'),
     KeyClaim: connection.model<KeyClaimDoc>('KeyClaim', keyClaimSchema, 'key_claims'),
     Usage: connection.model<UsageDoc>('Usage', usageSchema, 'usage'),
+    JobResult: connection.model<JobResultDoc>('JobResult', jobResultSchema, 'job_results'),
+    Setting: connection.model<SettingDoc>('Setting', settingSchema, 'settings'),
   };
 }
 

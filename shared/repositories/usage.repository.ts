@@ -1,7 +1,10 @@
 /**
  * What each organization has stored (bytes and files), kept beside the
  * records: the quota's count, checked atomically (a count that would pass the
- * quota is refused, so what is counted never exceeds it).
+ * quota is refused, so what is counted never exceeds it). `bytes` counts the
+ * files and their rendered variants (`variantBytes` is the variants' share,
+ * counted by `reserve` and given back by `release`); job results stored
+ * until read (`resultBytes`) are counted apart, against a bound of their own.
  *
  * A writer books each file before writing its record (`book`, with the id the
  * record will carry): counted at once, and held as a pending booking until the
@@ -23,6 +26,17 @@ import { db, isDuplicateKey } from '../db/errors';
 export interface Usage {
   bytes: number;
   files: number;
+}
+
+/** A change of the counters: `variantBytes`, when given, is the variants' share of `bytes`. */
+export interface UsageChange extends Usage {
+  variantBytes?: number;
+}
+
+/** Every counter of an organization. */
+export interface UsageCounters extends Usage {
+  variantBytes: number;
+  resultBytes: number;
 }
 
 /** A file counted ahead of its record: given back on its own if no record of `id` comes by `until`. */
@@ -52,9 +66,15 @@ export class UsageRepository {
 
   /** The organization's count (bookings past their expiry given back first). */
   async get(organizationId: number): Promise<Usage> {
+    const { bytes, files } = await this.counters(organizationId);
+    return { bytes, files };
+  }
+
+  /** Every counter of the organization (bookings past their expiry given back first). */
+  async counters(organizationId: number): Promise<UsageCounters> {
     let doc = await this.read(organizationId);
     if (doc && (await this.expire(doc))) doc = await this.read(organizationId);
-    return { bytes: doc?.bytes ?? 0, files: doc?.files ?? 0 };
+    return countersOf(doc);
   }
 
   /**
@@ -75,10 +95,11 @@ export class UsageRepository {
   }
 
   /**
-   * Counts `bytes` and `files` more, with no booking (nothing to expire: the
-   * caller gives it back itself), unless that would pass `quota` (false).
+   * Counts `bytes` and `files` more (a variant's bytes, say), with no booking
+   * (nothing to expire: the caller gives it back itself), unless that would
+   * pass `quota` (false).
    */
-  reserve(organizationId: number, add: Usage, quota: number | null): Promise<boolean> {
+  reserve(organizationId: number, add: UsageChange, quota: number | null): Promise<boolean> {
     return this.count(organizationId, add, quota);
   }
 
@@ -147,24 +168,65 @@ export class UsageRepository {
   }
 
   /**
-   * Gives back what deleted records counted (`recordIds`: their ids, so that
-   * a booking of theirs still pending goes with them, never to be given back
-   * again on its expiry).
+   * Gives back what deleted records (or variants) counted (`recordIds`: the
+   * records' ids, so that a booking of theirs still pending goes with them,
+   * never to be given back again on its expiry).
    */
-  async release(organizationId: number, remove: Usage, recordIds: number[] = []): Promise<void> {
+  async release(
+    organizationId: number,
+    remove: UsageChange,
+    recordIds: number[] = [],
+  ): Promise<void> {
+    const variantBytes = remove.variantBytes ? { variantBytes: -remove.variantBytes } : {};
     await db(() =>
       this.models.Usage.updateOne(
         { _id: organizationId },
         {
-          $inc: { bytes: -remove.bytes, files: -remove.files },
+          $inc: { bytes: -remove.bytes, files: -remove.files, ...variantBytes },
           ...(recordIds.length > 0 ? { $pull: { pending: { id: { $in: recordIds } } } } : {}),
         },
       ).exec(),
     );
   }
 
-  /** Sets the counter (reconciliation, from the records and the bookings in flight). */
-  async set(organizationId: number, usage: Usage): Promise<void> {
+  /**
+   * Counts `bytes` more of stored job results for the organization, unless
+   * its results would then pass `max` (false: nothing changes).
+   */
+  async reserveResult(organizationId: number, bytes: number, max: number): Promise<boolean> {
+    if (bytes > max) return false;
+    // Counters made before results were counted have no `resultBytes`: none stored.
+    const filter = {
+      _id: organizationId,
+      $or: [{ resultBytes: { $lte: max - bytes } }, { resultBytes: { $exists: false } }],
+    };
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const result = await db(() =>
+        this.models.Usage.updateOne(filter, { $inc: { resultBytes: bytes } }).exec(),
+      );
+      if (result.matchedCount === 1) return true;
+      if (await db(() => this.models.Usage.exists({ _id: organizationId }).exec())) return false;
+      try {
+        await db(() => this.models.Usage.create({ _id: organizationId, bytes: 0, files: 0 }));
+      } catch (err) {
+        // Another request made it meanwhile: try the update again.
+        if (!isDuplicateKey(err)) throw err;
+      }
+    }
+    return false;
+  }
+
+  async releaseResult(organizationId: number, bytes: number): Promise<void> {
+    await db(() =>
+      this.models.Usage.updateOne(
+        { _id: organizationId },
+        { $inc: { resultBytes: -bytes } },
+      ).exec(),
+    );
+  }
+
+  /** Sets the counters (reconciliation, from the records and the bookings in flight). */
+  async set(organizationId: number, usage: Usage | UsageCounters): Promise<void> {
     await db(() =>
       this.models.Usage.updateOne(
         { _id: organizationId },
@@ -177,17 +239,25 @@ export class UsageRepository {
   /** Every organization's count (bookings past their expiry given back first). */
   async all(): Promise<Map<number, Usage>> {
     const counts = await this.counts(null);
-    return new Map([...counts].map(([id, c]) => [id, c.counted]));
+    return new Map(
+      [...counts].map(([id, { counted }]) => [id, { bytes: counted.bytes, files: counted.files }]),
+    );
+  }
+
+  /** Every organization's counters, results and variants included. */
+  async allCounters(): Promise<Map<number, UsageCounters>> {
+    const counts = await this.counts(null);
+    return new Map([...counts].map(([id, { counted }]) => [id, counted]));
   }
 
   /**
-   * The count of one organization or all, and the part of it booked for
+   * The counters of one organization or all, and the part of them booked for
    * records not written yet (bookings past their expiry given back first):
    * what reconcile compares with the records.
    */
   async counts(
     organizationId: number | null,
-  ): Promise<Map<number, { counted: Usage; booked: Usage }>> {
+  ): Promise<Map<number, { counted: UsageCounters; booked: Usage }>> {
     const find = () =>
       db(() =>
         this.models.Usage.find(organizationId === null ? {} : { _id: organizationId })
@@ -208,7 +278,7 @@ export class UsageRepository {
           booked.bytes += p.bytes;
           booked.files += p.files;
         }
-        return [d._id, { counted: { bytes: d.bytes, files: d.files }, booked }];
+        return [d._id, { counted: countersOf(d), booked }];
       }),
     );
   }
@@ -228,13 +298,17 @@ export class UsageRepository {
    */
   private async count(
     organizationId: number,
-    add: Usage,
+    add: UsageChange,
     quota: number | null,
     pending?: PendingBookingDoc,
   ): Promise<boolean> {
     if (quota !== null && add.bytes > quota) return false;
     const update = {
-      $inc: { bytes: add.bytes, files: add.files },
+      $inc: {
+        bytes: add.bytes,
+        files: add.files,
+        ...(add.variantBytes ? { variantBytes: add.variantBytes } : {}),
+      },
       ...(pending ? { $push: { pending } } : {}),
     };
     const filter =
@@ -305,6 +379,15 @@ export class UsageRepository {
     );
     return new Set(docs.map((d) => d.id));
   }
+}
+
+function countersOf(doc: UsageDoc | null): UsageCounters {
+  return {
+    bytes: doc?.bytes ?? 0,
+    files: doc?.files ?? 0,
+    variantBytes: doc?.variantBytes ?? 0,
+    resultBytes: doc?.resultBytes ?? 0,
+  };
 }
 
 function byOrganization(bookings: Booking[]): Map<number, number[]> {
