@@ -14,6 +14,7 @@ import { rateLimiters } from './middleware/rate-limit';
 import { requestContext } from './middleware/request-context';
 import { cacheControlFor, signedUrlAccess } from './middleware/signed-url';
 import { uploadGuard } from './middleware/upload-guard';
+import type { RouteGuards } from './routes/route-table';
 import type { ApiMetrics } from '@shared/metrics';
 import type { ReadinessChecks } from '@shared/readiness';
 import type { Queue } from 'bullmq';
@@ -117,26 +118,27 @@ export function createApp(deps: AppDeps): Express {
       onFailure: limiters ? (req) => limiters.authFailed(req) : undefined,
     }),
   );
-  if (limiters) app.use('/media', limiters.perToken);
-  app.use(
-    uploadGuard({
+  // Each route is charged its own cost and guarded in its own chain (routes/route-table.ts).
+  const guards: RouteGuards = {
+    charge: limiters?.charge,
+    upload: uploadGuard({
       maxInFlight: deps.config.limits.maxUploadsInFlight,
       idleTimeoutMs: deps.config.limits.uploadIdleTimeoutMs,
     }),
-  );
-  app.use(
-    '/media',
-    idempotency({
+    idempotency: idempotency({
       redis: deps.redis,
       keyPrefix: `${deps.config.queuePrefix}:idempotency:`,
       logger: deps.logger,
     }),
+  };
+  app.use(
+    uploadRoutes({ uploads: deps.uploads, config: deps.config, metrics: deps.metrics, guards }),
   );
-  app.use(uploadRoutes({ uploads: deps.uploads, config: deps.config, metrics: deps.metrics }));
-  app.use(downloadRoutes({ downloads: deps.downloads, metrics: deps.metrics }));
-  app.use(signRoutes({ signedUrls: deps.signedUrls }));
+  app.use(downloadRoutes({ downloads: deps.downloads, metrics: deps.metrics, guards }));
+  app.use(signRoutes({ signedUrls: deps.signedUrls, guards }));
   app.use(
     renderRoutes({
+      guards,
       renders: deps.renders,
       metrics: deps.metrics,
       // A signed render URL may name any size within the maxima, and its answer is cached publicly.
@@ -144,10 +146,12 @@ export function createApp(deps: AppDeps): Express {
       cacheControl: (req) => (req.signedUrl ? cacheControlFor(req) : PRIVATE_CACHE_CONTROL),
     }),
   );
-  app.use(jobRoutes({ jobs: deps.jobs, mediaJobs: deps.mediaJobs }));
-  app.use(folderRoutes({ folders: deps.folders }));
+  app.use(jobRoutes({ jobs: deps.jobs, mediaJobs: deps.mediaJobs, guards }));
+  app.use(folderRoutes({ folders: deps.folders, guards }));
   // Last: its /media/{id} takes what no other /media route named.
-  app.use(mediaRoutes({ media: deps.mediaService, config: deps.config }));
+  app.use(mediaRoutes({ media: deps.mediaService, config: deps.config, guards }));
+  // What no route took (a 404 to come) is charged the default cost.
+  if (limiters) app.use('/media', limiters.unrouted);
 
   app.use(notFoundHandler);
   app.use(errorHandler);
