@@ -32,6 +32,7 @@ import { uploadRoutes } from './routes/upload.routes';
 import type { DownloadService } from './services/download.service';
 import type { JobsService } from './services/jobs.service';
 import type { FoldersService } from './services/folders.service';
+import type { IdempotencyService } from './services/idempotency.service';
 import type { MediaJobsService } from './services/media-jobs.service';
 import type { MediaService } from './services/media.service';
 import { DOWNLOAD_PATH, RENDER_PATH, type SignedUrlService } from './services/signed-urls.service';
@@ -61,10 +62,11 @@ export interface AppDeps {
   queues?: Queue[];
   /**
    * The fail-fast Redis connection: where the per-token rate limit counts
-   * (without it, in this process's memory) and idempotency keys are kept
-   * (without it, a request carrying one is refused).
+   * (without it, in this process's memory).
    */
   redis?: RedisConnection | undefined;
+  /** `Idempotency-Key` entries (without them, a request carrying one is refused). */
+  idempotency?: IdempotencyService | undefined;
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -126,8 +128,8 @@ export function createApp(deps: AppDeps): Express {
       idleTimeoutMs: deps.config.limits.uploadIdleTimeoutMs,
     }),
     idempotency: idempotency({
-      redis: deps.redis,
-      keyPrefix: `${deps.config.queuePrefix}:idempotency:`,
+      keys: deps.idempotency,
+      jobWaitMs: deps.config.jobWaitMs,
       logger: deps.logger,
     }),
   };

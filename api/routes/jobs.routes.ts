@@ -26,11 +26,15 @@ function prefersAsync(req: Request): boolean {
 }
 
 function jobRequest(req: Request): JobRequest {
+  const async = prefersAsync(req);
+  const idempotent = req.idempotency;
   return {
     requestId: requestIdOf(req),
     origin: originOf(req),
     tokenId: principalOf(req).tokenId,
-    async: prefersAsync(req),
+    async,
+    // A keyed request: its retries get this job's outcome.
+    onQueued: idempotent ? (jobId) => idempotent.jobQueued(jobId, async) : undefined,
   };
 }
 

@@ -31,6 +31,8 @@ export interface JobRequest {
   tokenId: string;
   /** Answer at once with the job id (`Prefer: respond-async`) instead of waiting. */
   async: boolean;
+  /** Called once the job is queued (an `Idempotency-Key` remembers it for retries). */
+  onQueued?: ((jobId: string) => void) | undefined;
 }
 
 export interface ConvertInput {
@@ -82,7 +84,7 @@ export class MediaJobsService {
         format: input.format,
         ...(input.quality === undefined ? {} : { quality: input.quality }),
       },
-      { async: request.async },
+      { async: request.async, onQueued: request.onQueued },
     );
   }
 
@@ -180,7 +182,10 @@ export class MediaJobsService {
           async: request.async,
           // Once queued, the job owns the bundle (and removes it when it ends); until then
           // (Redis refusing the job) it is this request's to remove.
-          onQueued: () => void (owned = true),
+          onQueued: (jobId) => {
+            owned = true;
+            request.onQueued?.(jobId);
+          },
         },
       );
     } catch (err) {
