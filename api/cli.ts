@@ -247,9 +247,16 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
       const report: ReconcileReport = await withStorageAndQueues(
         ctx,
         ({ store, queue, deletion }) => {
-          const { media, usage } = ctx.repositories;
+          const { media, usage, jobResults } = ctx.repositories;
           // Jobs not finished yet own their temporary inputs: the queue says which.
-          return new ReconcileService({ store, media, usage, deletion, jobs: queue }).run({
+          return new ReconcileService({
+            store,
+            media,
+            usage,
+            jobResults,
+            deletion,
+            jobs: queue,
+          }).run({
             organization,
             olderThanMs,
             fix,

@@ -16,6 +16,7 @@ import type { MediaRepository } from '@shared/repositories/media.repository';
 import { createObjectStore } from '@shared/storage/create-object-store';
 import { observeObjectStore } from '@shared/storage/observed-object-store';
 import type { ObjectStore } from '@shared/storage/object-store';
+import { StoredResults } from '@shared/stored-results';
 import { BullJobQueue } from '@shared/queue/job-queue';
 import { JobHandoff } from '@shared/queue/handoff';
 import { createRedis, waitForRedis, type RedisConnection } from '@shared/queue/redis';
@@ -163,10 +164,13 @@ export async function createApiContext(
       publicBaseUrl: config.publicBaseUrl,
       bucket: config.bucket,
       waitMs: config.jobWaitMs,
-      store,
-      // The stored form of a result is at most a third larger than the image it describes.
-      maxResultBytes: 2 * config.limits.maxFileSize + 1024 * 1024,
-      logger,
+      storedResults: new StoredResults({
+        store,
+        results: data.repositories.jobResults,
+        usage,
+        settings: config.results,
+        logger,
+      }),
     });
     const folders = new FoldersService({ folders: data.repositories.folders, media, jobs });
     const deletion = new MediaDeletion({ media, usage, store, logger });
@@ -220,6 +224,9 @@ export async function createApiContext(
         media,
         folders: data.repositories.folders,
         usage,
+        jobResults: data.repositories.jobResults,
+        variants: data.repositories.variants,
+        store,
         deletion,
       }),
       folders,
@@ -235,6 +242,7 @@ export async function createApiContext(
         jobs,
         store,
         settings: config.render,
+        usage,
         handoff: redis
           ? new JobHandoff({
               redis: () => redis,

@@ -24,6 +24,7 @@ import { metadata } from './benchmarks/metadata';
 import { queue } from './benchmarks/queue';
 import { render } from './benchmarks/render';
 import { scaling } from './benchmarks/scaling';
+import { tenancy } from './benchmarks/tenancy';
 import { upload } from './benchmarks/upload';
 import { uploadMemory } from './benchmarks/upload-memory';
 import { MiB, type Benchmark } from './lib/benchmark';
@@ -45,6 +46,7 @@ export const BENCHMARKS: Benchmark[] = [
   manage,
   render,
   heic,
+  tenancy,
 ];
 
 const root = join(__dirname, '..');
@@ -83,6 +85,7 @@ const RUN_ORDER = [
   'merge',
   'scaling',
   'heic',
+  'tenancy',
 ];
 const selected = BENCHMARKS.filter((b) => !only || only.includes(b.id)).sort(
   (a, b) => RUN_ORDER.indexOf(a.id) - RUN_ORDER.indexOf(b.id),

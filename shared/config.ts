@@ -376,7 +376,15 @@ const variables = z.object({
   // A first render's variant up to this size reaches the waiting API through Redis (0: never).
   RENDER_HANDOFF_MAX_BYTES: int(512 * 1024, 0, 16 * MB),
   JOB_WAIT_MS: int(30_000, 100),
+  // Job results too large for Redis, kept in storage until read (shared/stored-results.ts): the
+  // largest one, an organization's at once, and how long an unread one is kept (at most the hour
+  // a completed job is kept: past it, its status URL no longer finds the job).
+  RESULT_MAX_BYTES: int(32 * MB, 1024, 1024 * MB),
+  RESULTS_MAX_BYTES_PER_ORG: int(256 * MB, 1024, 64 * 1024 * MB),
+  RESULT_TTL_MS: int(3_600_000, 1_000, 3_600_000),
   MAX_PENDING_JOBS: int(200, 1),
+  JOB_RESERVED_SLOTS: int(1, 0, 64),
+  JOB_QUEUED_PER_SLOT: int(2, 1, 100_000),
   WORKER_QUEUES: queues,
   JOB_LOCK_MS: int(30_000, 1_000),
   // Longest a job may run (every queue); past it the job fails with 422 PROCESSING_TIMEOUT.
@@ -501,6 +509,12 @@ const schema = variables.superRefine((env, ctx) => {
       );
     }
   }
+  if (env.RESULT_MAX_BYTES > env.RESULTS_MAX_BYTES_PER_ORG) {
+    issue(
+      'RESULT_MAX_BYTES',
+      'must not be larger than RESULTS_MAX_BYTES_PER_ORG (one result would not fit)',
+    );
+  }
   if (Boolean(env.DASHBOARD_USER) !== Boolean(env.DASHBOARD_PASSWORD)) {
     ctx.addIssue({
       code: 'custom',
@@ -601,8 +615,21 @@ export interface Config {
     handoffMaxBytes: number;
   };
   jobWaitMs: number;
+  /**
+   * Job results too large for Redis, stored until read or expired
+   * (shared/stored-results.ts): the largest one (413 past it), the bytes one
+   * organization may have stored at once (429 past it), and how long an
+   * unread one is kept before the workers' sweep removes it.
+   */
+  results: { maxBytes: number; maxBytesPerOrg: number; ttlMs: number };
   /** Unfinished jobs (waiting, delayed, running) one organization may have at once. */
   maxPendingJobs: number;
+  /**
+   * The fair gate (shared/queue/fair-gate.ts): per queue, the slots one
+   * organization's heavy jobs leave to others, and the jobs an organization
+   * may have released to the workers per live slot.
+   */
+  fairQueues: { reservedSlots: number; queuedPerSlot: number };
   worker: {
     queues: QueueName[];
     concurrency: Record<QueueName, number>;
@@ -799,7 +826,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       handoffMaxBytes: e.RENDER_HANDOFF_MAX_BYTES,
     },
     jobWaitMs: e.JOB_WAIT_MS,
+    results: {
+      maxBytes: e.RESULT_MAX_BYTES,
+      maxBytesPerOrg: e.RESULTS_MAX_BYTES_PER_ORG,
+      ttlMs: e.RESULT_TTL_MS,
+    },
     maxPendingJobs: e.MAX_PENDING_JOBS,
+    fairQueues: { reservedSlots: e.JOB_RESERVED_SLOTS, queuedPerSlot: e.JOB_QUEUED_PER_SLOT },
     worker: {
       queues: e.WORKER_QUEUES,
       concurrency: e.WORKER_CONCURRENCY,

@@ -35,6 +35,7 @@ export type ErrorCode =
   | 'RATE_LIMITED'
   | 'TOO_MANY_JOBS'
   | 'TOO_MANY_UPLOADS'
+  | 'TOO_MANY_RESULTS'
   | 'REQUEST_TIMEOUT'
   | 'DEPENDENCY_UNAVAILABLE'
   | 'JOB_TIMEOUT'
@@ -141,6 +142,14 @@ export const Errors = {
       details.length === 1 && details[0] ? details[0].message : 'The request is not valid',
       details,
     ),
+  /** A render of a new variant of a source that has RENDER_MAX_VARIANTS already. */
+  tooManyVariants: (key: string, count: number, max: number) =>
+    Errors.validation([
+      {
+        field: 'media',
+        message: `"${key}" has ${count} variants, the most a file may have (RENDER_MAX_VARIANTS ${max})`,
+      },
+    ]),
   invalidDataUrl: (message: string) => new AppError('INVALID_DATA_URL', 400, message),
   folderMismatch: (folder: string, folderId: number) =>
     new AppError(
@@ -290,6 +299,27 @@ export const Errors = {
       `This organization has ${cap} jobs waiting or running, its limit; try again when some have finished`,
       undefined,
       { headers: { 'Retry-After': '5' }, extra: { limit: cap } },
+    ),
+  /** A job's result over RESULT_MAX_BYTES: it is not stored (a metadata answer of a huge XMP, say). */
+  resultTooLarge: (bytes: number, limit: number) =>
+    new AppError(
+      'PAYLOAD_TOO_LARGE',
+      413,
+      `The job's result (${humanBytes(bytes)}) is larger than the limit of ${humanBytes(limit)} a result may have`,
+      undefined,
+      { extra: { limit } },
+    ),
+  /** The organization's stored, unread job results would pass RESULTS_MAX_BYTES_PER_ORG. */
+  tooManyResults: (limit: number, retryAfterSeconds: number) =>
+    new AppError(
+      'TOO_MANY_RESULTS',
+      429,
+      `This organization's job results waiting to be read would pass its limit of ${humanBytes(limit)}; read them (their status URLs) or try again when they have expired`,
+      undefined,
+      {
+        headers: { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterSeconds))) },
+        extra: { limit },
+      },
     ),
   /** An upload whose client sent nothing for `ms` (UPLOAD_IDLE_TIMEOUT_MS). */
   uploadIdle: (ms: number) =>

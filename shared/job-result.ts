@@ -7,9 +7,8 @@
  * ICC block) is written by the worker to the object store under the
  * organization's `<org>/.results/` prefix, and the job returns a small
  * pointer instead. The API reads the object, removes it, then answers
- * exactly as it would have with the value inline. Results never read (an
- * async job whose status URL nobody asks) are removed by `reconcile` once
- * older than its grace period.
+ * exactly as it would have with the value inline. How a stored result is
+ * bounded and when one never read is removed: shared/stored-results.ts.
  *
  * Stored form: JSON whose Buffers are `{ type: 'Buffer', base64 }` (a third
  * larger than the bytes, where the inline form's arrays of numbers are about

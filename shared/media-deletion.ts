@@ -3,7 +3,7 @@
  * delete, a folder's recursive delete job, reconcile, an organization's
  * offboarding): mark the record, remove the object (and what was derived
  * from it: its rendered variants, listed under `.variants/<key>/`), remove
- * the record, give its bytes back to the usage count. A
+ * the record, give its bytes (and its variants') back to the usage count. A
  * crash at any step leaves a marked record, which lookups no longer see and
  * `reconcile` finishes; it never leaves a record without its object visible,
  * nor an object without a record.
@@ -42,10 +42,16 @@ export class MediaDeletion {
   async finish(record: MediaRecord): Promise<void> {
     // Listed after the mark: a render finishing later finds the record gone and removes its object.
     const derived = await (this.deps.derivedKeys ?? ((r) => this.variantKeys(r)))(record);
+    // Read after the mark too: no variant is recorded on a marked record.
+    const variantBytes = await this.deps.media.variantBytesOf(record.id);
     await this.deps.store.removeMany([record.key, ...derived]);
     await this.deps.media.removeByIds([record.id]);
     await this.deps.usage
-      .release(record.organizationId, { bytes: record.bytes, files: 1 })
+      .release(record.organizationId, {
+        bytes: record.bytes + variantBytes,
+        files: 1,
+        variantBytes,
+      })
       .catch((err: unknown) =>
         // The count is off until reconcile sets it from the records.
         this.deps.logger.warn({ err, id: record.id }, 'could not release a deleted file’s usage'),

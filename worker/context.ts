@@ -18,6 +18,7 @@ import { createRepositories, type Repositories } from '@shared/repositories';
 import { createObjectStore } from '@shared/storage/create-object-store';
 import type { ObjectStore } from '@shared/storage/object-store';
 import { observeObjectStore } from '@shared/storage/observed-object-store';
+import { StoredResults } from '@shared/stored-results';
 import { ResultsService } from './services/results.service';
 
 /** Image work (over sharp): what the image processors need. */
@@ -42,12 +43,18 @@ export interface PdfOps {
 /** What processors may use; each picks the parts it needs (see worker/registry.ts). */
 export interface JobContext {
   limits: Config['limits'];
+  /** Render bounds (RENDER_MAX_VARIANTS is checked again where a variant is recorded). */
+  render: Config['render'];
   store: ObjectStore;
   media: Repositories['media'];
   variants: Repositories['variants'];
   folders: Repositories['folders'];
   organizations: Repositories['organizations'];
+  /** The organizations' counters: a variant's bytes are reserved against the quota before it is written. */
+  usage: Repositories['usage'];
   results: ResultsService;
+  /** Job results too large for Redis, bounded and kept until read or expired. */
+  storedResults: StoredResults;
   deletion: MediaDeletion;
   images: ImageOps;
   pdfs: PdfOps;
@@ -82,7 +89,8 @@ export async function createWorkerContext(
     // Every storage call is timed and traced (shared/storage/observed-object-store.ts).
     const store = observeObjectStore(overrides.store ?? createObjectStore(config, logger), metrics);
     if (!overrides.store) await store.init();
-    const { media, folders, organizations, usage, variants } = createRepositories(models);
+    const { media, folders, organizations, usage, variants, jobResults } =
+      createRepositories(models);
     // Its own fail-fast connection, made on the first handoff (a worker without image jobs never makes it).
     let handoffRedis: RedisConnection | undefined;
     const { redisUrl } = config;
@@ -98,12 +106,21 @@ export async function createWorkerContext(
       connection,
       models,
       limits: config.limits,
+      render: config.render,
       store,
       media,
       variants,
       folders,
       organizations,
+      usage,
       results: new ResultsService({ store, media, folders, usage, logger }),
+      storedResults: new StoredResults({
+        store,
+        results: jobResults,
+        usage,
+        settings: config.results,
+        logger,
+      }),
       deletion: new MediaDeletion({ media, usage, store, logger }),
       images: adapters.images,
       pdfs: adapters.pdfs,

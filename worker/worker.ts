@@ -8,20 +8,26 @@
  * retried with backoff (JOB_OPTIONS). Either way the error travels encoded so
  * the API answers with the right status. When a job has failed for good, the
  * temporary inputs it owned are removed before the failure is reported.
+ * Each worker also sweeps stored job results past their expiry.
  */
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import { Errors, isAppError } from '@shared/errors';
 import { encodeJobError, type JobName, type JobPayloads } from '@shared/jobs';
 import type { QueueName } from '@shared/config';
 import { pingMongo } from '@shared/db/connection';
 import { createWorkerMetrics, type WorkerMetrics } from '@shared/metrics';
-import { PendingJobs } from '@shared/queue/pending-jobs';
+import { BullJobQueue } from '@shared/queue/job-queue';
 import { createRedis, type RedisConnection } from '@shared/queue/redis';
 import { inSpan, jobContext, SpanKind, type JobTrace } from '@shared/tracing';
 import { observeChecks, type ReadinessChecks } from '@shared/readiness';
 import type { JobContext, WorkerContext } from './context';
 import { ownTemporaryKeys } from './processors/inputs';
 import type { ProcessorJob, Registry } from './registry';
+
+/** How often a worker renews its slots in the fair gate and sweeps it (shared/queue/fair-gate.ts). */
+const GATE_TEND_MS = 5_000;
 
 export interface RunningWorker {
   workers: Worker[];
@@ -41,18 +47,23 @@ export function createWorker(
   const { config, logger } = ctx;
   if (!config.redisUrl) throw new Error('REDIS_URL is not set');
   const connections: RedisConnection[] = [];
-  // A job that has ended for good no longer counts against its organization's cap.
-  const pendingConnection = createRedis(config.redisUrl, 'worker', logger);
-  connections.push(pendingConnection);
-  const pending = new PendingJobs(() => pendingConnection, config.queuePrefix, { cap: 0 });
+  // A job that has ended for good no longer counts against its organization's cap, and
+  // the fair gate releases what it held back of the organization's jobs.
+  const queues = new BullJobQueue(
+    { redisUrl: config.redisUrl, queuePrefix: config.queuePrefix, fairQueues: config.fairQueues },
+    logger,
+  );
+  const releasing = new Set<Promise<void>>();
   const release = (job: Job) => {
     const org = (job.data as { organizationId?: number }).organizationId;
-    if (org === undefined || !job.id) return Promise.resolve();
-    return pending
-      .release(org, job.id)
+    if (org === undefined || !job.id) return;
+    const done = queues
+      .ended(job.queueName as QueueName, org, job.id)
       .catch((err: unknown) =>
         logger.warn({ err, jobId: job.id }, 'could not release the job from its organization'),
-      );
+      )
+      .finally(() => releasing.delete(done));
+    releasing.add(done);
   };
 
   // One `process` span per attempt, a child of the API's `send` span (its context is in the job).
@@ -127,7 +138,6 @@ export function createWorker(
       const result = await Promise.race([processing, timedOut]);
       log.info({ ms: Math.round(performance.now() - started) }, 'job completed');
       observe('completed');
-      await release(job);
       return result;
     } catch (err) {
       const ms = Math.round(performance.now() - started);
@@ -142,7 +152,7 @@ export function createWorker(
       );
       // A job that has failed for good removes the temporary inputs it owned,
       // before its failure is reported (the client then finds nothing left).
-      if (final) await Promise.all([removeTemporaryInputs(job), release(job)]);
+      if (final) await removeTemporaryInputs(job);
       if (refused) {
         log.info({ ms, code: err.code }, 'job refused its input');
         throw new UnrecoverableError(encodeJobError(err));
@@ -189,13 +199,44 @@ export function createWorker(
       stalledInterval: config.worker.lockMs,
     });
     worker.on('error', (err) => logger.error({ err, queue }, 'worker error'));
-    // A job failed for good without passing through runJob's catch (stalled too often).
+    // Once a job has ended for good (recorded so in BullMQ: the slot is free), it no
+    // longer counts. A failure retried later has not ended (no finishedOn); one failed
+    // for good may come from the stalled-job check, without passing through runJob.
+    worker.on('completed', (job) => release(job));
     worker.on('failed', (job) => {
-      if (job) void release(job);
+      if (job?.finishedOn) release(job);
     });
     logger.info({ queue, concurrency: config.worker.concurrency[queue] }, 'taking jobs');
     return worker;
   });
+
+  // This worker's slots count in the fair gate's shares while it renews them; each
+  // renewal also releases what the gate may now release (slots came or went, a process
+  // died between releasing a job and handing it over).
+  const workerId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  const tend = async () => {
+    try {
+      await queues.ready();
+    } catch (err) {
+      logger.warn({ err }, 'could not tend the fair gate: Redis is not ready');
+      return;
+    }
+    for (const queue of config.worker.queues) {
+      try {
+        await queues.gate.announce(queue, workerId, config.worker.concurrency[queue]);
+        await queues.sweepGate(queue);
+      } catch (err) {
+        logger.warn({ err, queue }, 'could not tend the fair gate');
+      }
+    }
+  };
+  let tending = tend();
+  const tender = setInterval(() => {
+    tending = tending.then(tend);
+  }, GATE_TEND_MS);
+  tender.unref();
+  // Stored job results past their expiry, removed by every worker (shared/stored-results.ts).
+  const sweeping = ctx.storedResults.startSweeping();
 
   return {
     workers,
@@ -215,7 +256,14 @@ export function createWorker(
       metrics,
     ),
     async close() {
-      await Promise.all(workers.map((w) => w.close()));
+      clearInterval(tender);
+      await tending;
+      await Promise.allSettled(
+        config.worker.queues.map((queue) => queues.gate.withdraw(queue, workerId)),
+      );
+      await Promise.all([...workers.map((w) => w.close()), sweeping.stop()]);
+      await Promise.all(releasing);
+      await queues.close();
       for (const c of connections) c.disconnect();
     },
   };

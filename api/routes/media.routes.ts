@@ -2,7 +2,8 @@
  * What an organization holds: GET /media (list, filtered, newest first,
  * cursor pages), GET and DELETE /media/record?media=<key> and /media/{id}
  * (one record; a delete removes the object, the record and what was derived
- * from it, and answers the deleted record), GET /media/usage.
+ * from it, and answers the deleted record), DELETE /media/variants?media=<key>
+ * (a file's rendered variants only), GET /media/usage.
  */
 import { Router, type NextFunction, type Request } from 'express';
 import { z } from 'zod';
@@ -84,6 +85,11 @@ export function mediaRoutes(deps: {
   routes.delete('/media/record', { scope: 'delete', cost: 2 }, async (req, res) => {
     const { media } = parseInput(keyQuery, req.query);
     success(res, show(await deps.media.delete(principalOf(req).organization, { key: media })));
+  });
+
+  routes.delete('/media/variants', { scope: 'delete', cost: 2 }, async (req, res) => {
+    const { media } = parseInput(keyQuery, req.query);
+    success(res, await deps.media.deleteVariants(principalOf(req).organization, media));
   });
 
   /** `/media/{id}`, for digits only: anything else goes on to the other routes (or 404). */

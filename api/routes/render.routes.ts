@@ -44,7 +44,7 @@ export function renderHandler(deps: RenderRouteDeps): RequestHandler {
     const org = principalOf(req).organization;
     const accept = req.headers.accept;
     const { record, variant, negotiated, rendered, data } = await deps.renders.render(
-      org.id,
+      org,
       req.query,
       {
         requestId: requestIdOf(req),

@@ -13,11 +13,10 @@ import {
   type ResultRef,
 } from '@shared/job-result';
 import type { JobName, JobPayloads, JobProgress, JobResults } from '@shared/jobs';
-import type { Logger } from '@shared/logger';
-import type { ObjectStore } from '@shared/storage/object-store';
 import type { JobQueue, JobSnapshot } from '@shared/queue/job-queue';
 import type { MediaRepository } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
+import type { StoredResults } from '@shared/stored-results';
 import { toMediaView, type MediaView } from './media-view';
 
 export type JobAnswer =
@@ -44,11 +43,8 @@ export class JobsService {
       /** The storage container's name, shown in records. */
       bucket: string;
       waitMs: number;
-      /** Where large results wait for the API (shared/job-result.ts). */
-      store: ObjectStore;
-      /** Largest stored result read back. */
-      maxResultBytes: number;
-      logger: Logger;
+      /** Where large results wait for the API (shared/stored-results.ts). */
+      storedResults: Pick<StoredResults, 'take'>;
     },
   ) {}
 
@@ -64,9 +60,16 @@ export class JobsService {
   async run<N extends JobName>(
     name: N,
     payload: JobPayloads[N],
-    options: { async: boolean; onQueued?: (jobId: string) => void },
+    options: {
+      async: boolean;
+      onQueued?: (jobId: string) => void;
+      /** Its estimated work is long (shared/media/work.ts). */
+      heavy?: boolean;
+    },
   ): Promise<JobAnswer> {
-    const jobId = await this.deps.queue.add(name, payload, randomUUID());
+    const jobId = await this.deps.queue.add(name, payload, randomUUID(), {
+      heavy: options.heavy ?? false,
+    });
     options.onQueued?.(jobId);
     if (options.async)
       return { kind: 'pending', jobId, state: 'waiting', statusUrl: this.statusUrl(jobId) };
@@ -94,8 +97,9 @@ export class JobsService {
     name: N,
     payload: JobPayloads[N],
     jobUuid: string,
+    options: { heavy?: boolean } = {},
   ): Promise<JobResults[N]> {
-    const jobId = await this.deps.queue.add(name, payload, jobUuid);
+    const jobId = await this.deps.queue.add(name, payload, jobUuid, options);
     const outcome = await this.deps.queue.wait(name, jobId, this.deps.waitMs);
     if (outcome.state === 'completed' || outcome.state === 'failed') {
       // Not waited for: the answer does not depend on it (a stale entry expires within the hour).
@@ -201,31 +205,17 @@ export class JobsService {
   }
 
   /**
-   * A large result the worker stored: read, removed (it is gone once the API
-   * has answered; a second ask finds the job but not its result: 404), decoded.
+   * A large result the worker stored: read, removed (it is delivered once; a
+   * second ask, or one after it expired, finds the job but not its result:
+   * 404), decoded.
    */
   private async storedResult(jobId: string, key: string): Promise<unknown> {
     // Only the job's own result, under an organization's results prefix.
     if (!key.endsWith(`${RESULTS_SEGMENT}${jobId}.json`) || key.split('/').length !== 3) {
       throw Errors.internal(new Error(`job ${jobId} points at "${key}", not its result`));
     }
-    let bytes: Buffer;
-    try {
-      const chunks: Buffer[] = [];
-      let length = 0;
-      for await (const chunk of await this.deps.store.get(key)) {
-        length += (chunk as Buffer).length;
-        if (length > this.deps.maxResultBytes) throw new Error(`result ${key} is too large`);
-        chunks.push(chunk as Buffer);
-      }
-      bytes = Buffer.concat(chunks, length);
-    } catch (err) {
-      if (isAppError(err) && err.status === 404) throw Errors.jobNotFound(jobId);
-      throw err;
-    }
-    await this.deps.store.remove(key).catch((err: unknown) => {
-      this.deps.logger.warn({ err, key }, 'could not remove a job result read back');
-    });
+    const bytes = await this.deps.storedResults.take(key);
+    if (!bytes) throw Errors.jobNotFound(jobId);
     return decodeStoredResult(bytes);
   }
 

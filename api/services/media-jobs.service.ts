@@ -18,6 +18,7 @@ import type {
   RequestOrigin,
 } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
+import { convertIsHeavy, mergeIsHeavy } from '@shared/media/work';
 import type { FoldersService } from './folders.service';
 import { lastField, type FormReader } from './form';
 import type { IngestService } from './ingest.service';
@@ -84,7 +85,11 @@ export class MediaJobsService {
         format: input.format,
         ...(input.quality === undefined ? {} : { quality: input.quality }),
       },
-      { async: request.async, onQueued: request.onQueued },
+      {
+        async: request.async,
+        heavy: convertIsHeavy(input.format, record),
+        onQueued: request.onQueued,
+      },
     );
   }
 
@@ -180,6 +185,7 @@ export class MediaJobsService {
         },
         {
           async: request.async,
+          heavy: mergeIsHeavy(resolved),
           // Once queued, the job owns the bundle (and removes it when it ends); until then
           // (Redis refusing the job) it is this request's to remove.
           onQueued: (jobId) => {

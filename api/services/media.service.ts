@@ -1,12 +1,14 @@
 /**
  * What an organization holds: list its records (filters, newest first,
  * cursor pages), get one by key or id, delete one (its object, its record
- * and anything derived from it; see shared/media-deletion.ts), and its usage
- * by type against its quota.
+ * and anything derived from it; see shared/media-deletion.ts) or only its
+ * rendered variants (their bytes given back to the quota), and its usage
+ * by type, its rendered variants and its stored job results, against its quota.
  */
 import { Errors } from '@shared/errors';
 import type { MediaDeletion } from '@shared/media-deletion';
 import type { FoldersRepository } from '@shared/repositories/folders.repository';
+import type { JobResultsRepository } from '@shared/repositories/job-results.repository';
 import type {
   MediaFilter,
   MediaRecord,
@@ -14,6 +16,8 @@ import type {
 } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
 import type { UsageRepository } from '@shared/repositories/usage.repository';
+import type { VariantsRepository } from '@shared/repositories/variants.repository';
+import type { ObjectStore } from '@shared/storage/object-store';
 import { decodeCursor, encodeCursor, listingKey } from './list-cursor';
 
 export interface ListQuery {
@@ -36,13 +40,27 @@ export interface ListPage {
   nextCursor: string | null;
 }
 
+/** What DELETE /media/variants removed. */
+export interface RemovedVariants {
+  media: string;
+  variants: number;
+  bytes: number;
+}
+
 /** A record named by its key (the interface's way) or by its id. */
 export type MediaRef = { key: string } | { id: number };
 
 export interface UsageReport {
+  /** The files' bytes (their variants' are `variantBytes`). */
   bytes: number;
   files: number;
   byType: Record<string, { bytes: number; files: number }>;
+  /** Rendered variants stored beside the files, and their bytes: they count against the quota too. */
+  variants: number;
+  variantBytes: number;
+  /** Job results stored until read (bounded apart, RESULTS_MAX_BYTES_PER_ORG; not in the quota). */
+  resultBytes: number;
+  /** `remaining`: the quota less the files' and the variants' bytes. */
   quota: { bytes: number | null; remaining: number | null };
 }
 
@@ -52,6 +70,9 @@ export class MediaService {
       media: MediaRepository;
       folders: FoldersRepository;
       usage: UsageRepository;
+      jobResults: Pick<JobResultsRepository, 'bytesByOrganization'>;
+      variants: Pick<VariantsRepository, 'removeAll'>;
+      store: Pick<ObjectStore, 'removeMany'>;
       deletion: MediaDeletion;
     },
   ) {}
@@ -117,19 +138,45 @@ export class MediaService {
     return record;
   }
 
+  /**
+   * Removes every rendered variant of a file (the file stays; a later render
+   * makes a variant again): off the record first, so no request is served a
+   * variant whose object is gone, then the objects, then their bytes given
+   * back. A crash in between leaves objects the record no longer lists, and a
+   * counter too high: `reconcile --fix` removes the one and sets the other.
+   */
+  async deleteVariants(org: Organization, key: string): Promise<RemovedVariants> {
+    const removed = await this.deps.variants.removeAll(org.id, key);
+    if (!removed) throw Errors.mediaNotFound(key);
+    const bytes = removed.reduce((n, v) => n + v.bytes, 0);
+    if (removed.length > 0) {
+      await this.deps.store.removeMany(removed.map((v) => v.key));
+      await this.deps.usage.release(org.id, { bytes, files: 0, variantBytes: bytes });
+    }
+    return { media: key, variants: removed.length, bytes };
+  }
+
   async usage(org: Organization): Promise<UsageReport> {
-    const byType = await this.deps.media.usageByType(org.id);
+    const [byType, variants, results, counted] = await Promise.all([
+      this.deps.media.usageByType(org.id),
+      this.deps.media.variantUsage(org.id),
+      this.deps.jobResults.bytesByOrganization(org.id),
+      // The counter, which the quota is checked against (files' and variants' bytes).
+      org.quotaBytes === null ? undefined : this.deps.usage.get(org.id),
+    ]);
     let bytes = 0;
     let files = 0;
     for (const t of byType.values()) {
       bytes += t.bytes;
       files += t.files;
     }
-    const counted = org.quotaBytes === null ? undefined : await this.deps.usage.get(org.id);
     return {
       bytes,
       files,
       byType: Object.fromEntries([...byType].sort(([a], [b]) => a.localeCompare(b))),
+      variants: variants.variants,
+      variantBytes: variants.bytes,
+      resultBytes: results.get(org.id) ?? 0,
       quota: {
         bytes: org.quotaBytes,
         remaining:

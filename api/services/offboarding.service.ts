@@ -4,8 +4,8 @@
  * jobs that have not started are removed and those running are waited for,
  * then every file goes the way a single delete does (object, record, usage),
  * then what is left under its key prefix or claimed at the bucket's root
- * (orphans, temporary inputs, open uploads, variants under `.variants/<slug>/`), its folders, claims, usage
- * counter and tokens, and last the organization itself.
+ * (orphans, temporary inputs, stored job results, open uploads, variants under `.variants/<slug>/`),
+ * its folders, claims, result entries, usage counter and tokens, and last the organization itself.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '@shared/logger';
@@ -54,7 +54,7 @@ export class OffboardingService {
   ) {}
 
   async delete(org: Organization): Promise<OffboardingReport> {
-    const { media, folders, tokens, usage, organizations } = this.deps.repositories;
+    const { media, folders, tokens, usage, organizations, jobResults } = this.deps.repositories;
     const tokensRevoked = await tokens.revokeAllOf(org.id);
     // Replicas refuse its tokens from now on, not when their cached entries expire.
     await this.deps.changes?.changed(org.id);
@@ -97,6 +97,8 @@ export class OffboardingService {
 
     const folderCount = await folders.removeAll(org.id);
     await media.removeClaimsOf(org.id);
+    // Its stored job results' objects went with its prefix above.
+    await jobResults.removeAllOf(org.id);
     await usage.remove(org.id);
     const tokenCount = await tokens.removeAllOf(org.id);
     await organizations.remove(org.id);

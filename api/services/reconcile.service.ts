@@ -6,7 +6,8 @@
  * - records whose object is missing,
  * - multipart uploads still open (a put cut off by an outage or a crash),
  * - deletes cut off half-way (a record marked as being deleted),
- * - usage counters (the quota's count) that differ from the records,
+ * - usage counters (the quota's count: files and their variants; and the
+ *   stored job results') that differ from the records and result entries,
  *
  * and, with `fix`, removes the objects, aborts the uploads, deletes the
  * records (a record without its bytes can never be served; the report lists
@@ -24,16 +25,19 @@
  * record (or, with no record, whose key claim) belongs to the organization.
  *
  * Rendered variants (`.variants/<source key>/…`, GET /media/render) have no
- * record of their own: one is known while its source has a record, and one
- * whose source is gone is listed (`variant: true`) and removed with `fix`.
- * They are listed under `.variants/<org slug>/` in an organization's scope.
+ * record of their own: one is known while its source's record lists it, and
+ * one it does not list (its source is gone, or a render or a variants delete
+ * was cut off between the object and the record) is listed (`variant: true`)
+ * and removed with `fix`. They are listed under `.variants/<org slug>/` in an
+ * organization's scope.
  */
 import { RESULTS_SEGMENT } from '@shared/job-result';
 import { ROOT_KEY_PREFIX } from '@shared/media/naming';
 import { sourceOfVariantKey, VARIANTS_PREFIX } from '@shared/media/render-options';
 import type { MediaDeletion } from '@shared/media-deletion';
 import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
-import type { Usage, UsageRepository } from '@shared/repositories/usage.repository';
+import type { JobResultsRepository } from '@shared/repositories/job-results.repository';
+import type { UsageCounters, UsageRepository } from '@shared/repositories/usage.repository';
 import type { ObjectStore } from '@shared/storage/object-store';
 
 /** Objects checked against MongoDB per query; records checked against storage per batch. */
@@ -76,8 +80,8 @@ export type MissingObjectRecord = Omit<MediaRecord, 'createdAt' | 'updatedAt'> &
 /** An organization whose usage counter differs from its records. */
 export interface UsageDrift {
   organizationId: number;
-  counted: Usage;
-  actual: Usage;
+  counted: UsageCounters;
+  actual: UsageCounters;
 }
 
 export interface OpenUpload {
@@ -128,6 +132,7 @@ export class ReconcileService {
       media: Pick<
         MediaRepository,
         | 'recordedKeys'
+        | 'recordedVariantKeys'
         | 'ownersOf'
         | 'countCreatedSince'
         | 'createdBefore'
@@ -135,7 +140,9 @@ export class ReconcileService {
         | 'deletingBefore'
         | 'usageByOrganization'
       >;
-      usage: Pick<UsageRepository, 'get' | 'all' | 'set'>;
+      usage: Pick<UsageRepository, 'counters' | 'allCounters' | 'set'>;
+      /** Stored job results' entries; without it, the results' counter is not compared. */
+      jobResults?: Pick<JobResultsRepository, 'bytesByOrganization'>;
       /** Finishes a delete that was cut off. */
       deletion: Pick<MediaDeletion, 'finish'>;
       /** Without it, a temporary input is spared by the grace period only. */
@@ -186,12 +193,18 @@ export class ReconcileService {
     });
     /**
      * Objects under the scope's own prefix: any record of that key makes them
-     * known; a variant is known by a record of its source.
+     * known; a variant is known by the record that lists it (its source's).
      */
     const checkPrefixed = async (batch: Listed[]) => {
-      const recordKey = (o: Listed) => sourceOfVariantKey(o.key) ?? o.key;
-      const known = await this.deps.media.recordedKeys([...new Set(batch.map(recordKey))]);
-      for (const o of batch) if (!known.has(recordKey(o))) objectsWithoutRecord.push(orphan(o));
+      const isVariant = (o: Listed) => sourceOfVariantKey(o.key) !== null;
+      const [known, knownVariants] = await Promise.all([
+        this.deps.media.recordedKeys(batch.filter((o) => !isVariant(o)).map((o) => o.key)),
+        this.deps.media.recordedVariantKeys(batch.filter(isVariant).map((o) => o.key)),
+      ]);
+      for (const o of batch) {
+        if (!(isVariant(o) ? knownVariants : known).has(o.key))
+          objectsWithoutRecord.push(orphan(o));
+      }
     };
     /** Root objects in an organization's scope: only those its record or claim gives it. */
     const checkRoot = async (batch: Listed[]) => {
@@ -306,19 +319,27 @@ export class ReconcileService {
 
   /** Counters that differ from the records, of one organization or all; `fix` sets them. */
   private async usageDrift(organizationId: number | null, fix: boolean): Promise<UsageDrift[]> {
-    const actual = await this.deps.media.usageByOrganization(organizationId);
-    const counted =
+    const [recorded, results, counted] = await Promise.all([
+      this.deps.media.usageByOrganization(organizationId),
+      this.deps.jobResults?.bytesByOrganization(organizationId),
       organizationId === null
-        ? await this.deps.usage.all()
-        : new Map([[organizationId, await this.deps.usage.get(organizationId)]]);
-    const zero: Usage = { bytes: 0, files: 0 };
+        ? this.deps.usage.allCounters()
+        : this.deps.usage.counters(organizationId).then((c) => new Map([[organizationId, c]])),
+    ]);
+    const zero: UsageCounters = { bytes: 0, files: 0, variantBytes: 0, resultBytes: 0 };
     const drift: UsageDrift[] = [];
-    for (const id of new Set([...actual.keys(), ...counted.keys()])) {
-      const a = actual.get(id) ?? zero;
+    const ids = new Set([...recorded.keys(), ...(results?.keys() ?? []), ...counted.keys()]);
+    for (const id of ids) {
       const c = counted.get(id) ?? zero;
-      if (a.bytes !== c.bytes || a.files !== c.files) {
-        drift.push({ organizationId: id, counted: c, actual: a });
-      }
+      const r = recorded.get(id);
+      const a: UsageCounters = {
+        bytes: r?.bytes ?? 0,
+        files: r?.files ?? 0,
+        variantBytes: r?.variantBytes ?? 0,
+        resultBytes: results ? (results.get(id) ?? 0) : c.resultBytes,
+      };
+      const differs = (Object.keys(zero) as (keyof UsageCounters)[]).some((k) => a[k] !== c[k]);
+      if (differs) drift.push({ organizationId: id, counted: c, actual: a });
     }
     if (fix) for (const d of drift) await this.deps.usage.set(d.organizationId, d.actual);
     return drift.sort((x, y) => x.organizationId - y.organizationId);

@@ -9,7 +9,9 @@
  * RENDER_REQUIRE_SIGNED is on, a bearer request may ask only for a preset or
  * a listed size, with the format's default quality (a signed request, once
  * the signature middleware marks it, may ask for any size within the
- * maxima); at most RENDER_MAX_VARIANTS variants per source.
+ * maxima); at most RENDER_MAX_VARIANTS variants per source; an organization
+ * whose usage has reached its quota gets 413 before any job (a variant's
+ * bytes count in it; the worker reserves them before writing the variant).
  */
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
@@ -28,8 +30,11 @@ import {
   type RenderOptions,
   type RenderPreset,
 } from '@shared/media/render-options';
+import { renderIsHeavy } from '@shared/media/work';
 import type { JobHandoff } from '@shared/queue/handoff';
 import type { MediaRecord } from '@shared/repositories/media.repository';
+import type { Organization } from '@shared/repositories/organizations.repository';
+import type { UsageRepository } from '@shared/repositories/usage.repository';
 import type { VariantsRepository } from '@shared/repositories/variants.repository';
 import type { ByteRange, ObjectStore } from '@shared/storage/object-store';
 import type { JobsService } from './jobs.service';
@@ -90,14 +95,17 @@ export class RenderService {
       settings: Config['render'];
       /** A first render's bytes from its worker; without it, they are read from storage. */
       handoff?: Pick<JobHandoff, 'take'>;
+      /** The organizations' usage: a first render is refused at once when the quota is reached. */
+      usage?: Pick<UsageRepository, 'get'>;
     },
   ) {}
 
   async render(
-    organizationId: number,
+    organization: Pick<Organization, 'id' | 'quotaBytes'>,
     query: RenderQuery,
     request: RenderRequest,
   ): Promise<Rendered> {
+    const organizationId = organization.id;
     const { key, options, negotiated } = this.parse(query, request);
     const found = await this.deps.variants.find(organizationId, key, variantId(options));
     if (!found) throw Errors.mediaNotFound(key);
@@ -107,19 +115,21 @@ export class RenderService {
     }
     if (found.variant) return { record, variant: found.variant, negotiated, rendered: false };
     const max = this.deps.settings.maxVariants;
-    if (found.variants >= max) {
-      throw Errors.validation([
-        {
-          field: 'media',
-          message: `"${key}" has ${found.variants} variants, the most a file may have (RENDER_MAX_VARIANTS ${max})`,
-        },
-      ]);
+    if (found.variants >= max) throw Errors.tooManyVariants(key, found.variants, max);
+    const quota = organization.quotaBytes;
+    if (
+      quota !== null &&
+      this.deps.usage &&
+      (await this.deps.usage.get(organizationId)).bytes >= quota
+    ) {
+      throw Errors.quotaExceeded(quota);
     }
     const uuid = renderJobUuid(variantKey(record.key, options));
     const { variant } = await this.deps.jobs.runShared(
       'image.render',
       { organizationId, requestId: request.requestId, key: record.key, options },
       uuid,
+      { heavy: renderIsHeavy(options, record) },
     );
     const data = await this.deps.handoff?.take(newJobId('image.render', uuid), variant.bytes);
     return { record, variant, negotiated, rendered: true, ...(data ? { data } : {}) };

@@ -68,6 +68,7 @@ export class Stack {
   readonly url: string;
   readonly workers: ServiceProc[] = [];
   private workerEnv: NodeJS.ProcessEnv = {};
+  private apiEnv: NodeJS.ProcessEnv = {};
 
   private constructor(
     readonly mode: LaunchMode,
@@ -76,7 +77,7 @@ export class Stack {
     readonly data: DataContext,
     readonly client: Client,
     readonly store: S3ObjectStore,
-    readonly api: ServiceProc,
+    public api: ServiceProc,
     readonly token: string,
     readonly organizationId: number,
     readonly organizationSlug: string,
@@ -140,6 +141,23 @@ export class Stack {
 
   get auth(): Record<string, string> {
     return { Authorization: `Bearer ${this.token}` };
+  }
+
+  /** Runs the API with `env` on top of the stack's environment (restarted when it differs). */
+  async setApiEnv(env: NodeJS.ProcessEnv): Promise<void> {
+    if (JSON.stringify(env) === JSON.stringify(this.apiEnv)) return;
+    this.apiEnv = env;
+    await stopProcess(this.api.child, 10_000);
+    this.api = spawnService('api', this.mode, { ...this.env, ...env });
+    await waitFor(
+      'API',
+      async () => {
+        if (this.api.child.exitCode !== null) throw new Error('API exited');
+        return (await fetch(`${this.url}/readyz`)).ok;
+      },
+      60_000,
+      100,
+    );
   }
 
   /**

@@ -89,12 +89,33 @@ export interface VariantDoc {
   createdAt: Date;
 }
 
-/** What an organization has recorded, kept as records are written and deleted (the quota's count). */
+/**
+ * What an organization has stored, kept as records, variants and job results
+ * are written and removed (the quota's count, and the results' bound).
+ */
 export interface UsageDoc {
   /** The organization's id. */
   _id: number;
+  /** Bytes the quota counts: the files' and their rendered variants'. */
   bytes: number;
   files: number;
+  /** The variants' share of `bytes` (absent on counters made before variants were counted). */
+  variantBytes?: number;
+  /** Bytes of job results stored until read (not in `bytes`: bounded on their own). */
+  resultBytes?: number;
+}
+
+/**
+ * A job result too large for Redis, stored at `_id` (`<org>/.results/<jobId>.json`)
+ * until it is read or `expiresAt` passes (shared/stored-results.ts).
+ */
+export interface JobResultDoc {
+  _id: string;
+  jobId: string;
+  organizationId: number;
+  bytes: number;
+  createdAt: Date;
+  expiresAt: Date;
 }
 
 /**
@@ -212,6 +233,21 @@ const usageSchema = new Schema<UsageDoc>(
     _id: { type: Number, required: true },
     bytes: { type: Number, required: true, default: 0 },
     files: { type: Number, required: true, default: 0 },
+    variantBytes: { type: Number, default: 0 },
+    resultBytes: { type: Number, default: 0 },
+  },
+  { versionKey: false },
+);
+
+const jobResultSchema = new Schema<JobResultDoc>(
+  {
+    _id: { type: String, required: true },
+    jobId: { type: String, required: true },
+    organizationId: { type: Number, required: true, index: true },
+    bytes: { type: Number, required: true },
+    createdAt: { type: Date, required: true },
+    // The workers' sweep asks for those past it.
+    expiresAt: { type: Date, required: true, index: true },
   },
   { versionKey: false },
 );
@@ -233,6 +269,7 @@ export interface Models {
   Media: Model<MediaDoc>;
   KeyClaim: Model<KeyClaimDoc>;
   Usage: Model<UsageDoc>;
+  JobResult: Model<JobResultDoc>;
 }
 
 export function createModels(connection: Connection): Models {
@@ -248,6 +285,7 @@ export function createModels(connection: Connection): Models {
     Media: connection.model<MediaDoc>('Media', mediaSchema, 'media'),
     KeyClaim: connection.model<KeyClaimDoc>('KeyClaim', keyClaimSchema, 'key_claims'),
     Usage: connection.model<UsageDoc>('Usage', usageSchema, 'usage'),
+    JobResult: connection.model<JobResultDoc>('JobResult', jobResultSchema, 'job_results'),
   };
 }
 

@@ -32,8 +32,15 @@ import {
   type JobSnapshot,
   type JobState,
 } from './job-types';
-import { PendingJobs, priorityFor } from './pending-jobs';
+import { FairGate, HOLD_DELAY_MS, type Released } from './fair-gate';
+import { PendingJobs } from './pending-jobs';
 import { createRedis, waitForRedis, type RedisConnection, type RedisRole } from './redis';
+
+/** How a job is queued. */
+export interface AddOptions {
+  /** Its estimated work is long (shared/media/work.ts): the fair gate caps such jobs per organization. */
+  heavy?: boolean;
+}
 
 /** How long a wait gives the events connection to come back before answering `unavailable`. */
 export const EVENTS_READY_GRACE_MS = 2_000;
@@ -55,13 +62,17 @@ export class BullJobQueue implements JobQueue {
   private readonly onEventsLost = new Map<QueueName, Set<() => void>>();
   private readonly connections: RedisConnection[] = [];
 
-  /** Each organization's unfinished jobs: the cap, and the priorities that keep queues fair. */
+  /** Each organization's unfinished jobs: the cap (MAX_PENDING_JOBS). */
   private readonly pending: PendingJobs;
+  /** Which jobs the workers may take: fair between organizations, in order within one. */
+  readonly gate: FairGate;
 
   constructor(
     private readonly config: Pick<Config, 'redisUrl' | 'queuePrefix'> & {
       /** Unfinished jobs an organization may have (MAX_PENDING_JOBS); unbounded when absent. */
       maxPendingJobs?: number;
+      /** The fair gate's shares (defaults: JOB_RESERVED_SLOTS 1, JOB_QUEUED_PER_SLOT 2). */
+      fairQueues?: Config['fairQueues'];
     },
     private readonly logger: Logger,
     /** Times the producer's calls to Redis (add, get, counts, ping…) for the dependency metrics. */
@@ -70,6 +81,11 @@ export class BullJobQueue implements JobQueue {
     this.pending = new PendingJobs(() => this.producer(), config.queuePrefix, {
       cap: config.maxPendingJobs ?? Number.MAX_SAFE_INTEGER,
     });
+    this.gate = new FairGate(
+      () => this.producer(),
+      config.queuePrefix,
+      config.fairQueues ?? { reservedSlots: 1, queuedPerSlot: 2 },
+    );
   }
 
   /** A call to Redis: timed, and a 503 when Redis itself fails. */
@@ -144,14 +160,22 @@ export class BullJobQueue implements JobQueue {
     );
   }
 
-  /** Queues a job under its organization's cap (else 429), prioritized by its unfinished ones. */
-  async add<N extends JobName>(name: N, payload: JobPayloads[N], jobUuid: string): Promise<string> {
+  /**
+   * Queues a job under its organization's cap (else 429). The fair gate
+   * decides whether the workers may take it now; if not, it is added held
+   * (delayed) and released in its organization's order.
+   */
+  async add<N extends JobName>(
+    name: N,
+    payload: JobPayloads[N],
+    jobUuid: string,
+    options: AddOptions = {},
+  ): Promise<string> {
     const jobId = newJobId(name, jobUuid);
     const queue = JOB_QUEUES[name];
     const org = payload.organizationId;
-    const pending = await this.call('admit', () => this.pending.admit(org, jobId));
-    if (pending === null) throw Errors.tooManyJobs(this.config.maxPendingJobs ?? 0);
-    const priority = priorityFor(pending);
+    const admitted = await this.call('admit', () => this.pending.admit(org, jobId));
+    if (admitted === null) throw Errors.tooManyJobs(this.config.maxPendingJobs ?? 0);
     // The worker's `process` span is a child of this one: its context travels in the payload.
     await inSpan(
       `send ${queue}`,
@@ -163,23 +187,96 @@ export class BullJobQueue implements JobQueue {
         'messaging.message.id': jobId,
         'media.job.name': name,
       },
-      () => {
+      async () => {
         const trace = currentJobTrace();
         const data = trace ? { ...payload, trace } : payload;
-        return this.call('add', () =>
+        const runs = await this.call('enter', () =>
+          this.gate.enter(queue, org, jobId, options.heavy ?? false),
+        );
+        await this.call('add', () =>
           this.queue(queue).add(name, data, {
             ...JOB_OPTIONS,
             jobId,
-            ...(priority ? { priority } : {}),
+            ...(runs ? {} : { delay: HOLD_DELAY_MS }),
           }),
         );
+        // Held: released meanwhile by a job of its organization that ended?
+        if (!runs && (await this.call('confirm', () => this.gate.confirm(queue, jobId)))) {
+          await this.promote(queue, jobId);
+        }
       },
     ).catch(async (err: unknown) => {
-      // Not queued: it does not count.
+      // Not queued: it does not count, and what it held back may run.
       await this.pending.release(org, jobId).catch(() => undefined);
+      await this.finish(queue, org, jobId).catch(() => undefined);
       throw err;
     });
     return jobId;
+  }
+
+  /** Waits (at most `timeoutMs`) for the producer connection: a fresh process's first calls. */
+  async ready(timeoutMs = 5_000): Promise<void> {
+    await redisCall(() => waitForRedis(this.producer(), timeoutMs));
+  }
+
+  /** A job has ended for good (the worker says so): it no longer counts, and what it held back may run. */
+  async ended(queue: QueueName, organizationId: number, jobId: string): Promise<void> {
+    await Promise.all([
+      this.pending.release(organizationId, jobId),
+      this.finish(queue, organizationId, jobId),
+    ]);
+  }
+
+  /** A job has ended for good (or was never queued): the gate forgets it and releases what it held back. */
+  async finish(queue: QueueName, organizationId: number, jobId: string): Promise<void> {
+    const released = await this.gate.finish(queue, organizationId, jobId);
+    await this.promoteAll(queue, released);
+  }
+
+  /**
+   * What the gate may release now (slots came or went; a process died
+   * between releasing and promoting), and its entries of jobs that ended
+   * without `finish` (a killed process) dropped: run every few seconds by
+   * the workers.
+   */
+  async sweepGate(queue: QueueName, olderThanMs = 30_000): Promise<number> {
+    const q = this.queue(queue);
+    for (const { organizationId, jobId } of await this.gate.releasedBefore(
+      queue,
+      Date.now() - olderThanMs,
+    )) {
+      const state = await q.getJobState(jobId);
+      if (state === 'delayed') await this.promote(queue, jobId);
+      else if (state === 'completed' || state === 'failed' || state === 'unknown') {
+        await this.finish(queue, organizationId, jobId);
+      }
+    }
+    const released = await this.gate.sweep(queue);
+    await this.promoteAll(queue, released);
+    return released.length;
+  }
+
+  private async promoteAll(queue: QueueName, released: Released[]): Promise<void> {
+    for (const { jobId } of released) await this.promote(queue, jobId);
+  }
+
+  /** Moves a released job from held (delayed) to the end of the wait list. */
+  private async promote(queue: QueueName, jobId: string): Promise<void> {
+    for (let tries = 0; tries < 2; tries++) {
+      const job = await Job.fromId(this.queue(queue), jobId);
+      if (!job) {
+        // Not added yet: its producer promotes it on `confirm`, unless it was added meanwhile.
+        if (await this.gate.early(queue, jobId)) continue;
+        return;
+      }
+      try {
+        await job.promote();
+      } catch (err) {
+        // No longer delayed (taken already, or its hold ran out): nothing to do.
+        if ((await this.queue(queue).getJobState(jobId)) === 'delayed') throw err;
+      }
+      return;
+    }
   }
 
   /**
@@ -256,11 +353,13 @@ export class BullJobQueue implements JobQueue {
     const state = await this.call<string>('getJobState', () => queue.getJobState(jobId));
     const job = await this.call('getJob', () => queue.getJob(jobId));
     if (!job?.id) return null;
+    // A job the fair gate holds back is, to its client, waiting like any queued job.
+    const held = state === 'delayed' && job.delay === HOLD_DELAY_MS;
     return {
       id: job.id,
       name: job.name as JobName,
       data: job.data as AnyJobPayload,
-      state: state as JobState,
+      state: (held ? 'waiting' : state) as JobState,
       result: state === 'completed' ? (job.returnvalue as unknown) : undefined,
       error: state === 'failed' ? errorOfFailure(job.failedReason) : undefined,
       attemptsMade: job.attemptsMade,
@@ -271,7 +370,9 @@ export class BullJobQueue implements JobQueue {
   async settleShared(jobId: string, organizationId: number, failed: boolean): Promise<void> {
     await this.call('release', () => this.pending.release(organizationId, jobId));
     const queueName = queueOfJobId(jobId);
-    if (!failed || !queueName) return;
+    if (!queueName) return;
+    await this.call('finish', () => this.finish(queueName, organizationId, jobId));
+    if (!failed) return;
     const job = await this.call('getJob', () => this.queue(queueName).getJob(jobId));
     if (job && (await this.call('isFailed', () => job.isFailed()))) {
       await this.call('remove', () => job.remove()).catch(() => undefined);
@@ -307,6 +408,7 @@ export class BullJobQueue implements JobQueue {
       else {
         await this.call('remove', () => job.remove());
         await this.pending.release(organizationId, job.id!);
+        await this.finish(job.queueName as QueueName, organizationId, job.id!);
         removed++;
       }
     }
@@ -330,19 +432,28 @@ export class BullJobQueue implements JobQueue {
     }
   }
 
+  /**
+   * Jobs per queue and state. `held`: jobs the fair gate holds back (BullMQ
+   * keeps them delayed; `delayed` counts the others, retries waiting for
+   * their backoff). The queue's backlog is `waiting` + `held`.
+   */
   async counts(): Promise<Record<QueueName, Record<string, number>>> {
     const out = {} as Record<QueueName, Record<string, number>>;
     for (const q of QUEUE_NAMES) {
-      out[q] = await this.call('getJobCounts', () =>
-        this.queue(q).getJobCounts(
-          'waiting',
-          'active',
-          'delayed',
-          'failed',
-          'completed',
-          'prioritized',
+      const [counts, held] = await Promise.all([
+        this.call('getJobCounts', () =>
+          this.queue(q).getJobCounts(
+            'waiting',
+            'active',
+            'delayed',
+            'failed',
+            'completed',
+            'prioritized',
+          ),
         ),
-      );
+        this.call('heldCount', () => this.gate.heldCount(q)),
+      ]);
+      out[q] = { ...counts, delayed: Math.max(0, (counts.delayed ?? 0) - held), held };
     }
     return out;
   }

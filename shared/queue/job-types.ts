@@ -56,7 +56,13 @@ export type JobOutcome<N extends JobName> =
   | { state: 'unavailable'; error: AppError };
 
 export interface JobQueue {
-  add<N extends JobName>(name: N, payload: JobPayloads[N], jobUuid: string): Promise<string>;
+  /** Queues a job (`heavy`: its estimated work is long, shared/media/work.ts). */
+  add<N extends JobName>(
+    name: N,
+    payload: JobPayloads[N],
+    jobUuid: string,
+    options?: { heavy?: boolean },
+  ): Promise<string>;
   wait<N extends JobName>(name: N, jobId: string, timeoutMs: number): Promise<JobOutcome<N>>;
   get(jobId: string): Promise<JobSnapshot | null>;
   /**

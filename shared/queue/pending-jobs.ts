@@ -1,13 +1,9 @@
 /**
  * Each organization's unfinished jobs, kept in Redis so every API replica and
  * worker sees them: a sorted set per organization (job id, scored by when it
- * was queued). It makes the queues fair and bounded:
- *
- * - a job is admitted only while its organization has fewer than `cap`
- *   unfinished jobs (past it: 429 with Retry-After, nothing queued);
- * - its BullMQ priority is how many its organization already has unfinished
- *   (none: no priority, which BullMQ takes before any prioritized job), so
- *   one organization's backlog never stands before another's first job.
+ * was queued). A job is admitted only while its organization has fewer than
+ * `cap` unfinished jobs (past it: 429 with Retry-After, nothing queued). The
+ * order in which admitted jobs run is the fair gate's (fair-gate.ts).
  *
  * The worker removes a job when it ends for good (completed, or failed after
  * its last attempt, or stalled too often). An entry older than `staleMs` (one
@@ -24,9 +20,6 @@ redis.call('ZADD', KEYS[1], ARGV[1], ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return n
 `;
-
-/** BullMQ's lowest priority (highest number). */
-export const MAX_PRIORITY = 2_097_152;
 
 /** What `defineCommand` adds to a connection: the script by its SHA (EVALSHA, EVAL only once). */
 type WithAdmit = { mediaAdmitJob(key: string, ...args: string[]): Promise<number> };
@@ -47,8 +40,8 @@ export class PendingJobs {
   }
 
   /**
-   * Counts a job as its organization's: the number it already had unfinished
-   * (its priority; 0 means none), or null when that is at the cap already.
+   * Counts a job as its organization's: the number it already had unfinished,
+   * or null when that is at the cap already.
    */
   async admit(organizationId: number, jobId: string): Promise<number | null> {
     const now = Date.now();
@@ -82,9 +75,4 @@ export class PendingJobs {
   async count(organizationId: number): Promise<number> {
     return this.redis().zcard(this.key(organizationId));
   }
-}
-
-/** The BullMQ priority of a job admitted with `pending` others of its organization unfinished. */
-export function priorityFor(pending: number): number | undefined {
-  return pending > 0 ? Math.min(pending, MAX_PRIORITY) : undefined;
 }

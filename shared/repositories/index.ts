@@ -2,6 +2,7 @@
 import type { Models } from '../db/models';
 import { CountersRepository } from './counters.repository';
 import { FoldersRepository } from './folders.repository';
+import { JobResultsRepository } from './job-results.repository';
 import { MediaRepository } from './media.repository';
 import { OrganizationsRepository } from './organizations.repository';
 import { TokensRepository } from './tokens.repository';
@@ -16,6 +17,7 @@ export interface Repositories {
   media: MediaRepository;
   usage: UsageRepository;
   variants: VariantsRepository;
+  jobResults: JobResultsRepository;
 }
 
 export function createRepositories(models: Models): Repositories {
@@ -28,5 +30,6 @@ export function createRepositories(models: Models): Repositories {
     media: new MediaRepository(models, counters),
     usage: new UsageRepository(models),
     variants: new VariantsRepository(models),
+    jobResults: new JobResultsRepository(models),
   };
 }

@@ -21,6 +21,9 @@ export interface MediaFilter {
 /** Records that are not being deleted (a delete marks its record first). */
 export const LIVE = { deletingAt: null } as const;
 
+/** A record's variants' bytes, as an aggregation expression (0 without variants). */
+const VARIANT_BYTES = { $sum: { $ifNull: ['$variants.bytes', []] } };
+
 const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 export const toRecord = (doc: MediaDoc): MediaRecord => ({
@@ -159,17 +162,61 @@ export class MediaRepository {
     return new Map(rows.map((r) => [r._id, { files: r.files, bytes: r.bytes }]));
   }
 
-  /** Files and bytes of live records per organization (one, or all). */
+  /**
+   * What live records hold per organization (one, or all): files, and bytes
+   * as the quota counts them (the files' and their variants'), with the
+   * variants' share apart.
+   */
   async usageByOrganization(
     organizationId: number | null,
-  ): Promise<Map<number, { files: number; bytes: number }>> {
+  ): Promise<Map<number, { files: number; bytes: number; variantBytes: number }>> {
     const rows = await db(() =>
-      this.models.Media.aggregate<{ _id: number; files: number; bytes: number }>([
+      this.models.Media.aggregate<{
+        _id: number;
+        files: number;
+        bytes: number;
+        variantBytes: number;
+      }>([
         { $match: { ...(organizationId === null ? {} : { organizationId }), ...LIVE } },
-        { $group: { _id: '$organizationId', files: { $sum: 1 }, bytes: { $sum: '$bytes' } } },
+        {
+          $group: {
+            _id: '$organizationId',
+            files: { $sum: 1 },
+            bytes: { $sum: '$bytes' },
+            variantBytes: { $sum: VARIANT_BYTES },
+          },
+        },
       ]).exec(),
     );
-    return new Map(rows.map((r) => [r._id, { files: r.files, bytes: r.bytes }]));
+    return new Map(
+      rows.map((r) => [
+        r._id,
+        { files: r.files, bytes: r.bytes + r.variantBytes, variantBytes: r.variantBytes },
+      ]),
+    );
+  }
+
+  /** The rendered variants of an organization's live records: how many, and their bytes. */
+  async variantUsage(organizationId: number): Promise<{ variants: number; bytes: number }> {
+    const rows = await db(() =>
+      this.models.Media.aggregate<{ variants: number; bytes: number }>([
+        { $match: { organizationId, ...LIVE, variants: { $exists: true } } },
+        {
+          $group: {
+            _id: null,
+            variants: { $sum: { $size: { $ifNull: ['$variants', []] } } },
+            bytes: { $sum: VARIANT_BYTES },
+          },
+        },
+      ]).exec(),
+    );
+    return { variants: rows[0]?.variants ?? 0, bytes: rows[0]?.bytes ?? 0 };
+  }
+
+  /** Bytes of the variants recorded on a record, whatever its state (a delete gives them back). */
+  async variantBytesOf(id: number): Promise<number> {
+    const doc = await db(() => this.models.Media.findOne({ id }, { variants: 1 }).lean().exec());
+    return (doc?.variants ?? []).reduce((n, v) => n + v.bytes, 0);
   }
 
   /** Files and bytes per folder of an organization (folders without files are absent). */
@@ -269,6 +316,20 @@ export class MediaRepository {
         .exec(),
     );
     return new Set(docs.map((d) => d.key));
+  }
+
+  /** Which of `keys` (variants' object keys) are recorded on a record (in any organization). */
+  async recordedVariantKeys(keys: string[]): Promise<Set<string>> {
+    if (keys.length === 0) return new Set();
+    const docs = await db(() =>
+      this.models.Media.find({ 'variants.key': { $in: keys } }, { variants: 1, _id: 0 })
+        .lean()
+        .exec(),
+    );
+    const wanted = new Set(keys);
+    return new Set(
+      docs.flatMap((d) => (d.variants ?? []).map((v) => v.key).filter((k) => wanted.has(k))),
+    );
   }
 
   /** Records of one organization (or all) created since `since`. */

@@ -1,8 +1,11 @@
 /**
  * Renders kept on their source's record (`variants`): looked up with the
  * record in one query (a stored variant is served at the cost of a
- * download), added atomically by the worker that rendered it. Variants do
- * not count in the organization's usage or quota (docs/renders.md).
+ * download), added atomically by the worker that rendered it, and only while
+ * the record has fewer than RENDER_MAX_VARIANTS (the same update checks
+ * it, so concurrent renders never pass it). Their bytes count in the
+ * organization's usage and quota (docs/renders.md): the worker reserves them
+ * before it writes the object, and whoever removes a variant gives them back.
  */
 import type { Models } from '../db/models';
 import { db } from '../db/errors';
@@ -17,7 +20,8 @@ export interface RecordWithVariant {
   variants: number;
 }
 
-export type AddVariantOutcome = 'added' | 'present' | 'gone';
+/** `full`: the record has `max` variants already; `gone`: the record is deleted or being deleted. */
+export type AddVariantOutcome = 'added' | 'present' | 'gone' | 'full';
 
 export class VariantsRepository {
   constructor(private readonly models: Pick<Models, 'Media'>) {}
@@ -53,17 +57,27 @@ export class VariantsRepository {
 
   /**
    * Adds a variant to its live source record (its `updatedAt` is left alone:
-   * the file did not change). `present`: an earlier attempt added it; `gone`:
-   * the record is deleted or being deleted (the caller removes the object).
+   * the file did not change), unless the record has `max` variants already.
+   * `present`: an earlier attempt added it; `gone`: the record is deleted or
+   * being deleted; `full`: at the bound (for `gone` and `full` the caller
+   * removes the object it wrote).
    */
   async add(
     organizationId: number,
     key: string,
     variant: StoredVariant,
+    max: number,
   ): Promise<AddVariantOutcome> {
     const result = await db(() =>
       this.models.Media.updateOne(
-        { organizationId, key, ...LIVE, 'variants.id': { $ne: variant.id } },
+        {
+          organizationId,
+          key,
+          ...LIVE,
+          'variants.id': { $ne: variant.id },
+          // Fewer than `max` elements: the array has no element at index max - 1.
+          [`variants.${max - 1}`]: { $exists: false },
+        },
         { $push: { variants: { ...variant, createdAt: new Date() } } },
         { timestamps: false },
       ).exec(),
@@ -74,6 +88,33 @@ export class VariantsRepository {
         .lean()
         .exec(),
     );
-    return doc?.variants?.some((x) => x.id === variant.id) ? 'present' : 'gone';
+    if (!doc) return 'gone';
+    return doc.variants?.some((x) => x.id === variant.id) ? 'present' : 'full';
+  }
+
+  /**
+   * Takes every variant off a live record at once (DELETE /media/variants)
+   * and answers them (their objects and bytes are the caller's to remove and
+   * give back); null when there is no such record.
+   */
+  async removeAll(organizationId: number, key: string): Promise<StoredVariant[] | null> {
+    const doc = await db(() =>
+      this.models.Media.findOneAndUpdate(
+        { organizationId, key, ...LIVE },
+        { $unset: { variants: 1 } },
+        { timestamps: false, projection: { variants: 1 }, returnDocument: 'before' },
+      )
+        .lean()
+        .exec(),
+    );
+    if (!doc) return null;
+    return (doc.variants ?? []).map((v) => ({
+      id: v.id,
+      key: v.key,
+      mimetype: v.mimetype,
+      bytes: v.bytes,
+      width: v.width,
+      height: v.height,
+    }));
   }
 }

@@ -30,6 +30,7 @@ const IDS = [
   'manage',
   'render',
   'heic',
+  'tenancy',
 ];
 
 let run: { code: number; stdout: string; stderr: string; seconds: number };

@@ -1,4 +1,5 @@
 import { ConfigError, loadConfig } from '../../shared/config';
+import { JOB_OPTIONS } from '../../shared/jobs';
 
 const problemsOf = (env: NodeJS.ProcessEnv): string[] => {
   try {
@@ -68,6 +69,21 @@ describe('configuration', () => {
       'MONGODB_URI',
       'REDIS_URL',
       'S3_ENDPOINT',
+    ]);
+  });
+
+  it('keeps a stored job result no longer than its completed job, and one result within an organization’s bound', () => {
+    const jobKeptMs = JOB_OPTIONS.removeOnComplete.age * 1000;
+    expect(loadConfig({}).results).toEqual({
+      maxBytes: 32 * 1024 * 1024,
+      maxBytesPerOrg: 256 * 1024 * 1024,
+      ttlMs: jobKeptMs,
+    });
+    expect(problemsOf({ RESULT_TTL_MS: String(jobKeptMs + 1) })[0]).toMatch(/^RESULT_TTL_MS:/);
+    expect(
+      problemsOf({ RESULT_MAX_BYTES: '2000000', RESULTS_MAX_BYTES_PER_ORG: '1000000' }),
+    ).toEqual([
+      'RESULT_MAX_BYTES: must not be larger than RESULTS_MAX_BYTES_PER_ORG (one result would not fit)',
     ]);
   });
 

@@ -5,7 +5,8 @@
  * PromQL (promtool check rules on the expressions as recording rules, with the
  * dashboard's variables filled in), and the panels cover what an operator
  * watches: requests by route, latency, 5xx, queue depth, jobs, bytes stored,
- * process memory, CPU and event loop, reconcile.
+ * process memory, CPU and event loop, reconcile. Each queue's backlog is
+ * plotted as KEDA counts it (waiting + held, run through promtool).
  *
  * Needs promtool (Debian's `prometheus` package; .ci/run installs it; PROMTOOL
  * overrides the command): the test fails, saying so, where it is missing.
@@ -15,7 +16,13 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { exportedMetricNames, metricNamesIn } from '../support/promql';
+import {
+  BACKLOG_MID_UPGRADE,
+  expectPromqlAnswer,
+  exportedMetricNames,
+  metricNamesIn,
+  queueJobsMidUpgrade,
+} from '../support/promql';
 
 const root = join(__dirname, '..', '..');
 const PROMTOOL = process.env.PROMTOOL || 'promtool';
@@ -148,7 +155,7 @@ it('covers requests, latency and 5xx by route, queues, jobs, bytes stored, proce
   expect(
     panelsUsing('http_request_duration_seconds_count', /status=~"5\.\."/).length,
   ).toBeGreaterThan(0);
-  expect(panelsUsing('media_queue_jobs', /waiting/).length).toBeGreaterThan(0);
+  expect(panelsUsing('media_queue_jobs', /waiting\|held/).length).toBeGreaterThan(0);
   expect(panelsUsing('media_job_duration_seconds_count', /outcome/).length).toBeGreaterThan(0);
   expect(
     panelsUsing('media_job_duration_seconds_bucket', /histogram_quantile/).length,
@@ -167,4 +174,21 @@ it('covers requests, latency and 5xx by route, queues, jobs, bytes stored, proce
     panelsUsing('media_dependency_duration_seconds_bucket', /histogram_quantile/).length,
   ).toBeGreaterThan(0);
   expect(panelsUsing('media_dependency_errors_total').length).toBeGreaterThan(0);
+});
+
+it("plots each queue's backlog as KEDA counts it: waiting + held (+ prioritized mid-upgrade)", () => {
+  const backlog = targets.filter(
+    (t) =>
+      metricNamesIn(t.expr).includes('media_queue_jobs') && /backlog/.test(t.legendFormat ?? ''),
+  );
+  expect(backlog.map((t) => t.panel)).toEqual(['Queue depth']);
+  // Two API replicas mid-upgrade, per queue: one replica's reading of each state, added up.
+  expectPromqlAnswer(
+    asPromql(backlog[0]!.expr),
+    ['image', 'pdf'].flatMap((queue) => queueJobsMidUpgrade({ namespace: 'media', queue })),
+    [
+      { labels: '{queue="image"}', value: BACKLOG_MID_UPGRADE },
+      { labels: '{queue="pdf"}', value: BACKLOG_MID_UPGRADE },
+    ],
+  );
 });

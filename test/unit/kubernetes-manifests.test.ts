@@ -7,16 +7,15 @@
  * schemas allow extra properties), and the rules the deployment must keep:
  * one worker Deployment per queue, hardened containers, probes on the
  * documented paths, grace periods above the shutdown timeout, KEDA on the
- * BullMQ lists of each pool and its backlog (waiting + prioritized, through
- * Prometheus, the query run by promtool), the PDF pool's memory limit above the documented
- * merge bound, network policies, the reconcile CronJob.
+ * BullMQ lists of each pool and its backlog (waiting + held by the fair gate,
+ * through Prometheus, the query run by promtool), the PDF pool's memory limit
+ * above the documented merge bound, network policies, the reconcile CronJob.
  *
  * Needs kubectl with kustomize v5 (KUBECTL overrides the command) and promtool
  * (PROMTOOL): the test fails, saying so, where either is missing.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   ScaledObject,
@@ -46,9 +45,10 @@ import {
   type IProbe,
   type IService,
 } from 'kubernetes-models/v1';
-import { parseAllDocuments, stringify } from 'yaml';
+import { parseAllDocuments } from 'yaml';
 import { QUEUE_NAMES, loadConfig } from '../../shared/config';
 import { PDF_MERGE_DEFAULTS } from '../../worker/pdf/pdf.adapter';
+import { BACKLOG_MID_UPGRADE, expectPromqlAnswer, queueJobsMidUpgrade } from '../support/promql';
 
 const root = join(__dirname, '..', '..');
 const read = (file: string) => readFileSync(join(root, file), 'utf8');
@@ -56,57 +56,27 @@ const KUBECTL = process.env.KUBECTL || 'kubectl';
 const OVERLAYS = ['dev', 'prod'] as const;
 type Overlay = (typeof OVERLAYS)[number];
 
-const PROMTOOL = process.env.PROMTOOL || 'promtool';
-
 /**
- * What a KEDA backlog query answers over scrapes of two API replicas in
- * `namespace`, each reading the same `queue` as 1 waiting, 7 prioritized, 3
- * active and 9 delayed jobs, beside another namespace's and another queue's
- * series (which must not count): run by `promtool test rules`, it must be 8
- * (1 + 7, one replica's reading). Throws with promtool's report otherwise.
+ * What a KEDA backlog query answers over two API replicas' scrapes of `queue`
+ * in `namespace` during a rolling upgrade (`queueJobsMidUpgrade`), beside
+ * another namespace's and another queue's held jobs, which must not count:
+ * run by promtool, it must be the queue's backlog, 8 (1 waiting + 5 held + 2
+ * prioritized, one replica's reading of each state; active and delayed apart).
  */
 function expectBacklogQuery(query: string, namespace: string, queue: string): void {
-  const series = (ns: string, q: string, instance: string, state: string, value: number) => ({
-    series: `media_queue_jobs{job="media-api", namespace="${ns}", instance="${instance}", queue="${q}", state="${state}"}`,
-    values: `${value}x5`,
+  const held = (ns: string, q: string, n: number) => ({
+    series: `media_queue_jobs{job="media-api", namespace="${ns}", instance="api-0:3000", queue="${q}", state="held"}`,
+    values: `${n}x5`,
   });
-  const input = [
-    ...['api-0:3000', 'api-1:3000'].flatMap((i) => [
-      series(namespace, queue, i, 'waiting', 1),
-      series(namespace, queue, i, 'prioritized', 7),
-      series(namespace, queue, i, 'active', 3),
-      series(namespace, queue, i, 'delayed', 9),
-    ]),
-    series(`${namespace}-other`, queue, 'api-0:3000', 'prioritized', 100),
-    series(namespace, `${queue}-other`, 'api-0:3000', 'prioritized', 50),
-  ];
-  const dir = mkdtempSync(join(tmpdir(), 'media-keda-query-'));
-  try {
-    const file = join(dir, 'query.test.yml');
-    writeFileSync(
-      file,
-      stringify({
-        evaluation_interval: '1m',
-        tests: [
-          {
-            interval: '1m',
-            input_series: input,
-            promql_expr_test: [
-              { expr: query, eval_time: '2m', exp_samples: [{ labels: '{}', value: 8 }] },
-            ],
-          },
-        ],
-      }),
-    );
-    const run = spawnSync(PROMTOOL, ['test', 'rules', file], { encoding: 'utf8' });
-    if (run.error)
-      throw new Error(
-        `promtool is needed to run the KEDA backlog queries (${run.error.message}): apt-get install prometheus, or set PROMTOOL.`,
-      );
-    if (run.status !== 0) throw new Error(`${query}\n${run.stdout}${run.stderr}`);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  expectPromqlAnswer(
+    query,
+    [
+      ...queueJobsMidUpgrade({ namespace, queue }),
+      held(`${namespace}-other`, queue, 100),
+      held(namespace, `${queue}-other`, 50),
+    ],
+    [{ labels: '{}', value: BACKLOG_MID_UPGRADE }],
+  );
 }
 
 /** The keys of the Secret media-secrets (generated in dev, external in prod). */
@@ -632,9 +602,9 @@ describe.each(OVERLAYS)('overlay %s', (overlay) => {
         // The same Secret the pods read.
         for (const r of refs) expect(c.envFrom!.map((e) => e.secretRef?.name)).toContain(r.name);
       }
-      // The backlog: waiting and prioritized jobs (the fair queue's priorities put most of a
-      // backlog in the :prioritized sorted set, which the Redis scaler cannot read), one
-      // replica per WORKER_CONCURRENCY of them, read from Prometheus.
+      // The backlog: waiting and held jobs (the fair gate holds most of a backlog in BullMQ's
+      // :delayed sorted set, which the Redis scaler cannot read), one replica per
+      // WORKER_CONCURRENCY of them, read from Prometheus.
       const backlog = spec.triggers[2]!;
       expect(Number(backlog.metadata.threshold)).toBe(config.worker.concurrency[queue]);
       expect(backlog.metadata.activationThreshold).toBe('0');

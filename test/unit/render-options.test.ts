@@ -149,7 +149,7 @@ describe('bounds', () => {
   it('refuses a new variant past RENDER_MAX_VARIANTS', async () => {
     const refused = await service({}, 3)
       .render(
-        1,
+        { id: 1, quotaBytes: null },
         { media: 'acme/a.jpg', w: '10' },
         { requestId: 'r', accept: undefined, signed: false },
       )

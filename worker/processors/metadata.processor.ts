@@ -1,16 +1,17 @@
 /**
  * image.metadata: reads the image and reports what sharp reads from it. A
- * result too large for Redis (a large XMP, EXIF or ICC block) is written to
- * the organization's `.results/` prefix and the job returns a pointer to it
- * (shared/job-result.ts); the API reads it, removes it and answers.
+ * result too large for Redis (a large XMP, EXIF or ICC block) is stored, within
+ * its bounds, under the organization's `.results/` prefix and the job returns
+ * a pointer to it (shared/job-result.ts, shared/stored-results.ts); the API
+ * reads it, removes it and answers, or the workers remove it once expired.
  */
-import { planResult, resultKey } from '@shared/job-result';
+import { planResult } from '@shared/job-result';
 import type { Processor } from '../registry';
 import { requireMedia, requireOrganization } from './inputs';
 
 export const metadataProcessor: Processor<
   'image.metadata',
-  'media' | 'results' | 'images' | 'limits' | 'organizations' | 'store'
+  'media' | 'results' | 'images' | 'limits' | 'organizations' | 'storedResults'
 > = {
   name: 'image.metadata',
   async process(job, ctx) {
@@ -22,10 +23,8 @@ export const metadataProcessor: Processor<
     const plan = planResult({ metadata });
     if ('inline' in plan) return plan.inline;
     const organization = await requireOrganization(ctx, organizationId);
-    const stored = resultKey(organization.slug, job.id);
-    job.signal.throwIfAborted();
-    await ctx.store.put(stored, plan.stored, { contentType: 'application/json' });
-    job.log.info({ key: stored, bytes: plan.stored.length }, 'result stored for the API');
-    return { resultRef: { key: stored, bytes: plan.stored.length } };
+    const ref = await ctx.storedResults.save(organization, job.id, plan.stored, job.signal);
+    job.log.info(ref.resultRef, 'result stored for the API');
+    return ref;
   },
 };

@@ -3,51 +3,121 @@
  * stores it beside its source: the object under `.variants/<key>/`, then the
  * variant on the source's record. A small variant is also handed to the
  * waiting API requests through Redis, so they answer without reading it
- * back. Idempotent: a retry writes the same object and finds the variant
- * recorded. A source deleted meanwhile gets no variant:
- * the object just written is removed (the deletion may have listed the
- * variants before it existed).
+ * back.
+ *
+ * Bounded where it is written: the variant's bytes are reserved against the
+ * organization's quota before the object is written (413 QUOTA_EXCEEDED past
+ * it), and the record takes it only while it has fewer than
+ * RENDER_MAX_VARIANTS (400 past it; the same update checks, so renders at
+ * once never pass it). A render that is refused after writing (the bound
+ * reached meanwhile, the source deleted, the time limit) removes its object
+ * and gives its bytes back. Idempotent: a retry finds the variant recorded.
  */
 import { Errors } from '@shared/errors';
 import type { StoredVariant } from '@shared/jobs';
 import { variantId, variantKey } from '@shared/media/render-options';
+import type { AddVariantOutcome } from '@shared/repositories/variants.repository';
 import type { Processor } from '../registry';
+import { requireOrganization } from './inputs';
 
 export const renderProcessor: Processor<
   'image.render',
-  'results' | 'variants' | 'images' | 'limits' | 'store' | 'handoff'
+  | 'results'
+  | 'variants'
+  | 'images'
+  | 'limits'
+  | 'render'
+  | 'store'
+  | 'handoff'
+  | 'organizations'
+  | 'usage'
 > = {
   name: 'image.render',
   async process(job, ctx) {
-    // The API has checked the source (an image of the organization) and that the variant is
-    // not stored: the job goes straight to the bytes. A source deleted since fails the read
-    // (404), or is found gone when the variant is added.
     const { organizationId, key, options } = job.data;
+    const id = variantId(options);
+    const max = ctx.render.maxVariants;
     const t0 = performance.now();
+    // The API checked the source and the bounds before queueing, but renders queued at once all
+    // passed that check: checked again before the work (the record's update decides).
+    const [found, organization, usage] = await Promise.all([
+      ctx.variants.find(organizationId, key, id),
+      requireOrganization(ctx, organizationId),
+      ctx.usage.get(organizationId),
+    ]);
+    if (!found) throw Errors.mediaNotFound(key);
+    // An earlier attempt recorded it.
+    if (found.variant) return { variant: found.variant };
+    if (found.variants >= max) throw Errors.tooManyVariants(key, found.variants, max);
+    const quota = organization.quotaBytes;
+    if (quota !== null && usage.bytes >= quota) throw Errors.quotaExceeded(quota);
+
     const input = await ctx.results.read(key, ctx.limits.maxFileSize);
     const t1 = performance.now();
     const output = await ctx.images.render(input, options);
     const t2 = performance.now();
     const variant: StoredVariant = {
-      id: variantId(options),
+      id,
       key: variantKey(key, options),
       mimetype: output.mime,
       bytes: output.data.length,
       width: output.width,
       height: output.height,
     };
+    job.signal.throwIfAborted();
+    const counted = { bytes: variant.bytes, files: 0, variantBytes: variant.bytes };
+    if (!(await ctx.usage.reserve(organizationId, counted, quota))) {
+      throw Errors.quotaExceeded(quota ?? 0);
+    }
+    const giveBack = () =>
+      ctx.usage
+        .release(organizationId, counted)
+        .catch((err: unknown) =>
+          job.log.warn({ err }, 'could not give back a variant’s bytes (reconcile sets them)'),
+        );
+    const undo = async () => {
+      await ctx.store
+        .remove(variant.key)
+        .catch((err: unknown) =>
+          job.log.error({ err, key: variant.key }, 'could not remove an unrecorded variant'),
+        );
+      await giveBack();
+    };
     // The waiting API requests take the bytes from Redis rather than read them back from
     // storage (shared/queue/handoff.ts); storage stays the truth, written before the record.
-    await Promise.all([
-      ctx.store.put(variant.key, output.data, { contentType: output.mime }),
-      ctx.handoff.offer(job.id, output.data),
-    ]);
+    try {
+      await Promise.all([
+        ctx.store.put(variant.key, output.data, { contentType: output.mime }),
+        ctx.handoff.offer(job.id, output.data),
+      ]);
+      job.signal.throwIfAborted();
+    } catch (err) {
+      await undo();
+      throw err;
+    }
     const t3 = performance.now();
-    // `present`: an earlier attempt recorded it (the same bytes were written again).
-    const added = await ctx.variants.add(organizationId, key, variant);
-    if (added === 'gone') {
-      await ctx.store.remove(variant.key);
-      throw Errors.mediaNotFound(key);
+    let added: AddVariantOutcome;
+    try {
+      added = await ctx.variants.add(organizationId, key, variant, max);
+    } catch (err) {
+      // A lost reply may have recorded it: only a variant certainly not recorded is undone.
+      const now = await ctx.variants.find(organizationId, key, id).catch(() => undefined);
+      if (now !== undefined && !now?.variant) await undo();
+      throw err;
+    }
+    switch (added) {
+      case 'added':
+        break;
+      case 'present':
+        // Another attempt of this job recorded it (and counted it): the same object, written again.
+        await giveBack();
+        break;
+      case 'gone':
+        await undo();
+        throw Errors.mediaNotFound(key);
+      case 'full':
+        await undo();
+        throw Errors.tooManyVariants(key, max, max);
     }
     const ms = (a: number, b: number) => Math.round(b - a);
     job.log.info(
@@ -56,7 +126,7 @@ export const renderProcessor: Processor<
         key: variant.key,
         bytes: variant.bytes,
         added,
-        // Where the job's time went (ms): source read, render, variant write, record update.
+        // Where the job's time went (ms): lookups and source read, render, variant write, record update.
         phases: {
           read: ms(t0, t1),
           render: ms(t1, t2),

@@ -36,6 +36,7 @@ const COSTS: Record<string, number> = {
   'GET /media/usage': 1,
   'GET /media/record': 1,
   'DELETE /media/record': 2,
+  'DELETE /media/variants': 2,
   'GET /media/{id}': 1,
   'DELETE /media/{id}': 2,
   'GET /media/folders': 1,
@@ -61,6 +62,7 @@ const QUERIES: Record<string, string> = {
   '/media/render': '?media=acme/none.jpg&w=10',
   '/media/metadata': '?mediaKey=acme/none.jpg',
   '/media/record': '?media=acme/none.jpg',
+  '/media/variants': '?media=acme/none.jpg',
 };
 
 let api: TestApi;

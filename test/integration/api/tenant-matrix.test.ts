@@ -141,13 +141,18 @@ beforeAll(async () => {
   });
   const rendered = { id: variantId(options), key: variantKey(jpeg.key, options) };
   await api.ctx.store.put(rendered.key, fixture('Canon_40D.jpg'), { contentType: 'image/png' });
-  await api.ctx.repositories.variants.add(alpha.organization.id, jpeg.key, {
-    ...rendered,
-    mimetype: 'image/png',
-    bytes: fixture('Canon_40D.jpg').length,
-    width: 10,
-    height: 7,
-  });
+  await api.ctx.repositories.variants.add(
+    alpha.organization.id,
+    jpeg.key,
+    {
+      ...rendered,
+      mimetype: 'image/png',
+      bytes: fixture('Canon_40D.jpg').length,
+      width: 10,
+      height: 7,
+    },
+    api.env.config.render.maxVariants,
+  );
   const job = await fetch(`${api.url}/media/metadata?mediaKey=${encodeURIComponent(jpeg.key)}`, {
     headers: { ...alpha.auth, Prefer: 'respond-async' },
   });
@@ -310,6 +315,9 @@ const REQUESTS: Record<string, (org: TestOrg) => Promise<Answer>> = {
     viaFetch(`/media/record?media=${owned.jpegKey}`, { headers: org.auth }),
   'DELETE /media/record media (query)': (org) =>
     viaFetch(`/media/record?media=${owned.doomedKey}`, { method: 'DELETE', headers: org.auth }),
+  // After the render row (the spec's order): the owner's control removes the stored variant.
+  'DELETE /media/variants media (query)': (org) =>
+    viaFetch(`/media/variants?media=${owned.jpegKey}`, { method: 'DELETE', headers: org.auth }),
   'GET /media/{id} id (path)': (org) => viaFetch(`/media/${owned.jpegId}`, { headers: org.auth }),
   'DELETE /media/{id} id (path)': (org) =>
     viaFetch(`/media/${owned.doomedId}`, { method: 'DELETE', headers: org.auth }),

@@ -65,7 +65,7 @@ async function convertAsync(org: TestOrg, key: string) {
 }
 
 /** Jobs of this test's image queue not yet ended. */
-const unfinished = () => queue.getJobCountByTypes('waiting', 'prioritized', 'delayed', 'active');
+const unfinished = () => queue.getJobCountByTypes('waiting', 'delayed', 'active');
 
 describe('an organization’s unfinished jobs are capped', () => {
   it('past the cap: 429 TOO_MANY_JOBS with Retry-After, nothing queued, others unaffected; freed when jobs end', async () => {
@@ -100,10 +100,11 @@ describe('an organization’s unfinished jobs are capped', () => {
       expect(refused.status).toBe(429);
       expect(refused.body).toMatchObject({ statusCode: 429, error: 'TOO_MANY_JOBS', limit: 3 });
       expect(Number(refused.retryAfter)).toBeGreaterThan(0);
-      expect(await capQueue.getJobCountByTypes('waiting', 'prioritized')).toBe(3);
+      // Queued: waiting, or held back by the fair gate (delayed) behind the organization's first.
+      expect(await capQueue.getJobCountByTypes('waiting', 'delayed')).toBe(3);
       // Another organization is not held back by the first one's cap.
       expect((await send(other)).status).toBe(202);
-      expect(await capQueue.getJobCountByTypes('waiting', 'prioritized')).toBe(4);
+      expect(await capQueue.getJobCountByTypes('waiting', 'delayed')).toBe(4);
 
       // Once its jobs have ended, the organization may queue again.
       const worker: TestWorker = await startWorker(capped.env.env);
@@ -179,6 +180,122 @@ describe('queues stay fair', () => {
       }, 120_000);
     } finally {
       await drain.close();
+    }
+  }, 240_000);
+});
+
+describe('one organization’s jobs keep their order', () => {
+  it('jobs queued while earlier ones of the organization run start in the order they came', async () => {
+    const org = await api.createOrg('ordered');
+    const key = await upload(org, 'ordered.png');
+    const worker = await startWorker(api.env.env, { WORKER_CONCURRENCY: '1' });
+    const sent: string[] = [];
+    const send = async (n: number) => {
+      for (let i = 0; i < n; i++) {
+        const queued = await convertAsync(org, key);
+        expect(queued.status).toBe(202);
+        sent.push((queued.body as unknown as { data: { jobId: string } }).data.jobId);
+      }
+    };
+    try {
+      // A first batch, then more once part of it has run: their organization's count of
+      // unfinished jobs is lower than when the first batch came.
+      await send(30);
+      await eventually(async () => {
+        const done = (await queue.getJobs(['completed'], 0, -1)).filter((j) =>
+          sent.includes(j.id!),
+        );
+        if (done.length < 10) throw new Error(`${done.length} of 10 done`);
+      }, 60_000);
+      await send(15);
+      await eventually(async () => {
+        const left = await unfinished();
+        if (left > 0) throw new Error(`${left} left`);
+      }, 120_000);
+    } finally {
+      await worker.close();
+    }
+    const jobs = await Promise.all(sent.map((id) => queue.getJob(id)));
+    const started = jobs.map((j) => j!.processedOn!);
+    // One slot: each job started after the one sent before it.
+    const outOfOrder = started.flatMap((t, i) => (i > 0 && t < started[i - 1]! ? [sent[i]] : []));
+    expect(outOfOrder).toEqual([]);
+  }, 240_000);
+});
+
+describe('heavy jobs leave slots to other organizations', () => {
+  it('one organization’s heavy conversions take one of two slots; another’s metadata does not wait for them', async () => {
+    const [heavy, light] = [await api.createOrg('heavy'), await api.createOrg('light')];
+    // A noisy 800 × 800 JPEG: to AVIF, a second or more of work per conversion (heavy by its size).
+    const noisy = await sharp({
+      create: {
+        width: 800,
+        height: 800,
+        channels: 3,
+        background: '#808080',
+        noise: { type: 'gaussian', mean: 128, sigma: 60 },
+      },
+    })
+      .jpeg({ quality: 95 })
+      .toBuffer();
+    const up = await fetch(`${api.url}/media/upload`, {
+      method: 'POST',
+      headers: heavy.auth,
+      body: form([['file', noisy, 'noisy.jpg']]),
+    });
+    expect(up.status).toBe(201);
+    const heavyKey = ((await up.json()) as Body).data.key;
+    const lightKey = await upload(light, 'light.png');
+
+    const worker = await startWorker(api.env.env, {
+      WORKER_CONCURRENCY: '2',
+      JOB_RESERVED_SLOTS: '1',
+    });
+    try {
+      const flood: string[] = [];
+      for (let i = 0; i < 4; i++) {
+        const res = await fetch(`${api.url}/media/convert`, {
+          method: 'POST',
+          headers: { ...heavy.auth, 'Content-Type': 'application/json', Prefer: 'respond-async' },
+          body: JSON.stringify({ mediaKey: heavyKey, format: 'avif' }),
+        });
+        expect(res.status).toBe(202);
+        flood.push(((await res.json()) as { data: { jobId: string } }).data.jobId);
+      }
+      await eventually(async () => {
+        if ((await queue.getActiveCount()) < 1) throw new Error('the flood has not started');
+      });
+      const res = await fetch(
+        `${api.url}/media/metadata?mediaKey=${encodeURIComponent(lightKey)}`,
+        { headers: light.auth },
+      );
+      expect(res.status).toBe(200);
+      await eventually(async () => {
+        const left = await unfinished();
+        if (left > 0) throw new Error(`${left} left`);
+      }, 120_000);
+
+      const runs = (await Promise.all(flood.map((id) => queue.getJob(id)))).map((j) => ({
+        start: j!.processedOn!,
+        end: j!.finishedOn!,
+      }));
+      // Never two of the flood's heavy jobs at once: one slot stayed free.
+      const overlapping = runs.filter((a, i) =>
+        runs.some((b, k) => k !== i && a.start < b.end && b.start < a.end),
+      );
+      expect(overlapping).toEqual([]);
+      // The other organization's job started while a heavy one ran, without waiting for it.
+      const metadata = (await queue.getJobs(['completed'], 0, -1)).find(
+        (j) =>
+          j.name === 'image.metadata' &&
+          (j.data as { organizationId: number }).organizationId === light.organization.id,
+      )!;
+      const runningMeanwhile = runs.filter(
+        (r) => r.start <= metadata.processedOn! && metadata.processedOn! < r.end,
+      );
+      expect(runningMeanwhile.length).toBeLessThanOrEqual(1);
+    } finally {
+      await worker.close();
     }
   }, 240_000);
 });

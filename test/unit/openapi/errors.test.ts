@@ -8,10 +8,13 @@ import { Errors, type AppError } from '../../../shared/errors';
 import { describeAjvErrors, expectMatchesSpec, validatorAt } from '../../support/openapi';
 import { errorResponse, fromJob, IMAGE_JOB, jsonHeaders, PDF_JOB, statusUrl } from './samples';
 
+const MiB = 1024 * 1024;
+
 /** One sample of every error factory (typed: a new factory must be added here). */
 const sampleErrors: Record<keyof typeof Errors, () => AppError> = {
   badRequest: () => Errors.badRequest('The request must be multipart/form-data'),
   validation: () => Errors.validation([{ field: 'folderId', message: 'must be an integer' }]),
+  tooManyVariants: () => Errors.tooManyVariants('acme/photo-ILm6DTZ4Wc-R.jpg', 100, 100),
   invalidDataUrl: () => Errors.invalidDataUrl('the data URL is not valid base64'),
   folderMismatch: () => Errors.folderMismatch('Photos', 8),
   unauthorized: () => Errors.unauthorized(),
@@ -45,6 +48,8 @@ const sampleErrors: Record<keyof typeof Errors, () => AppError> = {
   tooManyJobs: () => Errors.tooManyJobs(200),
   uploadIdle: () => Errors.uploadIdle(30000),
   tooManyUploads: () => Errors.tooManyUploads(8),
+  resultTooLarge: () => Errors.resultTooLarge(40 * 1024 * 1024, 32 * 1024 * 1024),
+  tooManyResults: () => Errors.tooManyResults(256 * 1024 * 1024, 1800),
   unavailable: () => Errors.unavailable('storage'),
   jobTimeout: () => Errors.jobTimeout('17', 'http://localhost:3000/jobs/17'),
   processingTimeout: () => Errors.processingTimeout(120_000),
@@ -138,6 +143,14 @@ describe('error answers and api/openapi.yaml', () => {
         fromJob(Errors.encryptedPdf('encrypted', [{ index: 1, name: 's.pdf', message: 'x' }])),
       ],
       ['POST', '/media/merge-pdfs', Errors.jobTimeout(PDF_JOB, statusUrl(PDF_JOB))],
+      ['GET', '/media/metadata', fromJob(Errors.resultTooLarge(40 * MiB, 32 * MiB))],
+      ['GET', '/media/metadata', fromJob(Errors.tooManyResults(256 * MiB, 1800))],
+      ['GET', '/media/jobs/{id}', fromJob(Errors.tooManyResults(256 * MiB, 1800))],
+      ['GET', '/media/jobs/{id}', fromJob(Errors.resultTooLarge(40 * MiB, 32 * MiB))],
+      ['GET', '/media/render', Errors.quotaExceeded(10 * 1024 * MiB)],
+      ['GET', '/media/render', fromJob(Errors.quotaExceeded(10 * 1024 * MiB))],
+      ['GET', '/media/render', fromJob(Errors.tooManyVariants('acme/k.jpg', 100, 100))],
+      ['DELETE', '/media/variants', Errors.mediaNotFound('acme/k.jpg')],
       ['GET', '/media/jobs/{id}', Errors.jobNotFound('nonsense')],
       ['GET', '/media/jobs/{id}', Errors.unavailable('Redis')],
       ['GET', '/media/jobs/{id}', Errors.internal(new Error('record gone'))],

@@ -26,7 +26,6 @@ import { createLogger } from '../../../shared/logger';
 import { createApiMetrics } from '../../../shared/metrics';
 import type { JobOutcome, JobQueue, JobSnapshot } from '../../../shared/queue/job-queue';
 import type { MediaRecord, MediaRepository } from '../../../shared/repositories/media.repository';
-import type { ObjectStore } from '../../../shared/storage/object-store';
 import { expectMatchesSpec } from '../../support/openapi';
 import { fromJob, type JsonObject } from './samples';
 
@@ -113,9 +112,7 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
     publicBaseUrl,
     bucket: 'media',
     waitMs: 50,
-    store: {} as unknown as ObjectStore,
-    maxResultBytes: 1024 * 1024,
-    logger: createLogger({ level: 'silent' }),
+    storedResults: { take: () => Promise.resolve(null) },
   });
   const mediaJobs = new MediaJobsService({
     jobs: jobsService,
