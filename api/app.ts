@@ -93,7 +93,15 @@ export function createApp(deps: AppDeps): Express {
   app.use(docsRoutes());
 
   if (deps.config.dashboard && deps.queues) {
-    app.use(dashboardRoutes(deps.queues, deps.config.dashboard));
+    const { failureLimit, lockoutMs, ...dashboard } = deps.config.dashboard;
+    app.use(
+      dashboardRoutes(deps.queues, dashboard, {
+        failureLimit,
+        lockoutMs,
+        redis: deps.redis,
+        keyPrefix: `${deps.config.queuePrefix}:dashboard-failures:`,
+      }),
+    );
   }
 
   const limiters = deps.config.rateLimit
@@ -104,21 +112,12 @@ export function createApp(deps: AppDeps): Express {
         logger: deps.logger,
       })
     : undefined;
-  // An address that failed authentication too often is refused before its token is looked up.
-  if (limiters) app.use('/media', limiters.authFailureGuard);
   // A GET with a signed URL's `signature` is verified here instead of asking for a token.
-  app.use(
-    signedUrlAccess({
-      signedUrls: deps.signedUrls,
-      paths: [DOWNLOAD_PATH, RENDER_PATH],
-      onInvalid: limiters ? (req) => limiters.authFailed(req) : undefined,
-    }),
-  );
+  app.use(signedUrlAccess({ signedUrls: deps.signedUrls, paths: [DOWNLOAD_PATH, RENDER_PATH] }));
   app.use(
     '/media',
-    bearerAuth(deps.tokens, {
-      onFailure: limiters ? (req) => limiters.authFailed(req) : undefined,
-    }),
+    // Guessed tokens are limited where they would cost a MongoDB lookup, and only there.
+    bearerAuth(deps.tokens, { beforeLookup: limiters && ((req) => limiters.admitLookup(req)) }),
   );
   // Each route is charged its own cost and guarded in its own chain (routes/route-table.ts).
   const guards: RouteGuards = {

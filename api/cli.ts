@@ -305,7 +305,8 @@ export async function runCli(argv: string[]): Promise<number> {
     // From another shell beside a running `npm start`: use its embedded services
     // (only the allow-listed service addresses; ./dev-state.ts).
     adoptDevState(process.env);
-    const config = getConfig();
+    // The CLI serves no /metrics: production asks it for no METRICS_TOKEN.
+    const config = getConfig({ servesOperatorSurfaces: false });
     if (!config.mongodbUri)
       return fail(
         1,

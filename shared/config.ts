@@ -241,6 +241,8 @@ const variables = z.object({
   PORT: int(3000, 0, 65535),
   WORKER_PORT: int(3001, 0, 65535),
   METRICS_TOKEN: optionalString,
+  // Serve /metrics and /readyz's details without METRICS_TOKEN in production, on purpose.
+  METRICS_PUBLIC: bool(false),
   TRUST_PROXY: z.preprocess(
     emptyToUndefined,
     z
@@ -394,9 +396,12 @@ const variables = z.object({
   DASHBOARD_USER: optionalString,
   DASHBOARD_PASSWORD: optionalString,
   DASHBOARD_WRITE: bool(false),
+  DASHBOARD_AUTH_FAILURE_LIMIT: int(10, 0),
+  DASHBOARD_LOCKOUT_MS: int(15 * 60_000, 1_000, 24 * 60 * 60_000),
   RATE_LIMIT_MAX: int(600, 0),
   RATE_LIMIT_WINDOW_MS: int(60_000, 1_000, 24 * 60 * 60_000),
   AUTH_FAILURE_LIMIT: int(30, 0),
+  AUTH_LOOKUPS_PER_SECOND: int(100, 0),
   AUTH_CACHE_MS: int(30_000, 0, 60 * 60_000),
   // Signed URLs (docs/api.md, "Signed URLs"): off unless URL_SIGNING_KEYS is set.
   URL_SIGNING_KEYS: z.preprocess(
@@ -523,6 +528,12 @@ const schema = variables.superRefine((env, ctx) => {
         'DASHBOARD_USER and DASHBOARD_PASSWORD are set together (or neither, to disable the dashboard)',
     });
   }
+  if (env.METRICS_PUBLIC && env.METRICS_TOKEN) {
+    issue(
+      'METRICS_PUBLIC',
+      'true contradicts METRICS_TOKEN (which closes /metrics); set one of them',
+    );
+  }
   if (env.NODE_ENV === 'production') {
     // Production never falls back to an embedded default (docs/operations.md, "Running without Docker").
     for (const key of ['MONGODB_URI', 'REDIS_URL', 'S3_ENDPOINT'] as const) {
@@ -646,13 +657,25 @@ export interface Config {
    * whether its actions (retry, clean, remove, pause, add…) are allowed:
    * read-only unless DASHBOARD_WRITE=true.
    */
-  dashboard: { user: string; password: string; write: boolean } | undefined;
+  dashboard:
+    | {
+        user: string;
+        password: string;
+        write: boolean;
+        /** Failed logins per client address within `lockoutMs` before the address is locked out (0: never). */
+        failureLimit: number;
+        lockoutMs: number;
+      }
+    | undefined;
   /**
-   * Cost units per window and API token, and failed authentications per
-   * window and client address (counters in Redis, shared by replicas);
+   * Cost units per window and API token; failed lookups of tokens the API
+   * cannot vouch for, per window and client address; such lookups per
+   * second across replicas (counters in Redis, shared by replicas);
    * undefined when RATE_LIMIT_MAX=0.
    */
-  rateLimit: { max: number; windowMs: number; authFailures: number } | undefined;
+  rateLimit:
+    | { max: number; windowMs: number; authFailures: number; authLookupsPerSecond: number }
+    | undefined;
   /**
    * How long an API process keeps a token and its organization after reading
    * them (0: not at all); changes reach every replica at once through Redis,
@@ -754,10 +777,32 @@ export function resolveSecretFiles(env: NodeJS.ProcessEnv): {
 }
 
 /** Parses an environment (default: process.env) into a Config, or throws ConfigError. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+/**
+ * What a process that serves /metrics and /readyz (the API, a worker) must
+ * have in production: a METRICS_TOKEN, or METRICS_PUBLIC=true saying they are
+ * open on purpose (docs/operations.md, "Protecting /metrics"). The CLI serves
+ * neither and is not asked.
+ */
+function openSurfaces(env: NodeJS.ProcessEnv): string[] {
+  // Read as the schema reads them (an empty token is no token).
+  const open = env.METRICS_PUBLIC === 'true';
+  if (env.NODE_ENV !== 'production' || env.METRICS_TOKEN?.trim() || open) return [];
+  return [
+    'METRICS_TOKEN: is required when NODE_ENV=production: without it /metrics and the details of /readyz are open to anyone who reaches the port (set METRICS_PUBLIC=true to serve them open on purpose, on an internal network only)',
+  ];
+}
+
+export function loadConfig(
+  env: NodeJS.ProcessEnv = process.env,
+  options: {
+    /** Whether this process serves /metrics and /readyz (not the CLI): then production closes them. */
+    servesOperatorSurfaces?: boolean;
+  } = {},
+): Config {
   const secrets = resolveSecretFiles(env);
   const result = schema.safeParse(secrets.env);
-  if (!result.success || secrets.problems.length) {
+  const surfaces = (options.servesOperatorSurfaces ?? true) ? openSurfaces(secrets.env) : [];
+  if (!result.success || secrets.problems.length || surfaces.length) {
     const label = (name: string) =>
       secrets.fromFile.has(name) ? `${name} (from ${name}_FILE)` : name;
     throw new ConfigError([
@@ -765,6 +810,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       ...(result.error?.issues ?? []).map(
         (i) => `${label(i.path.join('.')) || '(environment)'}: ${i.message}`,
       ),
+      ...surfaces,
     ]);
   }
   const e = result.data;
@@ -843,7 +889,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     dashboard:
       e.DASHBOARD_USER && e.DASHBOARD_PASSWORD
-        ? { user: e.DASHBOARD_USER, password: e.DASHBOARD_PASSWORD, write: e.DASHBOARD_WRITE }
+        ? {
+            user: e.DASHBOARD_USER,
+            password: e.DASHBOARD_PASSWORD,
+            write: e.DASHBOARD_WRITE,
+            failureLimit: e.DASHBOARD_AUTH_FAILURE_LIMIT,
+            lockoutMs: e.DASHBOARD_LOCKOUT_MS,
+          }
         : undefined,
     rateLimit:
       e.RATE_LIMIT_MAX > 0
@@ -851,6 +903,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
             max: e.RATE_LIMIT_MAX,
             windowMs: e.RATE_LIMIT_WINDOW_MS,
             authFailures: e.AUTH_FAILURE_LIMIT,
+            authLookupsPerSecond: e.AUTH_LOOKUPS_PER_SECOND,
           }
         : undefined,
     authCacheMs: e.AUTH_CACHE_MS,
@@ -882,8 +935,8 @@ export const CONFIG_VARIABLES: readonly string[] = Object.keys(variables.shape);
 
 let cached: Config | undefined;
 
-/** The process-wide configuration, parsed on first use. */
-export function getConfig(): Config {
-  cached ??= loadConfig();
+/** The process-wide configuration, parsed on first use (`options`: loadConfig's, that first time). */
+export function getConfig(options?: Parameters<typeof loadConfig>[1]): Config {
+  cached ??= loadConfig(process.env, options);
   return cached;
 }

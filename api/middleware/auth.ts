@@ -4,13 +4,18 @@
  * malformed, unknown, expired or revoked token is a 401 with
  * `WWW-Authenticate: Bearer` in the error envelope. A request a signed URL
  * admitted (middleware/signed-url.ts) already has its principal and passes.
+ *
+ * `beforeLookup` guards MongoDB from guessed tokens (the per-address and
+ * global limits of middleware/rate-limit.ts): TokensService calls it only
+ * for a token that is neither cached nor carries this service's check, so a
+ * valid token is never refused because of other requests' failures.
  */
 import type { Request, RequestHandler } from 'express';
 import passport from 'passport';
-import { Strategy as BearerStrategy } from 'passport-http-bearer';
+import { Strategy as BearerStrategy, type VerifyFunctionWithRequest } from 'passport-http-bearer';
 import { Errors } from '@shared/errors';
 import type { Caller } from '../services/caller';
-import type { Principal, Scope, TokensService } from '../services/tokens.service';
+import type { BeforeLookup, Principal, Scope, TokensService } from '../services/tokens.service';
 import { originOf } from './request-context';
 
 declare module 'express-serve-static-core' {
@@ -21,25 +26,26 @@ declare module 'express-serve-static-core' {
 
 export function bearerAuth(
   tokens: TokensService,
-  hooks: { onFailure?: ((req: Request) => void) | undefined } = {},
+  hooks: { beforeLookup?: ((req: Request) => ReturnType<BeforeLookup>) | undefined } = {},
 ): RequestHandler {
   const authenticator = new passport.Passport();
+  const { beforeLookup } = hooks;
   authenticator.use(
     'bearer',
-    new BearerStrategy((token, done) => {
-      tokens.verify(token).then(
-        (principal) => done(null, principal ?? false),
-        (err: unknown) => done(err),
-      );
-    }),
+    new BearerStrategy<VerifyFunctionWithRequest>(
+      { passReqToCallback: true },
+      (req, token, done) => {
+        tokens.verify(token, { beforeLookup: beforeLookup && (() => beforeLookup(req)) }).then(
+          (principal) => done(null, principal ?? false),
+          (err: unknown) => done(err),
+        );
+      },
+    ),
   );
   return (req, res, next) => {
     // Admitted by a signed URL (middleware/signed-url.ts): no token is asked for.
     if (req.signedUrl && req.principal) return next();
-    const refuse = (message: string) => {
-      hooks.onFailure?.(req);
-      next(Errors.unauthorized(message));
-    };
+    const refuse = (message: string) => next(Errors.unauthorized(message));
     const header = req.headers.authorization;
     if (!header) return refuse('A bearer token is required');
     if (!/^Bearer [^\s]+$/i.test(header)) {

@@ -16,9 +16,15 @@
  *   `RateLimit-Reset` (in cost units).
  * - Requests admitted by a signed URL (no token) are counted per client
  *   address instead, on the same budget.
- * - Requests that fail authentication are counted per client address, and
- *   past `authFailures` in a window the address gets 429 before its token is
- *   looked up (before MongoDB).
+ * - Token lookups are guarded, not requests (`admitLookup`): a token this
+ *   process cannot vouch for (not in its auth cache, and without the check
+ *   a token issued by this service carries) is looked up in MongoDB only
+ *   while its client address has fewer than `authFailures` failed lookups in
+ *   the window, and while fewer than `authLookupsPerSecond` such lookups were
+ *   made in the current second across every replica; otherwise 429 without
+ *   a lookup. Valid tokens and signed URLs never pass through it, so other
+ *   clients' failures never refuse them. Addresses are counted as
+ *   `clientAddress` gives them (right-most forwarded hop, IPv6 by /64).
  * - Fails open: when Redis refuses or does not answer within
  *   `commandTimeoutMs`, the request is served without counting and a warning
  *   is logged (at most one per `warnEveryMs`). The limiter protects capacity;
@@ -36,14 +42,17 @@ import { Errors } from '@shared/errors';
 import type { Logger } from '@shared/logger';
 import type { RedisConnection } from '@shared/queue/redis';
 import { withTimeout } from '@shared/with-timeout';
+import { clientAddress } from './client-address';
 
 export interface RateLimitOptions {
   /** Cost units per window and token (> 0). */
   max: number;
   /** Length of the fixed window, in milliseconds. */
   windowMs: number;
-  /** Failed authentications per window and client address before 429 (0: unlimited). */
+  /** Failed lookups of unvouched tokens per window and client address before 429 (0: unlimited). */
   authFailures: number;
+  /** Lookups of unvouched tokens per second, across every replica, before 429 (0: unlimited). */
+  authLookupsPerSecond: number;
   /** Where the counters live. Without it they live in this process's memory (tests, one replica). */
   redis?: RedisConnection | undefined;
   /** Prefix of the counters' keys in Redis (include QUEUE_PREFIX, so deployments never share counters). */
@@ -63,17 +72,21 @@ export const DEFAULT_COST = 1;
 
 type Consumed = { allowed: boolean; res: RateLimiterRes } | null;
 
-/** A fixed-window counter that fails open (null) when its store does not answer. */
+/** A fixed-window counter (of `windowMs` unless given) that fails open (null) when its store does not answer. */
 function counter(
   options: RateLimitOptions,
   name: string,
   points: number,
   warn: (err: unknown) => void,
-): { consume(key: string, cost: number): Promise<Consumed>; peek(key: string): Promise<Consumed> } {
+  windowMs = options.windowMs,
+): {
+  consume(key: string, cost: number): Promise<Consumed>;
+  reward(key: string, points: number): Promise<Consumed>;
+} {
   const common = {
     keyPrefix: `${options.keyPrefix}${name}`,
     points,
-    duration: Math.max(1, Math.round(options.windowMs / 1000)),
+    duration: Math.max(1, Math.round(windowMs / 1000)),
   };
   const limiter: RateLimiterAbstract = options.redis
     ? new RateLimiterRedis({ ...common, storeClient: options.redis, rejectIfRedisNotReady: true })
@@ -91,11 +104,7 @@ function counter(
   };
   return {
     consume: (key, cost) => run(() => limiter.consume(key, cost)),
-    peek: async (key) => {
-      const seen = await run(() => limiter.get(key));
-      if (!seen) return null;
-      return { allowed: seen.res.consumedPoints < points, res: seen.res };
-    },
+    reward: (key, n) => run(() => limiter.reward(key, n)),
   };
 }
 
@@ -129,19 +138,30 @@ export interface Limiters {
   charge: (cost: Cost) => RequestHandler;
   /** Charges DEFAULT_COST to a /media request no route has charged (mount after the routes). */
   unrouted: RequestHandler;
-  /** Before `bearerAuth`: refuses an address that failed authentication too often. */
-  authFailureGuard: RequestHandler;
-  /** Counts a failed authentication of the request's address (call it on a 401). */
-  authFailed(req: Request): void;
+  /**
+   * Called by bearer auth before it asks MongoDB for a token it cannot vouch
+   * for: rejects with 429 RATE_LIMITED (no lookup then) when the request's
+   * address failed too many lookups in the window, or when this second's
+   * lookups are spent. Otherwise resolves to `settle`, to be told whether the
+   * token was refused: only a refused one is held against the address.
+   */
+  admitLookup(req: Request): Promise<(refused: boolean) => void>;
 }
 
+/** The key of the one counter of lookups every replica shares. */
+const ALL_LOOKUPS = 'all';
+
 export function rateLimiters(options: RateLimitOptions): Limiters {
-  const { max, windowMs, authFailures } = options;
+  const { max, windowMs, authFailures, authLookupsPerSecond } = options;
   const log = options.logger.child({ component: 'rate-limit' });
   const warn = throttledWarning(log, options.warnEveryMs ?? 30_000);
   const tokens = counter(options, 'token:', max, warn);
   const failures = authFailures > 0 ? counter(options, 'auth-failures:', authFailures, warn) : null;
-  const addressOf = (req: Request) => req.ip ?? req.socket.remoteAddress ?? 'unknown';
+  const lookups =
+    authLookupsPerSecond > 0
+      ? counter(options, 'auth-lookups:', authLookupsPerSecond, warn, 1_000)
+      : null;
+
   // A request falls through to another route (`/media/{id}` takes digits only): charged once.
   const charged = new WeakSet<Request>();
 
@@ -158,7 +178,7 @@ export function rateLimiters(options: RateLimitOptions): Limiters {
         return next(err);
       }
       // A signed URL has no token: its requests are counted per client address.
-      const key = req.signedUrl ? `signed:${addressOf(req)}` : req.principal.tokenId;
+      const key = req.signedUrl ? `signed:${clientAddress(req)}` : req.principal.tokenId;
       tokens.consume(key, units).then(
         (counted) => {
           if (!counted) return next();
@@ -174,24 +194,29 @@ export function rateLimiters(options: RateLimitOptions): Limiters {
   return {
     charge,
     unrouted: charge(DEFAULT_COST),
-    authFailureGuard: (req, _res, next) => {
-      if (!failures) return next();
-      failures.peek(addressOf(req)).then(
-        (seen) => {
-          if (!seen || seen.allowed) return next();
-          next(
-            Errors.rateLimited(secondsUntilReset(seen.res), {
-              limit: authFailures,
-              windowMs,
-              what: 'failed authentications from this address',
-            }),
-          );
-        },
-        (err: unknown) => next(err),
-      );
-    },
-    authFailed: (req) => {
-      void failures?.consume(addressOf(req), 1);
+    admitLookup: async (req) => {
+      const address = clientAddress(req);
+      // Taken before the lookup (concurrent guesses count at once), given back if it succeeds.
+      const mine = failures ? await failures.consume(address, 1) : null;
+      if (mine && !mine.allowed) {
+        throw Errors.rateLimited(secondsUntilReset(mine.res), {
+          limit: authFailures,
+          windowMs,
+          what: 'failed authentications from this address',
+        });
+      }
+      const all = lookups ? await lookups.consume(ALL_LOOKUPS, 1) : null;
+      if (all && !all.allowed) {
+        if (mine) void failures!.reward(address, 1);
+        throw Errors.rateLimited(secondsUntilReset(all.res), {
+          limit: authLookupsPerSecond,
+          windowMs: 1_000,
+          what: 'lookups of unknown tokens',
+        });
+      }
+      return (refused) => {
+        if (!refused && mine) void failures!.reward(address, 1);
+      };
     },
   };
 }

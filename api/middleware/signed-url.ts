@@ -8,9 +8,13 @@
  * (`cacheControlFor`). Mount it before bearerAuth, for every route signed URLs
  * may name; the route itself is unchanged (it finds the record in
  * `principalOf(req).organization`, a 404 once the record is deleted).
+ *
+ * No limit stands in front of it: a signature is checked with an HMAC per
+ * key, no database read (the signing organization is read only once the
+ * signature holds), so wrong signatures cost nothing worth limiting and a
+ * valid signed URL is never refused because of other requests' failures.
  */
 import type { Request, RequestHandler } from 'express';
-import { isAppError } from '@shared/errors';
 import { secondsUntil, type SignedUrlService } from '../services/signed-urls.service';
 import type { Scope } from '../services/tokens.service';
 import { SIGNATURE_PARAM } from '../services/url-signature';
@@ -30,8 +34,6 @@ export function signedUrlAccess(deps: {
   signedUrls: SignedUrlService;
   /** The paths signed URLs may name (GET and HEAD only). */
   paths: readonly string[];
-  /** Called for a signature that does not verify (counted as a failed authentication). */
-  onInvalid?: ((req: Request) => void) | undefined;
 }): RequestHandler {
   const paths = new Set(deps.paths);
   return (req, _res, next) => {
@@ -45,10 +47,7 @@ export function signedUrlAccess(deps: {
         req.signedUrl = { expiresAt };
         next();
       },
-      (err: unknown) => {
-        if (isAppError(err) && err.code === 'SIGNED_URL_INVALID') deps.onInvalid?.(req);
-        next(err);
-      },
+      (err: unknown) => next(err),
     );
   };
 }

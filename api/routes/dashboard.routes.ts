@@ -9,6 +9,10 @@
  * any request other than GET or HEAD under the dashboard is refused here
  * with 405 METHOD_NOT_ALLOWED before it reaches them (bull-board's API reads
  * with GET only; every action is a PUT, POST or PATCH).
+ *
+ * No other site may frame it (middleware/page-protection.ts), and the Basic
+ * authentication locks an address out after too many failed logins
+ * (middleware/operator-auth.ts).
  */
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
@@ -16,7 +20,8 @@ import { ExpressAdapter } from '@bull-board/express';
 import { Router, type RequestHandler } from 'express';
 import type { Queue } from 'bullmq';
 import { Errors } from '@shared/errors';
-import { operatorAuth } from '../middleware/operator-auth';
+import { operatorAuth, type OperatorLockout } from '../middleware/operator-auth';
+import { pageProtection } from '../middleware/page-protection';
 
 export const DASHBOARD_PATH = '/admin/queues';
 
@@ -28,6 +33,7 @@ const readOnly: RequestHandler = (req, _res, next) => {
 export function dashboardRoutes(
   queues: Queue[],
   options: { user: string; password: string; write: boolean },
+  lockout?: OperatorLockout,
 ): Router {
   const serverAdapter = new ExpressAdapter();
   serverAdapter.setBasePath(DASHBOARD_PATH);
@@ -41,7 +47,8 @@ export function dashboardRoutes(
   const router = Router();
   router.use(
     DASHBOARD_PATH,
-    operatorAuth(options),
+    pageProtection(),
+    operatorAuth(options, lockout),
     ...(options.write ? [] : [readOnly]),
     serverAdapter.getRouter() as Router,
   );

@@ -4,20 +4,56 @@
  * served from the swagger-ui-dist package: no CDN, works offline; "Try it out"
  * takes a bearer token through its Authorize button). Public, like the
  * description in the repository.
+ *
+ * The page runs on the API's own origin, so it is kept tight: a Content
+ * Security Policy (`DOCS_CSP`: scripts only from the API itself, no inline
+ * script, no eval, requests only to the API, no framing by other sites, with
+ * X-Frame-Options too), and a token given to "Authorize" lives only as long
+ * as the page (`persistAuthorization: false`; `forget-token.js` removes one
+ * an earlier version kept in localStorage).
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Router } from 'express';
 import swaggerUi from 'swagger-ui-express';
 import { parse } from 'yaml';
+import { pageProtection } from '../middleware/page-protection';
 
 /** api/openapi.yaml beside the routes; the build copies it to dist/api/. */
 export const OPENAPI_FILE = join(__dirname, '..', 'openapi.yaml');
+
+/**
+ * What the Swagger UI page may load: its scripts and styles from the API (no
+ * inline script, no eval), inline styles (the page's `<style>` blocks and
+ * the style attributes Swagger UI sets), images from the API, data: (its
+ * icons) and blob: ("Try it out" shows an image answer through one),
+ * requests to the API only (the description's server is `/`).
+ */
+export const DOCS_CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data: blob:",
+  "font-src 'self' data:",
+  "connect-src 'self'",
+  "form-action 'self'",
+  "base-uri 'none'",
+  "frame-ancestors 'none'",
+];
+
+/** Removes the token an earlier Swagger UI setup (persistAuthorization: true) left in localStorage. */
+const FORGET_TOKEN_JS = `// Swagger UI no longer keeps the token given to "Authorize"; forget one kept earlier.
+try { window.localStorage.removeItem('authorized'); } catch (e) { /* storage unavailable */ }
+`;
 
 export function docsRoutes(): Router {
   const text = readFileSync(OPENAPI_FILE, 'utf8');
   const spec = parse(text) as Record<string, unknown>;
   const router = Router();
+  router.use('/docs', pageProtection(DOCS_CSP));
+  router.get('/docs/forget-token.js', (_req, res) => {
+    res.type('application/javascript').send(FORGET_TOKEN_JS);
+  });
   router.get('/docs/openapi.yaml', (_req, res) => {
     res.type('application/yaml').send(text);
   });
@@ -29,7 +65,8 @@ export function docsRoutes(): Router {
     swaggerUi.serve,
     swaggerUi.setup(spec, {
       customSiteTitle: 'Media storage service API',
-      swaggerOptions: { persistAuthorization: true, tryItOutEnabled: false },
+      customJs: './forget-token.js',
+      swaggerOptions: { persistAuthorization: false, tryItOutEnabled: false, validatorUrl: null },
     }),
   );
   return router;

@@ -5,7 +5,8 @@
  * first answer takes the bytes the worker handed over, when it did).
  *
  * Answers carry ETag (the variant's, strong: a variant's bytes never
- * change), Content-Type, Content-Length, `Vary: Accept` when format=auto,
+ * change), Content-Type, Content-Length, `Accept` added to `Vary` when
+ * format=auto (after the `Origin` CORS puts there),
  * `Cache-Control: private` (bearer-authenticated), an inline disposition,
  * `Accept-Ranges`; `Range` gives 206 (416 when unsatisfiable) and a matching
  * `If-None-Match` gives 304.
@@ -56,7 +57,8 @@ export function renderHandler(deps: RenderRouteDeps): RequestHandler {
     const etag = `"${variantTag(variant.key)}"`;
     res.setHeader('ETag', etag);
     res.setHeader('Cache-Control', deps.cacheControl?.(req) ?? PRIVATE_CACHE_CONTROL);
-    if (negotiated) res.setHeader('Vary', 'Accept');
+    // Appended: the CORS layer may have set `Vary: Origin` already, and a shared cache needs both.
+    if (negotiated) res.vary('Accept');
     res.setHeader('Accept-Ranges', 'bytes');
     if (noneMatch(req.headers['if-none-match'], etag)) {
       res.status(304).end();

@@ -4,10 +4,17 @@
  *
  * A token reads `mst_<tokenId>_<secret>`: the public `tokenId` (64 random bits,
  * hex) finds the stored hash in one indexed lookup, and the hash of the whole
- * presented token is compared with it in constant time. The secret carries 256
- * random bits, so a fast hash is enough (no password-style stretching needed).
+ * presented token is compared with it in constant time. The secret (32 bytes,
+ * base64url) is 192 random bits and a 64-bit check: the first 8 bytes of
+ * HMAC-SHA256, under a key the service keeps in MongoDB (`settings`), of
+ * `mst_<tokenId>_` and the random bytes. The check tells a token this service
+ * issued from a guessed one without a database lookup, so guesses can be
+ * limited (`verify`'s `beforeLookup`) without ever refusing a real token.
+ * Tokens issued before the check existed (32 random bytes) still verify; they
+ * are looked up like guesses when not cached. 192 random bits are enough for a
+ * fast hash (no password-style stretching needed).
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { SCOPES, type Scope } from '@shared/db/models';
 import { Errors } from '@shared/errors';
 import type {
@@ -54,10 +61,33 @@ const scopesOf = (t: StoredToken): Scope[] => t.scopes ?? [...SCOPES];
 
 const hashToken = (token: string) => createHash('sha256').update(token).digest('hex');
 
+/** A secret's bytes: this many random ones, then the check. */
+const RANDOM_BYTES = 24;
+const SECRET_BYTES = 32;
+
+/** The check of a token: the first 8 bytes of HMAC-SHA256(key, `mst_<tokenId>_` + random bytes). */
+const checkOf = (key: Buffer, tokenId: string, random: Buffer): Buffer =>
+  createHmac('sha256', key)
+    .update(`mst_${tokenId}_`)
+    .update(random)
+    .digest()
+    .subarray(0, SECRET_BYTES - RANDOM_BYTES);
+
+/**
+ * Called before a token without a valid check, and not cached, is looked up
+ * in MongoDB: may refuse (reject) so that no lookup is made; otherwise
+ * resolves to a function told whether the token was then refused (unknown,
+ * wrong secret, expired, revoked; not when the lookup itself failed).
+ */
+export type BeforeLookup = () => Promise<(refused: boolean) => void>;
+
 /** `lastUsedAt` is written at most this often per token (and API process). */
 export const TOUCH_EVERY_MS = 60_000;
 
 export class TokensService {
+  /** The check's key, read (or made) once per process. */
+  private checkKey: Promise<Buffer> | undefined;
+
   constructor(
     private readonly tokens: TokensRepository,
     private readonly organizations: OrganizationsRepository,
@@ -77,7 +107,9 @@ export class TokensService {
     const scopes = SCOPES.filter((s) => (options.scopes ?? SCOPES).includes(s));
     if (scopes.length === 0) throw Errors.badRequest('A token needs at least one scope');
     const tokenId = randomBytes(8).toString('hex');
-    const token = `mst_${tokenId}_${randomBytes(32).toString('base64url')}`;
+    const random = randomBytes(RANDOM_BYTES);
+    const check = checkOf(await this.key(), tokenId, random);
+    const token = `mst_${tokenId}_${Buffer.concat([random, check]).toString('base64url')}`;
     const expiresAt = options.expiresInMs
       ? new Date(this.now().getTime() + options.expiresInMs)
       : null;
@@ -92,14 +124,61 @@ export class TokensService {
     return { token, tokenId, scopes, expiresAt: expiresAt?.toISOString() ?? null };
   }
 
-  /** The principal a token stands for, or null when it is malformed, unknown, expired or revoked. */
-  async verify(token: string): Promise<Principal | null> {
+  private key(): Promise<Buffer> {
+    this.checkKey ??= this.tokens.checkKey().catch((err: unknown) => {
+      this.checkKey = undefined; // asked again next time
+      throw err;
+    });
+    return this.checkKey;
+  }
+
+  /** Whether the token carries a valid check: this service issued it (it may be revoked since). */
+  private async checked(tokenId: string, secret: string): Promise<boolean> {
+    const bytes = Buffer.from(secret, 'base64url');
+    if (bytes.length !== SECRET_BYTES) return false;
+    let key: Buffer;
+    try {
+      key = await this.key();
+    } catch {
+      return false; // MongoDB is away: the lookup that follows says so
+    }
+    const expected = checkOf(key, tokenId, bytes.subarray(0, RANDOM_BYTES));
+    return timingSafeEqual(bytes.subarray(RANDOM_BYTES), expected);
+  }
+
+  /**
+   * The principal a token stands for, or null when it is malformed, unknown,
+   * expired or revoked. A token found in the cache needs no lookup; one with
+   * a valid check is looked up at once; any other passes `beforeLookup`
+   * first (which may refuse it).
+   */
+  async verify(
+    token: string,
+    guard: { beforeLookup?: BeforeLookup | undefined } = {},
+  ): Promise<Principal | null> {
     const match = TOKEN_PATTERN.exec(token);
     if (!match) return null;
     const { cache } = this.options;
     const tokenId = match[1]!;
-    const findToken = () => this.tokens.findByTokenId(tokenId);
-    const stored = await (cache ? cache.token(tokenId, findToken) : findToken());
+    let settle: ((refused: boolean) => void) | undefined;
+    const findToken = async () => {
+      const { beforeLookup } = guard;
+      if (beforeLookup && !(await this.checked(tokenId, match[2]!))) settle = await beforeLookup();
+      return this.tokens.findByTokenId(tokenId);
+    };
+    try {
+      const stored = await (cache ? cache.token(tokenId, findToken) : findToken());
+      const principal = await this.principalOf(token, stored);
+      settle?.(principal === null);
+      return principal;
+    } catch (err) {
+      settle?.(false); // MongoDB failed, not the token
+      throw err;
+    }
+  }
+
+  private async principalOf(token: string, stored: StoredToken | null): Promise<Principal | null> {
+    const { cache } = this.options;
     // Hash even when nothing is stored, so an unknown id costs the same time.
     const presented = Buffer.from(hashToken(token), 'hex');
     const expected = Buffer.from(stored?.hash ?? '0'.repeat(64), 'hex');

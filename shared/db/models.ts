@@ -119,6 +119,16 @@ export interface JobResultDoc {
 }
 
 /**
+ * A value the service makes once and keeps, by name: `token-check-key`, the
+ * key of the check every API token carries (api/services/tokens.service.ts).
+ */
+export interface SettingDoc {
+  _id: string;
+  value: string;
+  createdAt: Date;
+}
+
+/**
  * A key taken at the bucket's root (merged PDFs' `merged_<ms>.pdf`) before
  * its object is written: the unique `_id` decides between two merges of the
  * same millisecond, the job id gives a retry its earlier key back, and the
@@ -261,6 +271,11 @@ const keyClaimSchema = new Schema<KeyClaimDoc>(
   { versionKey: false, timestamps: { createdAt: true, updatedAt: false } },
 );
 
+const settingSchema = new Schema<SettingDoc>(
+  { _id: { type: String, required: true }, value: { type: String, required: true } },
+  { versionKey: false, timestamps: { createdAt: true, updatedAt: false } },
+);
+
 export interface Models {
   Counter: Model<CounterDoc>;
   Organization: Model<OrganizationDoc>;
@@ -270,6 +285,7 @@ export interface Models {
   KeyClaim: Model<KeyClaimDoc>;
   Usage: Model<UsageDoc>;
   JobResult: Model<JobResultDoc>;
+  Setting: Model<SettingDoc>;
 }
 
 export function createModels(connection: Connection): Models {
@@ -286,6 +302,7 @@ export function createModels(connection: Connection): Models {
     KeyClaim: connection.model<KeyClaimDoc>('KeyClaim', keyClaimSchema, 'key_claims'),
     Usage: connection.model<UsageDoc>('Usage', usageSchema, 'usage'),
     JobResult: connection.model<JobResultDoc>('JobResult', jobResultSchema, 'job_results'),
+    Setting: connection.model<SettingDoc>('Setting', settingSchema, 'settings'),
   };
 }
 

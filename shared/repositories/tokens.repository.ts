@@ -1,5 +1,9 @@
+import { randomBytes } from 'node:crypto';
 import type { ApiTokenDoc, Models } from '../db/models';
-import { db } from '../db/errors';
+import { db, isDuplicateKey } from '../db/errors';
+
+/** The setting (`settings` collection) holding the key of tokens' check. */
+export const TOKEN_CHECK_KEY = 'token-check-key';
 
 export type StoredToken = Pick<
   ApiTokenDoc,
@@ -15,7 +19,31 @@ export type StoredToken = Pick<
 >;
 
 export class TokensRepository {
-  constructor(private readonly models: Pick<Models, 'ApiToken'>) {}
+  constructor(private readonly models: Pick<Models, 'ApiToken' | 'Setting'>) {}
+
+  /**
+   * The key of the check every token carries (256 random bits): made and
+   * stored by the first process that asks, read by every other (the `_id`
+   * decides between two first ones).
+   */
+  async checkKey(): Promise<Buffer> {
+    const { Setting } = this.models;
+    const made = randomBytes(32).toString('base64url');
+    const doc = await db(() =>
+      Setting.findOneAndUpdate(
+        { _id: TOKEN_CHECK_KEY },
+        { $setOnInsert: { value: made } },
+        { upsert: true, returnDocument: 'after', lean: true },
+      )
+        .exec()
+        .catch((err: unknown) => {
+          if (isDuplicateKey(err)) return Setting.findById(TOKEN_CHECK_KEY).lean().exec();
+          throw err;
+        }),
+    );
+    if (!doc) throw new Error(`setting ${TOKEN_CHECK_KEY} was not returned`);
+    return Buffer.from(doc.value, 'base64url');
+  }
 
   async insert(
     token: Omit<StoredToken, 'revokedAt' | 'lastUsedAt' | 'createdAt'>,

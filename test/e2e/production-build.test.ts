@@ -185,6 +185,8 @@ describe('the build on production dependencies only (npm ci --omit=dev)', () => 
       ...env.env,
       NODE_ENV: 'production',
       LOG_LEVEL: 'warn',
+      // Production refuses to serve /metrics and /readyz's details open (docs/operations.md).
+      METRICS_TOKEN: 'production-build-metrics-token',
       PORT: String(port),
       PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
       WORKER_PORT: String(workerPort),
@@ -211,7 +213,8 @@ describe('the build on production dependencies only (npm ci --omit=dev)', () => 
     for (const base of [`http://127.0.0.1:${port}`, `http://127.0.0.1:${workerPort}`]) {
       await eventually(async () => expect(await status(`${base}/readyz`)).toBe(200), 60_000, 250);
       expect(await status(`${base}/healthz`)).toBe(200);
-      const ready = (await (await fetch(`${base}/readyz`)).json()) as {
+      const operator = { Authorization: 'Bearer production-build-metrics-token' };
+      const ready = (await (await fetch(`${base}/readyz`, { headers: operator })).json()) as {
         checks: Record<string, { ok: boolean }>;
       };
       expect(Object.fromEntries(Object.entries(ready.checks).map(([k, v]) => [k, v.ok]))).toEqual({

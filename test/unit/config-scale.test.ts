@@ -62,7 +62,7 @@ describe('secrets from files (<NAME>_FILE)', () => {
       sessionToken: 'token',
     });
     expect(config.metricsToken).toBe('m3tr1cs');
-    expect(config.dashboard).toEqual({ user: 'ops', password: 'pw', write: false });
+    expect(config.dashboard).toMatchObject({ user: 'ops', password: 'pw', write: false });
     expect(config.tracing?.otlp.headers).toEqual({ 'x-api-key': 'abc=' });
   });
 

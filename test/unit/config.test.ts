@@ -64,7 +64,7 @@ describe('configuration', () => {
   });
 
   it('refuses embedded defaults in production and says which variable is missing', () => {
-    const problems = problemsOf({ NODE_ENV: 'production' });
+    const problems = problemsOf({ NODE_ENV: 'production', METRICS_TOKEN: 'm' });
     expect(problems.map((p) => p.split(':')[0]).sort()).toEqual([
       'MONGODB_URI',
       'REDIS_URL',
@@ -85,6 +85,32 @@ describe('configuration', () => {
     ).toEqual([
       'RESULT_MAX_BYTES: must not be larger than RESULTS_MAX_BYTES_PER_ORG (one result would not fit)',
     ]);
+  });
+
+  it('refuses production with /metrics and /readyz details open, unless METRICS_PUBLIC=true says so', () => {
+    const services = {
+      NODE_ENV: 'production',
+      MONGODB_URI: 'mongodb://db:27017/media',
+      REDIS_URL: 'redis://redis:6379',
+      S3_ENDPOINT: 'http://minio:9000',
+      S3_ACCESS_KEY: 'a',
+      S3_SECRET_KEY: 'b',
+    };
+    expect(problemsOf(services)).toEqual([
+      expect.stringMatching(
+        /^METRICS_TOKEN: is required when NODE_ENV=production: .*METRICS_PUBLIC=true/,
+      ),
+    ]);
+    expect(loadConfig({ ...services, METRICS_TOKEN: 'scrape' }).metricsToken).toBe('scrape');
+    expect(loadConfig({ ...services, METRICS_PUBLIC: 'true' }).metricsToken).toBeUndefined();
+    // Both: contradictory, refused (in any environment).
+    expect(problemsOf({ METRICS_TOKEN: 'scrape', METRICS_PUBLIC: 'true' })).toEqual([
+      expect.stringMatching(/^METRICS_PUBLIC: /),
+    ]);
+    // The CLI serves neither, and is not asked.
+    expect(loadConfig(services, { servesOperatorSurfaces: false }).metricsToken).toBeUndefined();
+    // Outside production nothing is asked for.
+    expect(loadConfig({ NODE_ENV: 'development' }).metricsToken).toBeUndefined();
   });
 
   it('parses per-queue worker concurrency', () => {
@@ -111,6 +137,8 @@ describe('configuration', () => {
       user: 'ops',
       password: 'pw',
       write: false, // read-only unless DASHBOARD_WRITE=true
+      failureLimit: 10, // failed logins per address …
+      lockoutMs: 900_000, // … within 15 minutes
     });
     expect(
       loadConfig({ DASHBOARD_USER: 'ops', DASHBOARD_PASSWORD: 'pw', DASHBOARD_WRITE: 'true' })
@@ -120,11 +148,20 @@ describe('configuration', () => {
   });
 
   it('limits each token to 600 cost units a minute by default; RATE_LIMIT_MAX=0 turns it off', () => {
-    expect(loadConfig({}).rateLimit).toEqual({ max: 600, windowMs: 60_000, authFailures: 30 });
+    expect(loadConfig({}).rateLimit).toEqual({
+      max: 600,
+      windowMs: 60_000,
+      authFailures: 30,
+      authLookupsPerSecond: 100,
+    });
     expect(
-      loadConfig({ RATE_LIMIT_MAX: '5', RATE_LIMIT_WINDOW_MS: '2000', AUTH_FAILURE_LIMIT: '0' })
-        .rateLimit,
-    ).toEqual({ max: 5, windowMs: 2_000, authFailures: 0 });
+      loadConfig({
+        RATE_LIMIT_MAX: '5',
+        RATE_LIMIT_WINDOW_MS: '2000',
+        AUTH_FAILURE_LIMIT: '0',
+        AUTH_LOOKUPS_PER_SECOND: '0',
+      }).rateLimit,
+    ).toEqual({ max: 5, windowMs: 2_000, authFailures: 0, authLookupsPerSecond: 0 });
     expect(loadConfig({ RATE_LIMIT_MAX: '0' }).rateLimit).toBeUndefined();
     expect(problemsOf({ RATE_LIMIT_MAX: '-1', RATE_LIMIT_WINDOW_MS: '10' }).sort()).toEqual([
       expect.stringMatching(/^RATE_LIMIT_MAX: /),

@@ -19,6 +19,7 @@ const ACCEPTED: Record<string, string> = {
   // The public operations answer every request: no token, no input, nothing a client can get wrong.
   '#/paths/~1docs~1openapi.yaml/get/responses': 'public, no input',
   '#/paths/~1docs~1openapi.json/get/responses': 'public, no input',
+  '#/paths/~1docs~1forget-token.js/get/responses': 'public, no input',
   '#/paths/~1healthz/get/responses': 'public liveness probe, no input',
   '#/paths/~1readyz/get/responses': 'public readiness probe, no input',
 };

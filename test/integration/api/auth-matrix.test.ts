@@ -21,6 +21,7 @@ const PUBLIC: Record<string, string> = {
   'GET /docs': 'the API reference page: public documentation, no tenant data',
   'GET /docs/openapi.yaml': 'the OpenAPI document itself: public, no tenant data',
   'GET /docs/openapi.json': 'the OpenAPI document itself: public, no tenant data',
+  'GET /docs/forget-token.js': "a static script of the /docs page (clears the browser's storage)",
 };
 
 type Operation = { method: string; path: string };
@@ -338,7 +339,13 @@ describe('the Bull dashboard, beyond dashboard.test.ts: its actions need operato
     // Actions allowed (DASHBOARD_WRITE), so the control below can take effect;
     // the read-only default is dashboard.test.ts's.
     ops = await startApi('authmatrixdash', {
-      env: { DASHBOARD_USER: 'ops', DASHBOARD_PASSWORD: 's3cret-pass', DASHBOARD_WRITE: 'true' },
+      env: {
+        DASHBOARD_USER: 'ops',
+        DASHBOARD_PASSWORD: 's3cret-pass',
+        DASHBOARD_WRITE: 'true',
+        // 24 failed logins from one address below; the lockout has its own test (dashboard.test.ts).
+        DASHBOARD_AUTH_FAILURE_LIMIT: '100',
+      },
     });
   });
   afterAll(() => ops.close());

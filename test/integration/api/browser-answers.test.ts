@@ -4,11 +4,17 @@
  * clients read exposed, nothing for other origins, nothing at all without
  * CORS_ORIGINS), `disposition=inline`/`attachment` with `nosniff` and a
  * sandboxing CSP on inline PDFs, and cache headers: public until the expiry
- * for signed URLs, private for bearer tokens.
+ * for signed URLs, private for bearer tokens; and `Vary` on a `format=auto`
+ * render carries both `Origin` (CORS) and `Accept` (the format was chosen
+ * from it), so a shared cache never gives one origin's answer to another.
  */
+import { signedQuery } from '../../../api/services/url-signature';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { fixture, form } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
+import { startWorker, type TestWorker } from '../../support/worker';
+
+const SIGNING_KEY = 'browser-answers-signing-key-0123456789abcdef';
 
 const APP = 'https://app.example.com';
 const OTHER = 'https://evil.example.net';
@@ -55,7 +61,7 @@ async function download(url: string, headers: Record<string, string> = {}, metho
 beforeAll(async () => {
   api = await startApi('browseranswers', {
     env: {
-      URL_SIGNING_KEYS: 'browser-answers-signing-key-0123456789abcdef',
+      URL_SIGNING_KEYS: SIGNING_KEY,
       CORS_ORIGINS: `${APP}, http://localhost:5173`,
     },
   });
@@ -232,4 +238,53 @@ describe('cache headers', () => {
     expect(bearer.headers.get('cache-control')).toBe('private, no-cache');
     expect(bearer.headers.get('etag')).toBe(etag);
   });
+});
+
+describe('Vary on renders (format=auto)', () => {
+  let worker: TestWorker;
+  beforeAll(async () => {
+    worker = await startWorker(api.env.env);
+  });
+  afterAll(() => worker.close());
+
+  /** `Vary`'s entries, lower-cased. */
+  const varyOf = (res: Response) =>
+    (res.headers.get('vary') ?? '').split(',').map((v) => v.trim().toLowerCase());
+
+  it('keeps Origin beside Accept, on public signed answers and bearer ones, rendered or stored, and on 304', async () => {
+    // Signed with format=auto: its answer is `public, immutable`, for any cache to keep.
+    const expires = Math.floor(Date.now() / 1000) + 600;
+    const signedRender = `${api.url}/media/render?${signedQuery(SIGNING_KEY, '/media/render', [
+      ['media', keys.jpeg],
+      ['w', '48'],
+      ['format', 'auto'],
+      ['org', String(org.organization.id)],
+      ['expires', String(expires)],
+    ])}`;
+    const bearerRender = `${api.url}/media/render?media=${keys.jpeg}&w=40&format=auto`;
+    for (const [what, url, headers] of [
+      ['signed', signedRender, {}],
+      ['bearer', bearerRender, org.auth],
+    ] as const) {
+      // The first answer is rendered by the worker, the second read from storage.
+      for (const accept of ['image/webp,*/*', 'image/webp,*/*']) {
+        const res = await fetch(url, { headers: { ...headers, Origin: APP, Accept: accept } });
+        await res.arrayBuffer();
+        expect([what, res.status, res.headers.get('content-type')]).toEqual([
+          what,
+          200,
+          'image/webp',
+        ]);
+        expect(res.headers.get('access-control-allow-origin')).toBe(APP);
+        expect([what, varyOf(res)]).toEqual([what, expect.arrayContaining(['origin', 'accept'])]);
+        if (what === 'signed') expect(res.headers.get('cache-control')).toMatch(/immutable$/);
+        const etag = res.headers.get('etag')!;
+        const notModified = await fetch(url, {
+          headers: { ...headers, Origin: APP, Accept: accept, 'If-None-Match': etag },
+        });
+        expect(notModified.status).toBe(304);
+        expect(varyOf(notModified)).toEqual(expect.arrayContaining(['origin', 'accept']));
+      }
+    }
+  }, 60_000);
 });

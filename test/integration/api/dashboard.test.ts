@@ -1,10 +1,15 @@
 /**
  * The Bull dashboard: every queue, behind operator credentials; off without
- * them; read-only unless DASHBOARD_WRITE=true.
+ * them; read-only unless DASHBOARD_WRITE=true; never framed by another site;
+ * and an address that fails to log in DASHBOARD_AUTH_FAILURE_LIMIT times is
+ * locked out (right credentials included) until DASHBOARD_LOCKOUT_MS has
+ * passed, while other addresses are served.
  */
+import { randomBytes } from 'node:crypto';
 import { Worker, type Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { startApi, type TestApi } from '../../support/api';
+import { eventually } from '../../support/eventually';
 
 const basic = (user: string, password: string) => ({
   Authorization: `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`,
@@ -41,6 +46,89 @@ describe('with operator credentials configured', () => {
     expect(res.status).toBe(200);
     const body = (await res.json()) as { queues: { name: string }[] };
     expect(body.queues.map((q) => q.name).sort()).toEqual(['image', 'maintenance', 'pdf']);
+  });
+});
+
+describe('its pages and answers', () => {
+  it('may not be framed by another site (X-Frame-Options, CSP frame-ancestors), logged in or not', async () => {
+    const api = await startApi('dashboardframe', {
+      env: { DASHBOARD_USER: 'ops', DASHBOARD_PASSWORD: 's3cret-pass' },
+    });
+    try {
+      for (const headers of [basic('ops', 's3cret-pass'), {}]) {
+        for (const path of ['/admin/queues', '/admin/queues/api/queues']) {
+          const res = await fetch(`${api.url}${path}`, { headers });
+          await res.arrayBuffer();
+          expect(res.headers.get('x-frame-options')).toBe('DENY');
+          expect(res.headers.get('content-security-policy')).toBe("frame-ancestors 'none'");
+        }
+      }
+    } finally {
+      await api.close();
+    }
+  });
+});
+
+describe('failed logins, per client address', () => {
+  const octet = () => randomBytes(1)[0]!;
+  /** Through the proxy (TRUST_PROXY=true): the client's own X-Forwarded-For, then the address the proxy saw. */
+  const page = (api: TestApi, address: string, headers: Record<string, string>) =>
+    fetch(`${api.url}/admin/queues/api/queues`, {
+      headers: { ...headers, 'X-Forwarded-For': `198.18.${octet()}.${octet()}, ${address}` },
+    });
+  const right = basic('ops', 's3cret-pass');
+  const wrong = () => basic('ops', `guess-${octet()}`);
+
+  it('lock the address out past DASHBOARD_AUTH_FAILURE_LIMIT, right credentials included; other addresses are served', async () => {
+    const api = await startApi('dashboardlock', {
+      env: {
+        DASHBOARD_USER: 'ops',
+        DASHBOARD_PASSWORD: 's3cret-pass',
+        DASHBOARD_AUTH_FAILURE_LIMIT: '3',
+        DASHBOARD_LOCKOUT_MS: '600000',
+        TRUST_PROXY: 'true',
+      },
+    });
+    try {
+      // An operator's own requests are not failures, however many.
+      for (let i = 0; i < 5; i++) expect((await page(api, '203.0.113.9', right)).status).toBe(200);
+      for (let i = 0; i < 3; i++)
+        expect((await page(api, '203.0.113.9', wrong())).status).toBe(401);
+      for (const headers of [wrong(), right, {}]) {
+        const res = await page(api, '203.0.113.9', headers);
+        expect(res.status).toBe(429);
+        expect(((await res.json()) as { error: string }).error).toBe('RATE_LIMITED');
+        expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(500);
+      }
+      expect((await page(api, '198.51.100.4', right)).status).toBe(200);
+      expect((await page(api, '198.51.100.4', wrong())).status).toBe(401);
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('let the address in again once DASHBOARD_LOCKOUT_MS has passed', async () => {
+    const api = await startApi('dashboardunlock', {
+      env: {
+        DASHBOARD_USER: 'ops',
+        DASHBOARD_PASSWORD: 's3cret-pass',
+        DASHBOARD_AUTH_FAILURE_LIMIT: '2',
+        DASHBOARD_LOCKOUT_MS: '2000',
+        TRUST_PROXY: 'true',
+      },
+    });
+    try {
+      for (let i = 0; i < 2; i++)
+        expect((await page(api, '203.0.113.10', wrong())).status).toBe(401);
+      expect((await page(api, '203.0.113.10', right)).status).toBe(429);
+      await eventually(
+        async () => expect((await page(api, '203.0.113.10', right)).status).toBe(200),
+        10_000,
+        250,
+      );
+    } finally {
+      await api.close();
+    }
   });
 });
 

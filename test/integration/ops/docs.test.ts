@@ -1,7 +1,11 @@
 /**
  * GET /docs: the interactive page (Swagger UI, its assets served by the API
  * itself) and the OpenAPI description it shows, byte for byte the one in the
- * repository. Public: no token needed.
+ * repository. Public: no token needed. Kept tight, as it runs on the API's
+ * origin: a Content Security Policy, no framing by other sites, and a token
+ * given to "Authorize" is not kept in localStorage (and one an earlier
+ * version kept there is removed). The page under its policy in a real
+ * browser: test/e2e/docs-page.test.ts.
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -48,4 +52,38 @@ it('serves the OpenAPI description as YAML (the repository file) and as JSON', a
   const json = await fetch(`${api.url}/docs/openapi.json`);
   expect(json.status).toBe(200);
   expect(await json.json()).toEqual(parse(text));
+});
+
+it('sends a Content Security Policy and forbids framing, on the page, its assets and the description', async () => {
+  for (const path of ['/docs/', '/docs/swagger-ui-bundle.js', '/docs/openapi.json']) {
+    const res = await fetch(`${api.url}${path}`);
+    await res.arrayBuffer();
+    expect([path, res.status]).toEqual([path, 200]);
+    expect(res.headers.get('x-frame-options')).toBe('DENY');
+    const policy = Object.fromEntries(
+      res.headers
+        .get('content-security-policy')!
+        .split(';')
+        .map((d): [string, string] => {
+          const [name = '', ...values] = d.trim().split(/\s+/);
+          return [name, values.join(' ')];
+        }),
+    );
+    expect(policy).toMatchObject({
+      'default-src': "'none'",
+      'script-src': "'self'", // no inline script, no eval, nothing from elsewhere
+      'connect-src': "'self'",
+      'frame-ancestors': "'none'",
+    });
+  }
+});
+
+it('does not keep the token given to "Authorize", and forgets one an earlier version kept', async () => {
+  const init = await (await fetch(`${api.url}/docs/swagger-ui-init.js`)).text();
+  expect(init).toMatch(/"persistAuthorization":\s*false/);
+  const html = await (await fetch(`${api.url}/docs/`)).text();
+  expect(html).toContain(`src='./forget-token.js'`);
+  const forget = await fetch(`${api.url}/docs/forget-token.js`);
+  expect(forget.headers.get('content-type')).toMatch(/javascript/);
+  expect(await forget.text()).toContain("localStorage.removeItem('authorized')");
 });
