@@ -14,6 +14,7 @@ import { rateLimiters } from './middleware/rate-limit';
 import { requestContext } from './middleware/request-context';
 import { cacheControlFor, signedUrlAccess } from './middleware/signed-url';
 import { uploadGuard } from './middleware/upload-guard';
+import type { RouteGuards } from './routes/route-table';
 import type { ApiMetrics } from '@shared/metrics';
 import type { ReadinessChecks } from '@shared/readiness';
 import type { Queue } from 'bullmq';
@@ -31,6 +32,7 @@ import { uploadRoutes } from './routes/upload.routes';
 import type { DownloadService } from './services/download.service';
 import type { JobsService } from './services/jobs.service';
 import type { FoldersService } from './services/folders.service';
+import type { IdempotencyService } from './services/idempotency.service';
 import type { MediaJobsService } from './services/media-jobs.service';
 import type { MediaService } from './services/media.service';
 import { DOWNLOAD_PATH, RENDER_PATH, type SignedUrlService } from './services/signed-urls.service';
@@ -60,10 +62,11 @@ export interface AppDeps {
   queues?: Queue[];
   /**
    * The fail-fast Redis connection: where the per-token rate limit counts
-   * (without it, in this process's memory) and idempotency keys are kept
-   * (without it, a request carrying one is refused).
+   * (without it, in this process's memory).
    */
   redis?: RedisConnection | undefined;
+  /** `Idempotency-Key` entries (without them, a request carrying one is refused). */
+  idempotency?: IdempotencyService | undefined;
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -116,26 +119,27 @@ export function createApp(deps: AppDeps): Express {
     // Guessed tokens are limited where they would cost a MongoDB lookup, and only there.
     bearerAuth(deps.tokens, { beforeLookup: limiters && ((req) => limiters.admitLookup(req)) }),
   );
-  if (limiters) app.use('/media', limiters.perToken);
-  app.use(
-    uploadGuard({
+  // Each route is charged its own cost and guarded in its own chain (routes/route-table.ts).
+  const guards: RouteGuards = {
+    charge: limiters?.charge,
+    upload: uploadGuard({
       maxInFlight: deps.config.limits.maxUploadsInFlight,
       idleTimeoutMs: deps.config.limits.uploadIdleTimeoutMs,
     }),
-  );
-  app.use(
-    '/media',
-    idempotency({
-      redis: deps.redis,
-      keyPrefix: `${deps.config.queuePrefix}:idempotency:`,
+    idempotency: idempotency({
+      keys: deps.idempotency,
+      jobWaitMs: deps.config.jobWaitMs,
       logger: deps.logger,
     }),
+  };
+  app.use(
+    uploadRoutes({ uploads: deps.uploads, config: deps.config, metrics: deps.metrics, guards }),
   );
-  app.use(uploadRoutes({ uploads: deps.uploads, config: deps.config, metrics: deps.metrics }));
-  app.use(downloadRoutes({ downloads: deps.downloads, metrics: deps.metrics }));
-  app.use(signRoutes({ signedUrls: deps.signedUrls }));
+  app.use(downloadRoutes({ downloads: deps.downloads, metrics: deps.metrics, guards }));
+  app.use(signRoutes({ signedUrls: deps.signedUrls, guards }));
   app.use(
     renderRoutes({
+      guards,
       renders: deps.renders,
       metrics: deps.metrics,
       // A signed render URL may name any size within the maxima, and its answer is cached publicly.
@@ -143,10 +147,12 @@ export function createApp(deps: AppDeps): Express {
       cacheControl: (req) => (req.signedUrl ? cacheControlFor(req) : PRIVATE_CACHE_CONTROL),
     }),
   );
-  app.use(jobRoutes({ jobs: deps.jobs, mediaJobs: deps.mediaJobs }));
-  app.use(folderRoutes({ folders: deps.folders }));
+  app.use(jobRoutes({ jobs: deps.jobs, mediaJobs: deps.mediaJobs, guards }));
+  app.use(folderRoutes({ folders: deps.folders, guards }));
   // Last: its /media/{id} takes what no other /media route named.
-  app.use(mediaRoutes({ media: deps.mediaService, config: deps.config }));
+  app.use(mediaRoutes({ media: deps.mediaService, config: deps.config, guards }));
+  // What no route took (a 404 to come) is charged the default cost.
+  if (limiters) app.use('/media', limiters.unrouted);
 
   app.use(notFoundHandler);
   app.use(errorHandler);

@@ -25,6 +25,7 @@ import { AuthCache } from './services/auth-cache';
 import { DownloadService } from './services/download.service';
 import { RenderService } from './services/render.service';
 import { FoldersService } from './services/folders.service';
+import { IdempotencyService } from './services/idempotency.service';
 import { IngestService } from './services/ingest.service';
 import { JobsService } from './services/jobs.service';
 import { MediaJobsService } from './services/media-jobs.service';
@@ -54,6 +55,8 @@ export interface ApiContext extends DataContext {
   queue: BullJobQueue;
   /** The API's own fail-fast Redis connection (rate limits, idempotency keys); undefined without REDIS_URL. */
   redis: RedisConnection | undefined;
+  /** `Idempotency-Key` entries (in Redis). */
+  idempotency: IdempotencyService;
   media: MediaRepository;
   uploads: UploadService;
   downloads: DownloadService;
@@ -206,6 +209,12 @@ export async function createApiContext(
       store,
       queue,
       redis,
+      idempotency: new IdempotencyService({
+        redis,
+        keyPrefix: `${config.queuePrefix}:idempotency:`,
+        jobs,
+        logger,
+      }),
       queues: QUEUE_NAMES.map((name) => queue.queue(name)),
       media,
       jobs,

@@ -4,6 +4,7 @@
  * `JobContext` part, and each declares which of it it uses.
  */
 import type { Connection } from 'mongoose';
+import { BackgroundTasks } from '@shared/background';
 import type { Config } from '@shared/config';
 import { connectMongo } from '@shared/db/connection';
 import { createModels, syncIndexes, type Models } from '@shared/db/models';
@@ -60,6 +61,8 @@ export interface JobContext {
   pdfs: PdfOps;
   /** Hands a job's output to the API requests waiting for it, beside storage (first renders). */
   handoff: Pick<JobHandoff, 'offer'>;
+  /** Work off the job's answer (awaited by the worker's shutdown, not by the job). */
+  background: Pick<BackgroundTasks, 'run'>;
 }
 
 export interface WorkerContext extends JobContext {
@@ -103,6 +106,7 @@ export async function createWorkerContext(
       logger,
     });
     const deletion = new MediaDeletion({ media, usage, store, logger });
+    const background = new BackgroundTasks(logger);
     return {
       config,
       logger,
@@ -128,7 +132,9 @@ export async function createWorkerContext(
       images: adapters.images,
       pdfs: adapters.pdfs,
       handoff,
+      background,
       close: async () => {
+        await background.drain();
         handoffRedis?.disconnect();
         await connection.close();
       },

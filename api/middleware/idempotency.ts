@@ -1,26 +1,36 @@
 /**
- * `Idempotency-Key` on POSTs (the IETF httpapi draft's header): the first
+ * `Idempotency-Key` on POSTs (the IETF httpapi draft's header), in each POST
+ * route's chain after its scope check (api/routes/route-table.ts): the first
  * request with a key runs; a repeat with the same key and the same request
  * within 24 h gets the first answer again (status, body, `Location`, with
  * `Idempotent-Replayed: true`) and nothing runs twice; the same key with a
  * different request is 422; a repeat while the first still runs is 409.
- * Keys are per organization. Entries live in Redis; without Redis a request
- * carrying the header is refused (503) rather than run unprotected.
+ * Keys are per token; entries live in Redis (api/services/idempotency.service.ts);
+ * without Redis a request carrying the header is refused (503) rather than
+ * run unprotected.
+ *
+ * The outcome is kept when the handler answers, before the answer is written
+ * (the answer waits for Redis to take it, at most about a second): a client
+ * that drops its connection once its body is sent, or retries the moment
+ * the answer arrives, gets the first answer replayed. A request that queued
+ * a job (convert, merge) tells its claim through `req.idempotency`; a retry
+ * then gets the job's outcome (its record once made; meanwhile the same 504
+ * or 202 with the same job id), never a second job.
  *
  * The request's fingerprint (method, path, query, media type, body) is
  * computed as its bytes arrive, whoever reads them (`tapRequestBody`, which
  * must run before anything reads the body); a multipart body is taken without
- * its boundary, which clients choose anew on every try. Only successful
- * answers (2xx) are kept: after a refusal or a failure the key is free again.
+ * its boundary, which clients choose anew on every try. Only successes (and
+ * queued jobs) are kept: after a refusal or a failure the key is free again.
  */
 import { createHash, type Hash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Request, RequestHandler, Response } from 'express';
-import type { RedisConnection } from '@shared/queue/redis';
 import { Errors } from '@shared/errors';
-import { withTimeout } from '@shared/with-timeout';
 import type { Logger } from '@shared/logger';
 import { closeAfterAnswer } from '../forms/multipart-form';
+import { respondToJob } from '../routes/job-answer';
+import type { Claim, IdempotencyService } from '../services/idempotency.service';
 import { principalOf } from './auth';
 
 const HEADER = 'idempotency-key';
@@ -39,13 +49,14 @@ declare module 'node:http' {
   }
 }
 
-/** What a finished request left for its repeats. */
-interface Entry {
-  state: 'running' | 'done';
-  fingerprint?: string;
-  status?: number;
-  location?: string;
-  body?: unknown;
+declare module 'express-serve-static-core' {
+  interface Request {
+    /** Set on a request that holds its `Idempotency-Key`. */
+    idempotency?: {
+      /** The request queued this job to make its outcome: a retry gets the job's outcome. */
+      jobQueued(jobId: string, async: boolean): void;
+    };
+  }
 }
 
 /**
@@ -86,33 +97,31 @@ function tap(req: IncomingMessage): void {
   req.idempotencyTap = { hash, ended, flush: () => void hash.update(held) };
 }
 
-/** The request as a fingerprint: what must match for a repeat to be "the same request". */
+/**
+ * The request as a fingerprint: what must match for a repeat to be "the same
+ * request". The route stands for the path (any spelling Express routes to it).
+ */
 function fingerprintOf(req: Request, tap: Tap): string {
   tap.flush();
   const url = new URL(req.originalUrl, 'http://x');
   const query = url.searchParams;
   query.sort();
+  const route = (req.route as { path?: unknown } | undefined)?.path;
+  const path = typeof route === 'string' ? [route, req.params] : url.pathname;
   const mediaType = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
   return createHash('sha256')
-    .update(JSON.stringify([req.method, url.pathname, query.toString(), mediaType]))
+    .update(JSON.stringify([req.method, path, query.toString(), mediaType]))
     .update(tap.hash.digest())
     .digest('hex');
 }
 
 export function idempotency(deps: {
-  /** The fail-fast command connection; without it, keyed requests are refused. */
-  redis: RedisConnection | undefined;
-  /** Prefix of the entries' keys (includes QUEUE_PREFIX). */
-  keyPrefix: string;
+  /** The entries; without them (no Redis), keyed requests are refused with 503. */
+  keys: IdempotencyService | undefined;
+  /** How long a retry of a job-backed request waits for the job, as the first did (JOB_WAIT_MS). */
+  jobWaitMs: number;
   logger: Logger;
-  /** How long an answer is kept for repeats (default 24 h). */
-  ttlMs?: number;
-  /** How long a request that never finishes (a crashed process) holds its key (default 15 min). */
-  runningTtlMs?: number;
 }): RequestHandler {
-  const ttl = deps.ttlMs ?? 24 * 3_600_000;
-  const runningTtl = deps.runningTtlMs ?? 15 * 60_000;
-
   return (req, res, next) => {
     const key = req.headers[HEADER];
     if (req.method !== 'POST' || key === undefined) return next();
@@ -126,33 +135,48 @@ export function idempotency(deps: {
         ]);
       }
       const tap = req.idempotencyTap;
-      const redis = deps.redis;
       if (!tap) throw new Error('idempotency: the request body was not tapped (tapRequestBody)');
-      if (!redis) throw Errors.unavailable('Redis');
-      const org = principalOf(req).organization.id;
-      const entryKey = `${deps.keyPrefix}${org}:${createHash('sha256').update(key).digest('hex')}`;
-      const claimed = await redisCall(() =>
-        redis.set(
-          entryKey,
-          JSON.stringify({ state: 'running' } satisfies Entry),
-          'PX',
-          runningTtl,
-          'NX',
-        ),
-      );
-      if (claimed === 'OK') return keep(req, res, redis, entryKey, tap, ttl, deps.logger);
-      const entry = parseEntry(await redisCall(() => redis.get(entryKey)));
-      if (!entry || entry.state === 'running') {
+      if (!deps.keys?.enabled) throw Errors.unavailable('Redis');
+      const { organization, tokenId } = principalOf(req);
+      const scope = { organization, tokenId, key };
+      let fingerprint: Promise<string> | undefined;
+      const fingerprinted = () =>
+        (fingerprint ??= (async () => {
+          // Drains a body the handler left unread (it has answered already).
+          req.resume();
+          await tap.ended;
+          return fingerprintOf(req, tap);
+        })());
+      const admitted = await deps.keys.admit(scope, fingerprinted);
+      if (admitted.kind === 'run') {
+        keep(req, res, admitted.claim, deps.logger);
+        return true;
+      }
+      if (admitted.kind === 'busy') {
         closeAfterAnswer(req);
         throw Errors.idempotencyKeyInUse();
       }
       // The first answer, for the same request only: read this one to the end to know.
-      req.resume();
-      await tap.ended;
-      if (fingerprintOf(req, tap) !== entry.fingerprint) throw Errors.idempotencyKeyReused();
+      if ((await fingerprinted()) !== admitted.entry.fingerprint) {
+        throw Errors.idempotencyKeyReused();
+      }
       res.setHeader('Idempotent-Replayed', 'true');
-      if (entry.location) res.setHeader('Location', entry.location);
-      res.status(entry.status ?? 200).json(entry.body);
+      if (admitted.kind === 'done') {
+        const { entry } = admitted;
+        if (entry.location) res.setHeader('Location', entry.location);
+        res.status(entry.status).json(entry.body);
+        return false;
+      }
+      // The job's outcome: at once when finished, or when the first asked for 202; else the
+      // retry waits for it as the first request did.
+      const answer =
+        admitted.answer.kind === 'done' || admitted.entry.async
+          ? admitted.answer
+          : await deps.keys.awaitJob(scope, admitted, deps.jobWaitMs);
+      if (answer.kind === 'pending' && !admitted.entry.async) {
+        throw Errors.jobTimeout(answer.jobId, answer.statusUrl);
+      }
+      respondToJob(res, answer);
       return false;
     };
     run().then(
@@ -162,55 +186,27 @@ export function idempotency(deps: {
   };
 }
 
-/** Lets the request run, and keeps its answer for repeats once it is sent (a success only). */
-function keep(
-  req: Request,
-  res: Response,
-  redis: RedisConnection,
-  entryKey: string,
-  tap: Tap,
-  ttl: number,
-  logger: Logger,
-): true {
-  let body: unknown;
+/**
+ * Lets the request run: a job it queues is kept for retries at once, and
+ * its answer, when the handler gives it, is kept (a success) or frees the
+ * key (a failure) before it is written.
+ */
+function keep(req: Request, res: Response, claim: Claim, logger: Logger): void {
+  req.idempotency = { jobQueued: (jobId, async) => claim.jobQueued(jobId, async) };
   const json = res.json.bind(res);
-  res.json = (value: unknown) => {
-    body = value;
-    return json(value);
-  };
-  res.once('finish', () => {
-    const success = res.statusCode >= 200 && res.statusCode < 300;
-    const save = async () => {
-      if (!success) return void (await redis.del(entryKey));
-      await tap.ended;
-      const entry: Entry = {
-        state: 'done',
-        fingerprint: fingerprintOf(req, tap),
-        status: res.statusCode,
-        location: res.getHeader('location')?.toString(),
-        body,
-      };
-      await redis.set(entryKey, JSON.stringify(entry), 'PX', ttl);
+  res.json = (body: unknown) => {
+    res.json = json;
+    const send = () => {
+      try {
+        json(body);
+      } catch (err) {
+        logger.warn({ err }, 'could not send an answer');
+      }
     };
-    save().catch((err: unknown) => logger.warn({ err }, 'could not keep an idempotent answer'));
-  });
-  return true;
-}
-
-function parseEntry(raw: string | null): Entry | null {
-  if (!raw) return null;
-  try {
-    return JSON.parse(raw) as Entry;
-  } catch {
-    return null;
-  }
-}
-
-/** A Redis command whose failure means "Redis is unavailable" (503), bounded in time. */
-async function redisCall<T>(command: () => Promise<T>): Promise<T> {
-  try {
-    return await withTimeout(command(), 1_000, 'Redis');
-  } catch (err) {
-    throw Errors.unavailable('Redis', err);
-  }
+    void claim
+      .finish(res.statusCode, body, res.getHeader('location')?.toString())
+      .catch((err: unknown) => logger.warn({ err }, 'could not keep an idempotent answer'))
+      .finally(send);
+    return res;
+  };
 }

@@ -3,10 +3,13 @@
  * authentication, with rate-limiter-flexible: counters in Redis, so every API
  * replica counts against the same budget.
  *
- * - Each operation has a documented cost (`costOf`: a download costs 1, a
- *   merge 50); a token may spend `max` per fixed window of `windowMs`.
- *   Mounted after bearer auth, keyed by the token id: a request without a
- *   valid token (401) never spends any.
+ * - Each route declares its cost (api/routes/route-table.ts: a download
+ *   costs 1, a merge 50; a constant or a function of the request) and is
+ *   charged by `charge(cost)` in its own chain, so every spelling Express
+ *   routes to it pays the same; a token may spend `max` per fixed window of
+ *   `windowMs`. After bearer auth, keyed by the token id: a request without
+ *   a valid token (401) never spends any. A request is charged once, by the
+ *   first route that takes it (`unrouted` charges 1 to what no route took).
  * - Over the budget: `429 RATE_LIMITED` in the error envelope, with
  *   `Retry-After`. Counted answers carry the IETF draft-6 headers
  *   `RateLimit-Policy`, `RateLimit-Limit`, `RateLimit-Remaining` and
@@ -61,25 +64,11 @@ export interface RateLimitOptions {
   warnEveryMs?: number;
 }
 
-/**
- * What each operation costs (docs/api.md, "Rate limits"): reads 1, listing 2,
- * deletes and folder changes 2, single uploads and metadata 5, multi-file
- * uploads 10, conversions 20, merges 50.
- */
-export function costOf(method: string, path: string): number {
-  const p = path.replace(/\/+$/, '');
-  if (method === 'POST') {
-    if (p === '/media/merge-pdfs') return 50;
-    if (p === '/media/convert') return 20;
-    if (p === '/media/upload/multiple') return 10;
-    if (p === '/media/upload' || p === '/media/upload/base64') return 5;
-    return 2;
-  }
-  if (method === 'GET' && p === '/media/metadata') return 5;
-  if (method === 'GET' && p === '/media') return 2;
-  if (method === 'DELETE' || method === 'PATCH') return 2;
-  return 1;
-}
+/** Cost units of a request: a constant, or a function of the request (a render's pixels, say). */
+export type Cost = number | ((req: Request) => number);
+
+/** What a request costs when its route declares nothing, or when no route takes it. */
+export const DEFAULT_COST = 1;
 
 type Consumed = { allowed: boolean; res: RateLimiterRes } | null;
 
@@ -145,8 +134,10 @@ function setHeaders(res: Response, max: number, windowMs: number, counted: RateL
 }
 
 export interface Limiters {
-  /** Per token, by cost: mount right after `bearerAuth` (it needs `req.principal`). */
-  perToken: RequestHandler;
+  /** Per token, by the route's cost: first in each route's chain (it needs `req.principal`). */
+  charge: (cost: Cost) => RequestHandler;
+  /** Charges DEFAULT_COST to a /media request no route has charged (mount after the routes). */
+  unrouted: RequestHandler;
   /**
    * Called by bearer auth before it asks MongoDB for a token it cannot vouch
    * for: rejects with 429 RATE_LIMITED (no lookup then) when the request's
@@ -171,17 +162,24 @@ export function rateLimiters(options: RateLimitOptions): Limiters {
       ? counter(options, 'auth-lookups:', authLookupsPerSecond, warn, 1_000)
       : null;
 
-  return {
-    perToken: (req, res, next) => {
-      // Mounted after bearerAuth, so there is always a principal; be safe anyway.
+  // A request falls through to another route (`/media/{id}` takes digits only): charged once.
+  const charged = new WeakSet<Request>();
+
+  function charge(cost: Cost): RequestHandler {
+    return (req, res, next) => {
+      if (charged.has(req)) return next();
+      charged.add(req);
+      // After bearerAuth, so there is always a principal; be safe anyway.
       if (!req.principal) return next(Errors.unauthorized());
-      const cost = costOf(
-        req.method === 'HEAD' ? 'GET' : req.method,
-        req.originalUrl.split('?')[0]!,
-      );
+      let units: number;
+      try {
+        units = typeof cost === 'number' ? cost : cost(req);
+      } catch (err) {
+        return next(err);
+      }
       // A signed URL has no token: its requests are counted per client address.
       const key = req.signedUrl ? `signed:${clientAddress(req)}` : req.principal.tokenId;
-      tokens.consume(key, cost).then(
+      tokens.consume(key, units).then(
         (counted) => {
           if (!counted) return next();
           setHeaders(res, max, windowMs, counted.res);
@@ -190,7 +188,12 @@ export function rateLimiters(options: RateLimitOptions): Limiters {
         },
         (err: unknown) => next(err),
       );
-    },
+    };
+  }
+
+  return {
+    charge,
+    unrouted: charge(DEFAULT_COST),
     admitLookup: async (req) => {
       const address = clientAddress(req);
       // Taken before the lookup (concurrent guesses count at once), given back if it succeeds.

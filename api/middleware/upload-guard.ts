@@ -12,14 +12,14 @@
  *  - the request's idle timeout (`UPLOAD_IDLE_TIMEOUT_MS`) is handed to the
  *    multipart reader in `res.locals` (api/forms/multipart-form.ts), which cuts
  *    a body that sends nothing for that long with `408 REQUEST_TIMEOUT`.
+ *
+ * It guards the routes that declare `upload: true` (api/routes/route-table.ts),
+ * in their own chains: whatever spelling of the path Express routes there.
  */
 import type { RequestHandler } from 'express';
 import { Errors } from '@shared/errors';
 import { closeAfterAnswer } from '../forms/multipart-form';
 import { principalOf } from './auth';
-
-/** The paths (POST) whose multipart bodies stream to storage; other requests pass by. */
-export const UPLOAD_PATHS = ['/media/upload', '/media/upload/multiple', '/media/merge-pdfs'];
 
 export function uploadGuard(options: {
   maxInFlight: number;
@@ -27,7 +27,6 @@ export function uploadGuard(options: {
 }): RequestHandler {
   const inFlight = new Map<string, number>();
   return (req, res, next) => {
-    if (req.method !== 'POST' || !UPLOAD_PATHS.includes(req.path)) return next();
     const { tokenId } = principalOf(req);
     const count = inFlight.get(tokenId) ?? 0;
     if (count >= options.maxInFlight) {

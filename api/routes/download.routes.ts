@@ -13,10 +13,11 @@ import { pipeline } from 'node:stream/promises';
 import { Errors } from '@shared/errors';
 import type { ApiMetrics } from '@shared/metrics';
 import type { MediaRecord } from '@shared/repositories/media.repository';
-import { principalOf, requireScope } from '../middleware/auth';
+import { principalOf } from '../middleware/auth';
 import { cacheControlFor } from '../middleware/signed-url';
 import type { DownloadService } from '../services/download.service';
 import { noneMatch, requestedRange } from './byte-ranges';
+import { RouteTable, type RouteGuards } from './route-table';
 
 /**
  * What an inline PDF may do: nothing. `sandbox` gives the document an opaque
@@ -45,10 +46,11 @@ export function downloadRoutes(deps: {
   downloads: DownloadService;
   /** Counts the bytes sent (media_bytes_served_total). */
   metrics?: Pick<ApiMetrics, 'bytesServed'>;
+  guards: RouteGuards;
 }): Router {
-  const router = Router();
+  const routes = new RouteTable(Router(), deps.guards);
 
-  router.get('/media/download', requireScope('read'), async (req: Request, res: Response) => {
+  routes.get('/media/download', { scope: 'read' }, async (req: Request, res: Response) => {
     const org = principalOf(req).organization;
     const key = req.query.media;
     if (typeof key !== 'string' || key === '') {
@@ -108,5 +110,5 @@ export function downloadRoutes(deps: {
     }
   });
 
-  return router;
+  return routes.router;
 }

@@ -7,11 +7,12 @@
  */
 import express, { Router, type Request } from 'express';
 import { z } from 'zod';
-import { principalOf, requireScope } from '../middleware/auth';
+import { principalOf } from '../middleware/auth';
 import { requestIdOf } from '../middleware/request-context';
 import { success } from '../respond';
 import type { FoldersService } from '../services/folders.service';
 import { respondToJob } from './job-answer';
+import { RouteTable, type RouteGuards } from './route-table';
 import { parseInput } from './validate';
 
 const nameBody = z.object({ name: z.string({ error: 'name is required' }) }).strict();
@@ -31,30 +32,30 @@ function folderId(req: Request): number {
   );
 }
 
-export function folderRoutes(deps: { folders: FoldersService }): Router {
-  const router = Router();
+export function folderRoutes(deps: { folders: FoldersService; guards: RouteGuards }): Router {
+  const routes = new RouteTable(Router(), deps.guards);
   const { folders } = deps;
   const json = express.json({ limit: '16kb', type: ['application/json', 'application/*+json'] });
 
-  router.get('/media/folders', requireScope('read'), async (req, res) => {
+  routes.get('/media/folders', { scope: 'read' }, async (req, res) => {
     success(res, { folders: await folders.list(principalOf(req).organization) });
   });
 
-  router.post('/media/folders', requireScope('write'), json, async (req, res) => {
+  routes.post('/media/folders', { scope: 'write', cost: 2 }, json, async (req, res) => {
     const { name } = parseInput(nameBody, req.body ?? {});
     success(res, await folders.create(principalOf(req).organization, name), 201);
   });
 
-  router.get('/media/folders/:id', requireScope('read'), async (req, res) => {
+  routes.get('/media/folders/:id', { scope: 'read' }, async (req, res) => {
     success(res, await folders.get(principalOf(req).organization, folderId(req)));
   });
 
-  router.patch('/media/folders/:id', requireScope('write'), json, async (req, res) => {
+  routes.patch('/media/folders/:id', { scope: 'write', cost: 2 }, json, async (req, res) => {
     const { name } = parseInput(nameBody, req.body ?? {});
     success(res, await folders.rename(principalOf(req).organization, folderId(req), name));
   });
 
-  router.delete('/media/folders/:id', requireScope('delete'), async (req, res) => {
+  routes.delete('/media/folders/:id', { scope: 'delete', cost: 2 }, async (req, res) => {
     const { recursive } = parseInput(deleteQuery, req.query);
     const outcome = await folders.delete(principalOf(req).organization, folderId(req), {
       recursive: recursive === 'true',
@@ -66,5 +67,5 @@ export function folderRoutes(deps: { folders: FoldersService }): Router {
     else respondToJob(res, outcome.job);
   });
 
-  return router;
+  return routes.router;
 }

@@ -10,11 +10,12 @@ import express, { Router, type Request } from 'express';
 import { z } from 'zod';
 import { CONVERT_FORMAT_NAMES } from '@shared/media/formats';
 import { multipartForm, readFields } from '../forms/multipart-form';
-import { principalOf, requireScope } from '../middleware/auth';
+import { principalOf } from '../middleware/auth';
 import { originOf, requestIdOf } from '../middleware/request-context';
 import type { JobsService } from '../services/jobs.service';
 import type { JobRequest, MediaJobsService } from '../services/media-jobs.service';
 import { respondToJob } from './job-answer';
+import { RouteTable, type RouteGuards } from './route-table';
 import { parseInput } from './validate';
 
 const FORMAT_NAMES = CONVERT_FORMAT_NAMES;
@@ -25,11 +26,15 @@ function prefersAsync(req: Request): boolean {
 }
 
 function jobRequest(req: Request): JobRequest {
+  const async = prefersAsync(req);
+  const idempotent = req.idempotency;
   return {
     requestId: requestIdOf(req),
     origin: originOf(req),
     tokenId: principalOf(req).tokenId,
-    async: prefersAsync(req),
+    async,
+    // A keyed request: its retries get this job's outcome.
+    onQueued: idempotent ? (jobId) => idempotent.jobQueued(jobId, async) : undefined,
   };
 }
 
@@ -52,21 +57,25 @@ const convertInput = z.object({
     .optional(),
 });
 
-export function jobRoutes(deps: { jobs: JobsService; mediaJobs: MediaJobsService }): Router {
-  const router = Router();
+export function jobRoutes(deps: {
+  jobs: JobsService;
+  mediaJobs: MediaJobsService;
+  guards: RouteGuards;
+}): Router {
+  const routes = new RouteTable(Router(), deps.guards);
   const { jobs, mediaJobs } = deps;
   const bodies = [
     express.json({ limit: '64kb', type: ['application/json', 'application/*+json'] }),
     express.urlencoded({ limit: '64kb', extended: false }),
   ];
 
-  router.get('/media/metadata', requireScope('read'), ...bodies, async (req, res) => {
+  routes.get('/media/metadata', { scope: 'read', cost: 5 }, ...bodies, async (req, res) => {
     const { mediaKey } = parseInput(metadataInput, await readFields(req, ['mediaKey']));
     const org = principalOf(req).organization;
     respondToJob(res, await mediaJobs.metadata(org, mediaKey, jobRequest(req)));
   });
 
-  router.post('/media/convert', requireScope('write'), ...bodies, async (req, res) => {
+  routes.post('/media/convert', { scope: 'write', cost: 20 }, ...bodies, async (req, res) => {
     const input = parseInput(
       convertInput,
       await readFields(req, ['mediaKey', 'format', 'quality']),
@@ -82,16 +91,16 @@ export function jobRoutes(deps: { jobs: JobsService; mediaJobs: MediaJobsService
     );
   });
 
-  router.post('/media/merge-pdfs', requireScope('write'), async (req, res) => {
+  routes.post('/media/merge-pdfs', { scope: 'write', cost: 50, upload: true }, async (req, res) => {
     const org = principalOf(req).organization;
     respondToJob(res, await mediaJobs.merge(org, multipartForm(req), jobRequest(req)));
   });
 
-  router.get('/media/jobs/:id', requireScope('read'), async (req, res) => {
+  routes.get('/media/jobs/:id', { scope: 'read' }, async (req, res) => {
     const org = principalOf(req).organization;
     // Once finished, the original request's answer, with 200 (also for a 201).
     respondToJob(res, await jobs.status(org, String(req.params.id)), 200);
   });
 
-  return router;
+  return routes.router;
 }

@@ -8,10 +8,11 @@
 import { Router, type NextFunction, type Request } from 'express';
 import { z } from 'zod';
 import type { Config } from '@shared/config';
-import { principalOf, requireScope } from '../middleware/auth';
+import { principalOf } from '../middleware/auth';
 import { success } from '../respond';
 import { toMediaView } from '../services/media-view';
 import type { MediaRef, MediaService } from '../services/media.service';
+import { RouteTable, type RouteGuards } from './route-table';
 import { parseInput } from './validate';
 
 const MIME_TYPE = /^[a-z]+\/[a-z0-9][a-z0-9.+-]*$/i;
@@ -56,33 +57,37 @@ const keyQuery = z.object({
 /** `{id}` of /media/{id}: only digits name a record (any other word is another route, or none). */
 const ID = /^[1-9]\d{0,15}$/;
 
-export function mediaRoutes(deps: { media: MediaService; config: Config }): Router {
-  const router = Router();
+export function mediaRoutes(deps: {
+  media: MediaService;
+  config: Config;
+  guards: RouteGuards;
+}): Router {
+  const routes = new RouteTable(Router(), deps.guards);
   const views = { publicBaseUrl: deps.config.publicBaseUrl, bucket: deps.config.bucket };
   const show = (record: Parameters<typeof toMediaView>[0]) =>
     toMediaView(record, views, { folderId: true });
 
-  router.get('/media', requireScope('read'), async (req, res) => {
+  routes.get('/media', { scope: 'read', cost: 2 }, async (req, res) => {
     const query = parseInput(listQuery, req.query);
     const page = await deps.media.list(principalOf(req).organization, query);
     success(res, { media: page.media.map(show), nextCursor: page.nextCursor });
   });
 
-  router.get('/media/usage', requireScope('read'), async (req, res) => {
+  routes.get('/media/usage', { scope: 'read' }, async (req, res) => {
     success(res, await deps.media.usage(principalOf(req).organization));
   });
 
-  router.get('/media/record', requireScope('read'), async (req, res) => {
+  routes.get('/media/record', { scope: 'read' }, async (req, res) => {
     const { media } = parseInput(keyQuery, req.query);
     success(res, show(await deps.media.get(principalOf(req).organization, { key: media })));
   });
 
-  router.delete('/media/record', requireScope('delete'), async (req, res) => {
+  routes.delete('/media/record', { scope: 'delete', cost: 2 }, async (req, res) => {
     const { media } = parseInput(keyQuery, req.query);
     success(res, show(await deps.media.delete(principalOf(req).organization, { key: media })));
   });
 
-  router.delete('/media/variants', requireScope('delete'), async (req, res) => {
+  routes.delete('/media/variants', { scope: 'delete', cost: 2 }, async (req, res) => {
     const { media } = parseInput(keyQuery, req.query);
     success(res, await deps.media.deleteVariants(principalOf(req).organization, media));
   });
@@ -94,15 +99,15 @@ export function mediaRoutes(deps: { media: MediaService; config: Config }): Rout
     return { id: Number(id) };
   };
 
-  router.get('/media/:id', requireScope('read'), async (req, res, next) => {
+  routes.get('/media/:id', { scope: 'read' }, async (req, res, next) => {
     const ref = byId(req, next);
     if (ref) success(res, show(await deps.media.get(principalOf(req).organization, ref)));
   });
 
-  router.delete('/media/:id', requireScope('delete'), async (req, res, next) => {
+  routes.delete('/media/:id', { scope: 'delete', cost: 2 }, async (req, res, next) => {
     const ref = byId(req, next);
     if (ref) success(res, show(await deps.media.delete(principalOf(req).organization, ref)));
   });
 
-  return router;
+  return routes.router;
 }

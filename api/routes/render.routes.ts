@@ -21,10 +21,11 @@ import { pipeline } from 'node:stream/promises';
 import { Errors } from '@shared/errors';
 import { keyBaseName } from '@shared/media/naming';
 import type { ApiMetrics } from '@shared/metrics';
-import { principalOf, requireScope } from '../middleware/auth';
+import { principalOf } from '../middleware/auth';
 import { requestIdOf } from '../middleware/request-context';
 import { variantTag, type RenderService } from '../services/render.service';
 import { noneMatch, requestedRange } from './byte-ranges';
+import { RouteTable, type Cost, type RouteGuards } from './route-table';
 
 /** How long a browser may keep a bearer-fetched variant without asking (it never changes). */
 export const PRIVATE_CACHE_CONTROL = 'private, max-age=86400';
@@ -109,8 +110,14 @@ export function renderHandler(deps: RenderRouteDeps): RequestHandler {
   };
 }
 
-export function renderRoutes(deps: RenderRouteDeps): Router {
-  const router = Router();
-  router.get('/media/render', requireScope('read'), renderHandler(deps));
-  return router;
+export function renderRoutes(
+  deps: RenderRouteDeps & {
+    guards: RouteGuards;
+    /** A render's rate-limit cost (1 by default; a function of the request where it depends on it). */
+    cost?: Cost;
+  },
+): Router {
+  const routes = new RouteTable(Router(), deps.guards);
+  routes.get('/media/render', { scope: 'read', cost: deps.cost }, renderHandler(deps));
+  return routes.router;
 }

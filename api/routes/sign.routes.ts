@@ -8,10 +8,11 @@
 import express, { Router } from 'express';
 import { z } from 'zod';
 import { Errors } from '@shared/errors';
-import { principalOf, requireScope } from '../middleware/auth';
+import { principalOf } from '../middleware/auth';
 import { success } from '../respond';
 import { RENDER_QUERY_OPTIONS, type RenderQueryOption } from '../services/render.service';
 import type { SignedUrlService } from '../services/signed-urls.service';
+import { RouteTable, type RouteGuards } from './route-table';
 import { parseInput } from './validate';
 
 /** Keys one request may sign. */
@@ -55,11 +56,11 @@ const signBody = z
     path: ['mediaKey'],
   });
 
-export function signRoutes(deps: { signedUrls: SignedUrlService }): Router {
-  const router = Router();
+export function signRoutes(deps: { signedUrls: SignedUrlService; guards: RouteGuards }): Router {
+  const routes = new RouteTable(Router(), deps.guards);
   const json = express.json({ limit: '64kb', type: ['application/json', 'application/*+json'] });
 
-  router.post('/media/sign', requireScope('read'), json, async (req, res) => {
+  routes.post('/media/sign', { scope: 'read', cost: 2 }, json, async (req, res) => {
     if (!deps.signedUrls.enabled) throw Errors.signedUrlsDisabled();
     const body = parseInput(signBody, req.body ?? {});
     const mediaKeys = body.mediaKeys ?? [body.mediaKey!];
@@ -73,5 +74,5 @@ export function signRoutes(deps: { signedUrls: SignedUrlService }): Router {
     success(res, body.mediaKey === undefined ? signed : { ...signed, url: signed.urls[0]!.url });
   });
 
-  return router;
+  return routes.router;
 }

@@ -10,10 +10,11 @@ import { z } from 'zod';
 import type { Config } from '@shared/config';
 import type { ApiMetrics } from '@shared/metrics';
 import { multipartForm } from '../forms/multipart-form';
-import { callerOf, requireScope } from '../middleware/auth';
+import { callerOf } from '../middleware/auth';
 import { success } from '../respond';
 import { toMediaView } from '../services/media-view';
 import type { UploadService } from '../services/upload.service';
+import { RouteTable, type RouteGuards } from './route-table';
 import { parseInput } from './validate';
 
 const base64Body = z
@@ -32,12 +33,13 @@ export function uploadRoutes(deps: {
   uploads: UploadService;
   config: Config;
   metrics: Pick<ApiMetrics, 'bytesStored'>;
+  guards: RouteGuards;
 }): Router {
-  const router = Router();
+  const routes = new RouteTable(Router(), deps.guards);
   const { uploads, config, metrics } = deps;
   const views = { publicBaseUrl: config.publicBaseUrl, bucket: config.bucket };
 
-  router.post('/media/upload', requireScope('write'), async (req, res) => {
+  routes.post('/media/upload', { scope: 'write', cost: 5, upload: true }, async (req, res) => {
     const [record] = await uploads.uploadForm(callerOf(req), multipartForm(req), {
       fileFields: ['file'],
       maxFiles: 1,
@@ -47,21 +49,25 @@ export function uploadRoutes(deps: {
     success(res, toMediaView(record!, views, { folderId: false }), 201);
   });
 
-  router.post('/media/upload/multiple', requireScope('write'), async (req, res) => {
-    const records = await uploads.uploadForm(callerOf(req), multipartForm(req), {
-      fileFields: ['files', 'files[]'],
-      maxFiles: config.limits.maxFiles,
-    });
-    metrics.bytesStored('/media/upload/multiple', sumBytes(records));
-    success(res, { media: records.map((r) => toMediaView(r, views, { folderId: false })) }, 201);
-  });
+  routes.post(
+    '/media/upload/multiple',
+    { scope: 'write', cost: 10, upload: true },
+    async (req, res) => {
+      const records = await uploads.uploadForm(callerOf(req), multipartForm(req), {
+        fileFields: ['files', 'files[]'],
+        maxFiles: config.limits.maxFiles,
+      });
+      metrics.bytesStored('/media/upload/multiple', sumBytes(records));
+      success(res, { media: records.map((r) => toMediaView(r, views, { folderId: false })) }, 201);
+    },
+  );
 
   // base64 inflates by 4/3; allow that plus room for the other fields.
   const jsonLimit = Math.ceil(config.limits.maxBase64Size / 3) * 4 + 64 * 1024;
 
-  router.post(
+  routes.post(
     '/media/upload/base64',
-    requireScope('write'),
+    { scope: 'write', cost: 5 },
     express.json({ limit: jsonLimit, type: ['application/json', 'application/*+json'] }),
     express.urlencoded({ limit: jsonLimit, extended: false }),
     async (req, res) => {
@@ -72,5 +78,5 @@ export function uploadRoutes(deps: {
     },
   );
 
-  return router;
+  return routes.router;
 }

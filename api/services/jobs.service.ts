@@ -5,7 +5,7 @@
  * out (504). The status URL answers with what the original request would have.
  */
 import { randomUUID } from 'node:crypto';
-import { Errors } from '@shared/errors';
+import { Errors, isAppError, type AppError } from '@shared/errors';
 import {
   decodeStoredResult,
   isResultRef,
@@ -30,6 +30,9 @@ export type JobAnswer =
       statusUrl: string;
       progress?: JobProgress | undefined;
     };
+
+/** A job recalled for a retry: its answer, its failure, or null when it is gone. */
+export type Recalled = JobAnswer | { kind: 'failed'; error: AppError } | null;
 
 export class JobsService {
   constructor(
@@ -125,6 +128,59 @@ export class JobsService {
       throw Errors.jobNotFound(jobId);
     }
     return this.answerFor(job);
+  }
+
+  /**
+   * What a request that queued `jobId` answers on a retry (Idempotency-Key):
+   * the record the job made, found by its job id (it outlives the job, which
+   * BullMQ trims an hour after it completes), or the job's answer once
+   * finished; while it runs, the pending answer, after waiting up to
+   * `waitMs` for it to finish (0: not at all). `failed` with the job's error
+   * when it failed (before or during the wait); `null` when it is gone
+   * (trimmed, another organization's, or the record it made deleted since).
+   */
+  async recall(org: Organization, jobId: string, waitMs = 0): Promise<Recalled> {
+    const made = await this.deps.media.findByJobId(jobId);
+    if (made && made.organizationId === org.id) {
+      return {
+        kind: 'done',
+        data: toMediaView(made, this.deps, { folderId: true }),
+        creates: true,
+      };
+    }
+    const job = await this.deps.queue.get(jobId);
+    if (!job || job.data.organizationId !== org.id || job.state === 'unknown') return null;
+    if (job.state === 'failed') {
+      return { kind: 'failed', error: (job.error ?? Errors.internal()).withExtra({ jobId }) };
+    }
+    if (job.state === 'completed') return this.answerOrNull(job.name, jobId, job.result, org.id);
+    if (waitMs <= 0) return this.answerFor(job);
+    const outcome = await this.deps.queue.wait(job.name, jobId, waitMs);
+    switch (outcome.state) {
+      case 'completed':
+        return this.answerOrNull(job.name, jobId, outcome.result, org.id);
+      case 'failed':
+        return { kind: 'failed', error: outcome.error.withExtra({ jobId }) };
+      case 'unavailable':
+        throw outcome.error.withExtra({ jobId });
+      case 'timeout':
+        return { kind: 'pending', jobId, state: job.state, statusUrl: this.statusUrl(jobId) };
+    }
+  }
+
+  /** A completed job's answer; null when the record it made is gone. */
+  private async answerOrNull(
+    name: JobName,
+    jobId: string,
+    result: unknown,
+    organizationId: number,
+  ): Promise<JobAnswer | null> {
+    try {
+      return await this.answer(name, jobId, result as JobResults[JobName], organizationId);
+    } catch (err) {
+      if (isAppError(err) && err.status === 404) return null;
+      throw err;
+    }
   }
 
   private async answerFor(job: JobSnapshot): Promise<JobAnswer> {

@@ -32,6 +32,8 @@ export interface JobRequest {
   tokenId: string;
   /** Answer at once with the job id (`Prefer: respond-async`) instead of waiting. */
   async: boolean;
+  /** Called once the job is queued (an `Idempotency-Key` remembers it for retries). */
+  onQueued?: ((jobId: string) => void) | undefined;
 }
 
 export interface ConvertInput {
@@ -83,7 +85,11 @@ export class MediaJobsService {
         format: input.format,
         ...(input.quality === undefined ? {} : { quality: input.quality }),
       },
-      { async: request.async, heavy: convertIsHeavy(input.format, record) },
+      {
+        async: request.async,
+        heavy: convertIsHeavy(input.format, record),
+        onQueued: request.onQueued,
+      },
     );
   }
 
@@ -182,7 +188,10 @@ export class MediaJobsService {
           heavy: mergeIsHeavy(resolved),
           // Once queued, the job owns the bundle (and removes it when it ends); until then
           // (Redis refusing the job) it is this request's to remove.
-          onQueued: () => void (owned = true),
+          onQueued: (jobId) => {
+            owned = true;
+            request.onQueued?.(jobId);
+          },
         },
       );
     } catch (err) {

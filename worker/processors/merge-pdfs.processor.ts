@@ -19,7 +19,7 @@ import { requireOrganization, requireOwnInputs } from './inputs';
 
 export const mergePdfsProcessor: Processor<
   'pdf.merge',
-  'results' | 'store' | 'organizations' | 'pdfs' | 'media' | 'limits'
+  'results' | 'store' | 'organizations' | 'pdfs' | 'media' | 'limits' | 'background'
 > = {
   name: 'pdf.merge',
   async process(job, ctx) {
@@ -104,12 +104,18 @@ export const mergePdfsProcessor: Processor<
       origin,
       createdBy: tokenId,
     });
-    // Off the answer's path: a removal cut short (the worker stopped) leaves a temporary
-    // object of a finished job, which reconcile removes past its grace period.
+    // Off the answer's path (the worker's shutdown waits for it): a removal cut short by a
+    // killed worker leaves a temporary object of a finished job, which reconcile removes
+    // past its grace period.
     if (temporaryKeys.length > 0) {
-      void ctx.store.removeMany(temporaryKeys).catch((err: unknown) => {
-        job.log.warn({ err, temporaryKeys }, 'could not remove the merge’s uploaded inputs');
-      });
+      ctx.background.run(
+        'remove the merge’s uploaded inputs',
+        () => ctx.store.removeMany(temporaryKeys),
+        {
+          jobId: job.id,
+          temporaryKeys,
+        },
+      );
     }
     job.log.info({ key: record.key, inputs: inputs.length, pages: merged.pages }, 'merged');
     return { mediaId: record.id };

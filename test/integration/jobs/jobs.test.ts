@@ -240,8 +240,6 @@ describe('queue selection', () => {
       const status = await call<{ state: string }>('GET', `/media/jobs/${body.data.jobId}`);
       expect(status.res.status).toBe(202);
       expect(status.body.data.state).toBe('waiting');
-      // The merge's uploaded inputs are removed off its answer's path: gone before the worker closes.
-      await api.expectNoObjects(`${org.organization.slug}/.tmp/`);
     } finally {
       await pdfOnly.close();
     }
