@@ -141,6 +141,8 @@ export function createApp(deps: AppDeps): Express {
     renderRoutes({
       guards,
       renders: deps.renders,
+      // Follows the pixels and format asked for (docs/api.md, "Rate limits").
+      cost: (req) => deps.renders.cost(req.query, req.headers.accept),
       metrics: deps.metrics,
       // A signed render URL may name any size within the maxima, and its answer is cached publicly.
       isSigned: (req) => req.signedUrl !== undefined,

@@ -30,7 +30,7 @@ import {
   type RenderOptions,
   type RenderPreset,
 } from '@shared/media/render-options';
-import { renderIsHeavy } from '@shared/media/work';
+import { renderIsHeavy, renderUnits } from '@shared/media/work';
 import type { JobHandoff } from '@shared/queue/handoff';
 import type { MediaRecord } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
@@ -128,6 +128,20 @@ export class RenderService {
     );
     const data = await this.deps.handoff?.take(newJobId('image.render', uuid), variant.bytes);
     return { record, variant, negotiated, rendered: true, ...(data ? { data } : {}) };
+  }
+
+  /**
+   * The rate-limit cost of a render request, from the pixels and format it
+   * asks for (shared/media/work.ts); 1 for a request that will be refused.
+   */
+  cost(query: RenderQuery, accept: string | undefined): number {
+    try {
+      const { options } = this.parse(query, { accept, signed: true });
+      const s = this.deps.settings;
+      return renderUnits(options, s.maxWidth * s.maxHeight);
+    } catch {
+      return 1;
+    }
   }
 
   open(variant: StoredVariant, range?: ByteRange): Promise<Readable> {

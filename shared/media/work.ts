@@ -96,3 +96,38 @@ export function mergeIsHeavy(inputs: readonly { bytes: number }[]): boolean {
   const bytes = inputs.reduce((n, i) => n + i.bytes, 0);
   return bytes >= HEAVY_MERGE.bytes || inputs.length >= HEAVY_MERGE.inputs;
 }
+
+/** Output megapixels a render's rate-limit cost counts per unit, by format (slow encoders count more). */
+const UNITS_PER_MEGAPIXEL: Readonly<Record<ConvertFormat, number>> = {
+  gif: 4,
+  avif: 4,
+  webp: 1,
+  png: 1,
+  tiff: 1,
+  jpeg: 0.5,
+};
+
+/** The most a render costs (as much as a merge). */
+export const MAX_RENDER_UNITS = 50;
+
+/**
+ * A render's rate-limit cost (docs/api.md, "Rate limits"): 1, plus one unit
+ * per megapixel it asks for (four for GIF and AVIF, half for JPEG), rounded
+ * down, at most MAX_RENDER_UNITS. The pixels are those of the query: `w × h`,
+ * one side squared, or `maxPixels` (the render maxima) when it names no size.
+ * A thumbnail costs 1; a 1600 px GIF 11; a full-size AVIF 50.
+ */
+export function renderUnits(
+  options: Pick<RenderOptions, 'width' | 'height' | 'format'>,
+  maxPixels: number,
+): number {
+  const { width, height } = options;
+  const pixels =
+    width !== null && height !== null
+      ? width * height
+      : width !== null || height !== null
+        ? Math.min((width ?? height!) ** 2, maxPixels)
+        : maxPixels;
+  const extra = Math.floor((pixels / MP) * UNITS_PER_MEGAPIXEL[options.format]);
+  return Math.min(MAX_RENDER_UNITS, 1 + extra);
+}

@@ -70,6 +70,35 @@ beforeAll(async () => {
 });
 afterAll(() => api.close());
 
+describe('a render’s cost', () => {
+  // Of a key no record has (404, no job): a request is charged when it arrives, answered or not.
+  it('follows the pixels and the format it asks for', async () => {
+    const cases: [string, number | 'refused'][] = [
+      ['w=400', 1], // a thumbnail (0.16 MP, WebP or AVIF by Accept)
+      ['w=1000&h=1000&format=webp', 2], // 1 MP of WebP
+      ['w=1000&h=1000&format=gif', 5], // 1 MP of GIF: four units per megapixel
+      ['w=1000&h=1000&format=jpeg', 1], // half a unit per megapixel, rounded down
+      ['format=avif', 'refused'], // no size: the render maxima, 16.8 MP of AVIF: 50
+    ];
+    for (const [query, cost] of cases) {
+      const token = await newToken(api, acme);
+      const res = await fetch(`${api.url}/media/render?media=acme/none.jpg&${query}`, {
+        headers: { Authorization: token.auth, Accept: 'image/webp' },
+      });
+      await res.arrayBuffer();
+      if (cost === 'refused') {
+        expect({ query, status: res.status }).toEqual({ query, status: 429 });
+      } else {
+        expect({ query, status: res.status, remaining: remaining(res) }).toEqual({
+          query,
+          status: 404,
+          remaining: String(MAX - cost),
+        });
+      }
+    }
+  });
+});
+
 describe('a token over its budget', () => {
   it('gets 429 RATE_LIMITED with Retry-After, while other tokens are served', async () => {
     const token = await newToken(api, acme);
