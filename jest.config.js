@@ -1,10 +1,11 @@
-// Four tiers share one runner (docs/testing.md): `unit` (nothing outside the
-// repository: no services, no corpus beside it), `integration` (real Redis, S3
-// and MongoDB, resolved once by test/support/global-setup.ts), `e2e` (real
-// processes: the launcher, killed workers, the production build, the load
-// smoke, services going down) and `bench` (the benchmark suite's quick mode).
-// The last three share the global setup: jest runs it once per run however
-// many of them are selected. Tests are transpiled by SWC; `npm run typecheck`
+// Five tiers share one runner (docs/testing.md): `unit` (nothing outside the
+// repository: no services, no tools, no corpus beside it), `deploy` (the
+// deployment files, checked with `kubectl` and `promtool`), `integration` (real
+// Redis, S3 and MongoDB, resolved once by test/support/global-setup.ts), `e2e`
+// (real processes: the launcher, killed workers, the production build, the
+// load smoke, services going down) and `bench` (the benchmark suite's quick
+// mode). The last three share the global setup: jest runs it once per run
+// however many of them are selected. Tests are transpiled by SWC; `npm run typecheck`
 // is what type-checks them.
 /** @type {import('jest').Config['projects'][number]} */
 const common = {
@@ -40,6 +41,7 @@ const withServices = {
 module.exports = {
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
+    { ...common, displayName: 'deploy', testMatch: ['<rootDir>/test/deploy/**/*.test.ts'] },
     {
       ...withServices,
       displayName: 'integration',
