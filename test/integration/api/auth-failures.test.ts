@@ -11,7 +11,6 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
-import { fixture, form } from '../../support/files';
 import { dependencyCalls } from '../../support/metrics';
 
 const LIMIT = 30;
@@ -82,13 +81,7 @@ describe('failed lookups, per client address', () => {
   beforeAll(async () => {
     api = await startApi('authfailures', { env });
     org = await api.createOrg('authfail');
-    const uploaded = await fetch(`${api.url}/media/upload`, {
-      method: 'POST',
-      headers: org.auth,
-      body: form([['file', fixture('Canon_40D.jpg'), 'photo.jpg']]),
-    });
-    expect(uploaded.status).toBe(201);
-    key = ((await uploaded.json()) as { data: { key: string } }).data.key;
+    key = await org.upload('Canon_40D.jpg', 'photo.jpg');
     download = `/media/download?media=${encodeURIComponent(key)}`;
   });
   afterAll(() => api.close());

@@ -8,7 +8,6 @@
  */
 import sharp from 'sharp';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
-import { fixture, form } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker, type TestWorker } from '../../support/worker';
 
@@ -26,16 +25,6 @@ afterAll(async () => {
   await api.close();
 });
 
-async function upload(bytes: Buffer, name: string): Promise<string> {
-  const res = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', bytes, name]]),
-  });
-  expect(res.status).toBe(201);
-  return ((await res.json()) as { data: { key: string } }).data.key;
-}
-
 it('fails a job past JOB_TIMEOUT_MS with 422 PROCESSING_TIMEOUT and takes the next job', async () => {
   const noisy = await sharp({
     create: {
@@ -48,8 +37,8 @@ it('fails a job past JOB_TIMEOUT_MS with 422 PROCESSING_TIMEOUT and takes the ne
   })
     .jpeg({ quality: 40 })
     .toBuffer();
-  const slow = await upload(noisy, 'noisy.jpg');
-  const small = await upload(fixture('Canon_40D.jpg'), 'small.jpg');
+  const slow = await org.upload(noisy, 'noisy.jpg');
+  const small = await org.upload('Canon_40D.jpg', 'small.jpg');
 
   const res = await fetch(`${api.url}/media/convert`, {
     method: 'POST',
