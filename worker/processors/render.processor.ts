@@ -7,11 +7,17 @@
  * recorded. A source deleted meanwhile gets no variant:
  * the object just written is removed (the deletion may have listed the
  * variants before it existed).
+ *
+ * Within the job's time limit: the render stops when it runs out (sharp's
+ * own timeout, the HEIC decoding thread ended), and a job whose time is up
+ * writes nothing: the signal is checked before the object and before the
+ * record, and what was written as it ran out is taken back.
  */
 import { Errors } from '@shared/errors';
 import type { StoredVariant } from '@shared/jobs';
 import { variantId, variantKey } from '@shared/media/render-options';
-import type { Processor } from '../registry';
+import type { JobContext } from '../context';
+import type { Processor, ProcessorJob } from '../registry';
 
 export const renderProcessor: Processor<
   'image.render',
@@ -25,8 +31,12 @@ export const renderProcessor: Processor<
     const { organizationId, key, options } = job.data;
     const t0 = performance.now();
     const input = await ctx.results.read(key, ctx.limits.maxFileSize);
+    job.signal.throwIfAborted();
     const t1 = performance.now();
-    const output = await ctx.images.render(input, options);
+    const output = await ctx.images.render(input, options, {
+      signal: job.signal,
+      timeoutMs: job.remainingMs(),
+    });
     const t2 = performance.now();
     const variant: StoredVariant = {
       id: variantId(options),
@@ -36,12 +46,16 @@ export const renderProcessor: Processor<
       width: output.width,
       height: output.height,
     };
+    // A render that ended as the time ran out (the GIF and AVIF encoders cannot be stopped)
+    // has failed already: nothing of it is written.
+    job.signal.throwIfAborted();
     // The waiting API requests take the bytes from Redis rather than read them back from
     // storage (shared/queue/handoff.ts); storage stays the truth, written before the record.
     await Promise.all([
       ctx.store.put(variant.key, output.data, { contentType: output.mime }),
       ctx.handoff.offer(job.id, output.data),
     ]);
+    if (job.signal.aborted) await takeBack(job, ctx, variant, false);
     const t3 = performance.now();
     // `present`: an earlier attempt recorded it (the same bytes were written again).
     const added = await ctx.variants.add(organizationId, key, variant);
@@ -49,6 +63,7 @@ export const renderProcessor: Processor<
       await ctx.store.remove(variant.key);
       throw Errors.mediaNotFound(key);
     }
+    if (job.signal.aborted) await takeBack(job, ctx, variant, added === 'added');
     const ms = (a: number, b: number) => Math.round(b - a);
     job.log.info(
       {
@@ -69,3 +84,31 @@ export const renderProcessor: Processor<
     return { variant };
   },
 };
+
+/**
+ * The job's time ran out while its variant was written (`recorded`: and
+ * added to the record by this attempt): the variant is taken off the record
+ * and its object removed, then the job's timeout is thrown. An object that
+ * another attempt has recorded (the same bytes) is left alone.
+ */
+async function takeBack(
+  job: ProcessorJob<'image.render'>,
+  ctx: Pick<JobContext, 'store' | 'variants'>,
+  variant: StoredVariant,
+  recorded: boolean,
+): Promise<never> {
+  const { organizationId, key } = job.data;
+  try {
+    if (recorded) await ctx.variants.remove(organizationId, key, variant.id);
+    const found = await ctx.variants.find(organizationId, key, variant.id);
+    if (!found?.variant) await ctx.store.remove(variant.key);
+  } catch (err) {
+    // Left for reconcile (a variant object without its record is found there).
+    job.log.warn(
+      { err, key: variant.key },
+      'could not take back a variant written as time ran out',
+    );
+  }
+  // The job's own error (422 PROCESSING_TIMEOUT): the signal has aborted.
+  throw job.signal.reason;
+}

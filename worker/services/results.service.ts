@@ -134,8 +134,9 @@ export class ResultsService {
       await this.removeUnrecorded(key, output.jobId);
       output.signal.throwIfAborted();
     }
+    let record: MediaRecord;
     try {
-      return await this.deps.media.insert(
+      record = await this.deps.media.insert(
         {
           organizationId: output.organization.id,
           folderId: folder?.id ?? null,
@@ -168,6 +169,14 @@ export class ResultsService {
       // after the last attempt the reconciliation command finds it.
       throw err;
     }
+    if (output.signal?.aborted) {
+      // The job failed while its record was inserted: record, count and object taken back.
+      await this.deps.media.removeByIds([record.id]);
+      await release();
+      await this.removeObject(key);
+      output.signal.throwIfAborted();
+    }
+    return record;
   }
 
   /**
