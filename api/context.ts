@@ -226,6 +226,7 @@ export async function createApiContext(
         jobs,
         store,
         settings: config.render,
+        maxOutputPixels: config.limits.maxOutputPixels,
         handoff: redis
           ? new JobHandoff({
               redis: () => redis,
