@@ -151,7 +151,7 @@ describe('renders', () => {
     for (const [format, setting] of [
       ['gif', 'MAX_GIF_OUTPUT_PIXELS'],
       ['avif', 'MAX_AVIF_OUTPUT_PIXELS'],
-    ]) {
+    ] as const) {
       // 301 × 301 = 90,601: over both.
       const { res, body } = await render(photo, { w: '301', h: '301', fit: 'contain', format });
       expect([format, res.status, body?.error]).toEqual([format, 400, 'VALIDATION_FAILED']);
