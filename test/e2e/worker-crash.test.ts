@@ -1,7 +1,7 @@
 /**
  * End to end with the real processes: an API and two workers. One worker is
  * killed with SIGKILL while it converts the largest corpus image to GIF (its
- * pixel bound raised: about 3 s of one core, undithered); the job is
+ * pixel bound raised: about 3 s of one core at effort 1); the job is
  * taken over by the other worker once its lock expires, the request still
  * succeeds (or, past the wait limit, the status URL shows success later), and
  * exactly one record and one object come out of it.

@@ -96,7 +96,7 @@ describe('the pixel bounds of GIF and AVIF', () => {
     ]);
   });
 
-  it('refuses from the header, before any pixel is decoded (a 10,000 × 10,000 PNG in milliseconds)', async () => {
+  it('refuses from the header, before any pixel is decoded (a 10,000 × 10,000 PNG at once)', async () => {
     // 100 MP of one colour: a few hundred KB, seconds to decode and quantise.
     const huge = await sharp({
       create: { width: 10_000, height: 10_000, channels: 3, background: '#808080' },
@@ -113,7 +113,8 @@ describe('the pixel bounds of GIF and AVIF', () => {
         code: 'OUTPUT_TOO_LARGE',
         details: [{ width: 4096, height: 4096 }],
       });
-      expect(performance.now() - started).toBeLessThan(500);
+      // Decoding it alone would take seconds, quantising it minutes (bound generously: CI is shared).
+      expect(performance.now() - started).toBeLessThan(3_000);
     }
     // A thumbnail of it is within the bounds.
     const thumb = await adapter.render(huge, options({ width: 150, format: 'gif' }));
@@ -133,10 +134,9 @@ describe('the pixel bounds of GIF and AVIF', () => {
 });
 
 describe('encoder settings by output pixels', () => {
-  it('lowers the effort (and GIF dithering) as the output grows', () => {
-    expect(tierFor('gif', 250_000)).toMatchObject({ effort: 7, dither: 1 });
-    expect(tierFor('gif', 250_001)).toMatchObject({ effort: 1, dither: 1 });
-    expect(tierFor('gif', 1_000_001)).toMatchObject({ effort: 1, dither: 0 });
+  it('lowers the effort as the output grows', () => {
+    expect(tierFor('gif', 250_000).effort).toBe(7);
+    expect(tierFor('gif', 250_001).effort).toBe(1);
     expect(tierFor('avif', 2_000_000).effort).toBe(2);
     expect(tierFor('avif', 2_000_001).effort).toBe(0);
     expect(tierFor('webp', 4_000_000).effort).toBe(4);

@@ -33,20 +33,19 @@ const MP = 1_000_000;
 
 /**
  * Encoder settings by output pixels: the first tier whose `upTo` the output
- * is within. A large output gets the settings that keep its encode within
- * about a second or two of one core on the machine of the measurements
- * (docs/renders.md, "Slow encoders"; noise and a photo, the worse counts).
+ * is within. A large output gets the settings that keep its encode to about
+ * a second of one core at the pixel bounds, on the machine of the
+ * measurements (docs/renders.md, "Slow encoders"; noise and a photo, the
+ * worse of the two):
  *
  * - webp (effort 0-6, sharp's default 4): 4 up to 4 MP, then 2 (about half
- *   the time, files within a few % of effort 4). libvips stops it at the
- *   time limit.
- * - avif (effort 0-9): 2 up to 2 MP (0.2 s per MP of a photo, 0.45 of
- *   noise), then 0 (0.05-0.07 s per MP; files within a few % of effort 2).
- * - gif: libimagequant's dithering is most of a photo's time (12 MP: 34 s
- *   at sharp's defaults, effort 7 and full dithering; 15 s at effort 1; 2.7 s
- *   at effort 1 undithered). Sharp's defaults up to 0.25 MP, effort 1 up to
- *   1 MP, then effort 1 without dithering (flat areas band where gradients
- *   were dithered).
+ *   the time, files within 5 % of effort 4). libvips stops WebP at the time
+ *   limit anyway.
+ * - avif (effort 0-9): 2 up to 2 MP (0.25 s per MP of a photo, 0.4 of
+ *   noise), then 0 (0.05-0.08 s per MP; files within 4 % of effort 2).
+ * - gif (libimagequant's effort 1-10, sharp's default 7, with full
+ *   dithering): 7 up to 0.25 MP (0.4 s), then 1 (a third of the time: a
+ *   12 MP photo 3.2 s instead of 7.5 s, a slightly coarser palette).
  */
 export const ENCODER_TIERS = {
   webp: [
@@ -58,9 +57,8 @@ export const ENCODER_TIERS = {
     { upTo: Infinity, effort: 0 },
   ],
   gif: [
-    { upTo: MP / 4, effort: 7, dither: 1 },
-    { upTo: MP, effort: 1, dither: 1 },
-    { upTo: Infinity, effort: 1, dither: 0 },
+    { upTo: MP / 4, effort: 7 },
+    { upTo: Infinity, effort: 1 },
   ],
 } as const;
 
@@ -91,8 +89,8 @@ export function tierFor<F extends keyof typeof ENCODER_TIERS>(
  * - tiff: lossless LZW with horizontal prediction (the most widely readable
  *   TIFF compression); quality ignored. sharp's default would be JPEG-in-TIFF,
  *   lossy and poorly supported by older readers.
- * - gif: libimagequant palette, effort and dithering by pixels; quality
- *   ignored.
+ * - gif: libimagequant palette with full dithering, effort by pixels;
+ *   quality ignored.
  */
 export const ENCODERS: Record<
   ConvertFormat,
@@ -109,8 +107,5 @@ export const ENCODERS: Record<
       chromaSubsampling: '4:2:0',
     }),
   tiff: (image) => image.tiff({ compression: 'lzw', predictor: 'horizontal' }),
-  gif: (image, _quality, pixels) => {
-    const { effort, dither } = tierFor('gif', pixels);
-    return image.gif({ effort, dither });
-  },
+  gif: (image, _quality, pixels) => image.gif({ effort: tierFor('gif', pixels).effort }),
 };
