@@ -7,6 +7,13 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import {
+  isPixelBounded,
+  OUTPUT_PIXEL_SETTINGS,
+  outputTooLarge,
+  type OutputPixelLimits,
+} from './media/formats';
+import {
+  fixedRenderSize,
   parseRenderPresets,
   parseRenderSizes,
   type RenderPreset,
@@ -331,6 +338,9 @@ const variables = z.object({
   UPLOAD_IDLE_TIMEOUT_MS: int(30_000, 100),
   MAX_UPLOADS_IN_FLIGHT: int(8),
   MAX_INPUT_PIXELS: int(100_000_000),
+  // The slow encoders' output bounds (renders and conversions), width × height (docs/renders.md).
+  MAX_GIF_OUTPUT_PIXELS: int(2048 * 2048, 1),
+  MAX_AVIF_OUTPUT_PIXELS: int(4096 * 4096, 1),
   ACCEPTED_TYPES: z.preprocess(
     emptyToUndefined,
     z
@@ -472,9 +482,22 @@ const schema = variables.superRefine((env, ctx) => {
     const problem = within(`${size.width ?? ''}x${size.height ?? ''}`, size);
     if (problem) issue('RENDER_SIZES', problem);
   }
+  const maxOutputPixels = { gif: env.MAX_GIF_OUTPUT_PIXELS, avif: env.MAX_AVIF_OUTPUT_PIXELS };
   for (const [name, preset] of Object.entries(env.RENDER_PRESETS)) {
     const problem = within(`preset "${name}"`, preset);
     if (problem) issue('RENDER_PRESETS', problem);
+    // A `contain` preset's size is its box: a slow format's bound is known here already.
+    const box = fixedRenderSize({
+      width: preset.width ?? null,
+      height: preset.height ?? null,
+      fit: preset.fit ?? 'cover',
+    });
+    const format = preset.format;
+    if (box && format !== undefined && format !== 'auto' && isPixelBounded(format)) {
+      if (outputTooLarge(format, box.width, box.height, maxOutputPixels)) {
+        issue('RENDER_PRESETS', `preset "${name}" is over ${OUTPUT_PIXEL_SETTINGS[format]}`);
+      }
+    }
   }
   if (env.S3_ENDPOINT) {
     // Static keys, or else a web identity (IRSA); keys win when both are there.
@@ -604,6 +627,12 @@ export interface Config {
     /** Bytes of all inputs of one merge, every occurrence counted (413 over it). */
     maxMergeBytes: number;
     maxInputPixels: number;
+    /**
+     * Largest GIF and AVIF a render or a conversion encodes, width × height
+     * (422 OUTPUT_TOO_LARGE past it; 400 for a `contain` render, whose size
+     * the request decides): their encoders cannot be stopped once started.
+     */
+    maxOutputPixels: OutputPixelLimits;
     /** An upload's body idle (nothing received) this long is cut with 408. */
     uploadIdleTimeoutMs: number;
     /** Uploads one token may have in flight on one API process (429 past it). */
@@ -866,6 +895,7 @@ export function loadConfig(
       maxMergeInputs: e.MAX_MERGE_INPUTS,
       maxMergeBytes: e.MAX_MERGE_BYTES,
       maxInputPixels: e.MAX_INPUT_PIXELS,
+      maxOutputPixels: { gif: e.MAX_GIF_OUTPUT_PIXELS, avif: e.MAX_AVIF_OUTPUT_PIXELS },
       uploadIdleTimeoutMs: e.UPLOAD_IDLE_TIMEOUT_MS,
       maxUploadsInFlight: e.MAX_UPLOADS_IN_FLIGHT,
       acceptedTypes: e.ACCEPTED_TYPES,
