@@ -11,15 +11,27 @@
  * the signature middleware marks it, may ask for any size within the
  * maxima); at most RENDER_MAX_VARIANTS variants per source; an organization
  * whose usage has reached its quota gets 413 before any job (a variant's
- * bytes count in it; the worker reserves them before writing the variant).
+ * bytes count in it; the worker reserves them before writing the variant); a
+ * `contain` render (whose size is its box) to GIF or AVIF within their pixel
+ * bounds (MAX_GIF_OUTPUT_PIXELS, MAX_AVIF_OUTPUT_PIXELS). Other sizes follow
+ * the source's, which the worker holds to those bounds (422
+ * OUTPUT_TOO_LARGE): `format=auto` then answers WebP (or JPEG) where AVIF is
+ * refused.
  */
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { Config } from '@shared/config';
-import { Errors, type ErrorDetail } from '@shared/errors';
+import { Errors, isAppError, type ErrorDetail } from '@shared/errors';
 import { newJobId, type StoredVariant } from '@shared/jobs';
-import { CONVERT_FORMAT_NAMES, type ConvertFormat } from '@shared/media/formats';
 import {
+  CONVERT_FORMAT_NAMES,
+  OUTPUT_PIXEL_SETTINGS,
+  isPixelBounded,
+  type ConvertFormat,
+  type OutputPixelLimits,
+} from '@shared/media/formats';
+import {
+  fixedRenderSize,
   negotiateFormat,
   normalizeRenderOptions,
   RENDER_FITS,
@@ -88,6 +100,8 @@ export class RenderService {
       jobs: Pick<JobsService, 'runShared'>;
       store: Pick<ObjectStore, 'get'>;
       settings: Config['render'];
+      /** The GIF and AVIF pixel bounds (config `limits.maxOutputPixels`). */
+      maxOutputPixels: OutputPixelLimits;
       /** A first render's bytes from its worker; without it, they are read from storage. */
       handoff?: Pick<JobHandoff, 'take'>;
       /** The organizations' usage: a first render is refused at once when the quota is reached. */
@@ -100,8 +114,28 @@ export class RenderService {
     query: RenderQuery,
     request: RenderRequest,
   ): Promise<Rendered> {
-    const organizationId = organization.id;
     const { key, options, negotiated } = this.parse(query, request);
+    try {
+      return await this.variant(organization, key, options, negotiated, request.requestId);
+    } catch (err) {
+      // `auto` chose AVIF, and this render of this source is over AVIF's pixel bound (only
+      // the worker knows the source's size): the next format the client takes instead.
+      if (!(negotiated && options.format === 'avif' && isOutputTooLarge(err))) throw err;
+      const format = negotiateFormat(request.accept, { avif: false });
+      const fallback = normalizeRenderOptions({ ...options, format });
+      return this.variant(organization, key, fallback, negotiated, request.requestId);
+    }
+  }
+
+  /** The stored variant, or one rendered for this request (or a concurrent identical one). */
+  private async variant(
+    organization: Pick<Organization, 'id' | 'quotaBytes'>,
+    key: string,
+    options: RenderOptions,
+    negotiated: boolean,
+    requestId: string,
+  ): Promise<Rendered> {
+    const organizationId = organization.id;
     const found = await this.deps.variants.find(organizationId, key, variantId(options));
     if (!found) throw Errors.mediaNotFound(key);
     const { record } = found;
@@ -122,7 +156,7 @@ export class RenderService {
     const uuid = renderJobUuid(variantKey(record.key, options));
     const { variant } = await this.deps.jobs.runShared(
       'image.render',
-      { organizationId, requestId: request.requestId, key: record.key, options },
+      { organizationId, requestId, key: record.key, options },
       uuid,
       { heavy: renderIsHeavy(options, record) },
     );
@@ -247,11 +281,34 @@ export class RenderService {
     const asked: RenderFormat =
       preset?.format ?? (formatName === 'jpg' ? 'jpeg' : formatName) ?? 'auto';
     const negotiated = asked === 'auto';
-    const format: ConvertFormat = negotiated ? negotiateFormat(request.accept) : asked;
-    const options = normalizeRenderOptions({
+    const size = {
       width: (preset ? preset.width : w) ?? null,
       height: (preset ? preset.height : h) ?? null,
       fit: (preset ? preset.fit : fit) ?? 'cover',
+    };
+    // A `contain` render's size is its box: a slow format's bound is checked here, and `auto`
+    // does not choose AVIF past AVIF's.
+    const box = fixedRenderSize(size);
+    const avifFits = !box || box.width * box.height <= this.deps.maxOutputPixels.avif;
+    const format: ConvertFormat = negotiated
+      ? negotiateFormat(request.accept, { avif: avifFits })
+      : asked;
+    if (
+      box &&
+      isPixelBounded(format) &&
+      box.width * box.height > this.deps.maxOutputPixels[format]
+    ) {
+      const setting = OUTPUT_PIXEL_SETTINGS[format];
+      const limit = this.deps.maxOutputPixels[format].toLocaleString('en-US');
+      throw Errors.validation([
+        {
+          field: preset ? 'preset' : 'w',
+          message: `a ${format.toUpperCase()} of ${box.width} × ${box.height} is over the limit of ${limit} pixels (${setting})`,
+        },
+      ]);
+    }
+    const options = normalizeRenderOptions({
+      ...size,
       format,
       quality: (preset ? preset.quality : q) ?? null,
       keepMetadata: (preset ? preset.keepMetadata : metadata === 'keep') ?? false,
@@ -259,3 +316,6 @@ export class RenderService {
     return { key, options, negotiated };
   }
 }
+
+/** The worker's refusal of an output over its format's pixel bound. */
+const isOutputTooLarge = (err: unknown) => isAppError(err) && err.code === 'OUTPUT_TOO_LARGE';

@@ -74,6 +74,8 @@ function toConfig(env: Env) {
     UPLOAD_IDLE_TIMEOUT_MS,
     MAX_UPLOADS_IN_FLIGHT,
     MAX_INPUT_PIXELS,
+    MAX_GIF_OUTPUT_PIXELS,
+    MAX_AVIF_OUTPUT_PIXELS,
     ACCEPTED_TYPES,
     RENDER_MAX_WIDTH,
     RENDER_MAX_HEIGHT,
@@ -169,6 +171,12 @@ function toConfig(env: Env) {
       /** Bytes of all inputs of one merge, every occurrence counted (413 over it). */
       maxMergeBytes: MAX_MERGE_BYTES,
       maxInputPixels: MAX_INPUT_PIXELS,
+      /**
+       * Largest GIF and AVIF a render or a conversion encodes, width × height
+       * (422 OUTPUT_TOO_LARGE past it; 400 for a `contain` render, whose size
+       * the request decides): their encoders cannot be stopped once started.
+       */
+      maxOutputPixels: { gif: MAX_GIF_OUTPUT_PIXELS, avif: MAX_AVIF_OUTPUT_PIXELS },
       /** An upload's body idle (nothing received) this long is cut with 408. */
       uploadIdleTimeoutMs: UPLOAD_IDLE_TIMEOUT_MS,
       /** Uploads one token may have in flight on one API process (429 past it). */

@@ -301,6 +301,16 @@ export const VARIABLES = {
     value: integer({ default: 100_000_000 }),
     doc: 'Largest decoded image, in pixels (against decompression bombs).',
   },
+  MAX_GIF_OUTPUT_PIXELS: {
+    section: 'limits',
+    value: integer({ default: 2048 * 2048 }),
+    doc: 'Largest GIF a render or a conversion encodes, in pixels (width × height; the default is 2048 × 2048); past it `422 OUTPUT_TOO_LARGE` (`400` for a `contain` render, whose size is its box). GIF and AVIF encoders cannot be stopped once started: the bound keeps one within about a second ([renders.md](renders.md#slow-encoders)). A `contain` preset of `RENDER_PRESETS` over it is refused at start.',
+  },
+  MAX_AVIF_OUTPUT_PIXELS: {
+    section: 'limits',
+    value: integer({ default: 4096 * 4096 }),
+    doc: 'Largest AVIF a render or a conversion encodes, in pixels (width × height; the default is 4096 × 4096), as `MAX_GIF_OUTPUT_PIXELS` for GIF; `format=auto` picks WebP (or JPEG) instead of AVIF past it.',
+  },
   ACCEPTED_TYPES: {
     section: 'limits',
     value: parsed({
@@ -339,7 +349,7 @@ export const VARIABLES = {
       default: '{"thumbnail":{"w":200,"h":200,"fit":"cover"}}',
       type: 'JSON object: name → `w`, `h`, `fit`, `format`, `q`, `metadata`',
     }),
-    doc: 'Named render presets, asked for with `preset=<name>` and always allowed. Each must be within `RENDER_MAX_WIDTH` and `RENDER_MAX_HEIGHT`.',
+    doc: 'Named render presets, asked for with `preset=<name>` and always allowed. Each must be within `RENDER_MAX_WIDTH` and `RENDER_MAX_HEIGHT`, and a `contain` preset in GIF or AVIF within `MAX_GIF_OUTPUT_PIXELS` or `MAX_AVIF_OUTPUT_PIXELS`.',
   },
   RENDER_REQUIRE_SIGNED: {
     section: 'renders',
@@ -404,7 +414,7 @@ export const VARIABLES = {
   JOB_TIMEOUT_MS: {
     section: 'jobs',
     value: integer({ default: 120_000, min: 100, unit: 'ms' }),
-    doc: 'Longest a job may run, every queue (sharp operations are stopped with what is left of it); past it the job fails for good with `422 PROCESSING_TIMEOUT` and the worker takes its next job.',
+    doc: "Longest a job may run, every queue; past it the job fails for good with `422 PROCESSING_TIMEOUT`, the worker takes its next job, its work is stopped (sharp's own timeout, a HEIC decoding thread ended; GIF and AVIF encoders run out, bounded by `MAX_GIF_OUTPUT_PIXELS` and `MAX_AVIF_OUTPUT_PIXELS`) and nothing of it is kept.",
   },
   RESULT_MAX_BYTES: {
     section: 'jobs',
