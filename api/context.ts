@@ -176,7 +176,12 @@ export async function createApiContext(
         logger,
       }),
     });
-    const folders = new FoldersService({ folders: data.repositories.folders, media, jobs });
+    const folders = new FoldersService({
+      folders: data.repositories.folders,
+      media,
+      jobs,
+      events: data.repositories.events,
+    });
     const events = data.repositories.events;
     const deletion = new MediaDeletion({ media, usage, store, events, logger });
     // Work off the answers' path (settling bookings, recording events): the shutdown waits for it.

@@ -6,6 +6,7 @@
  * Payloads carry keys, ids, the organization and the request id, never file
  * bytes or tokens.
  */
+import { createHash } from 'node:crypto';
 import { QUEUE_NAMES, type QueueName } from './config';
 import type { RequestOrigin } from './db/models';
 import { AppError, type ErrorCode, type ErrorDetail } from './errors';
@@ -22,6 +23,7 @@ export const JOB_QUEUES = {
   'image.render': 'image',
   'pdf.merge': 'pdf',
   'media.delete-folder': 'maintenance',
+  'event.deliver': 'maintenance',
 } as const satisfies Record<string, QueueName>;
 
 export type JobName = keyof typeof JOB_QUEUES;
@@ -68,6 +70,11 @@ export interface JobPayloads {
   };
   /** Deletes every file of a folder, then the folder (DELETE /media/folders/:id?recursive=true). */
   'media.delete-folder': BasePayload & { folderId: number };
+  /**
+   * Hands a recorded domain event to one listener (worker/listeners/); queued
+   * once per event and listener by the dispatcher (its id derives from both).
+   */
+  'event.deliver': BasePayload & { eventId: string; listener: string };
 }
 
 /** Metadata as the API returns it; Buffers travel as `{ type: 'Buffer', data: [...] }`. */
@@ -83,6 +90,8 @@ export interface JobResults {
     folder: { id: number; name: string };
     deleted: { files: number; bytes: number };
   };
+  /** False when the event or the listener is no longer there (nothing to do). */
+  'event.deliver': { delivered: boolean };
 }
 
 /** A rendered variant as stored beside its source (GET /media/render streams it). */
@@ -121,6 +130,12 @@ export const JOB_OPTIONS = {
  * API's QueueEvents, at most ~32 MB per queue.
  */
 export const EVENTS_MAX_LEN = 2_000;
+
+/** A UUID-shaped id derived from `text` (hex of its SHA-256): the same text, the same id. */
+export function derivedUuid(text: string): string {
+  const h = createHash('sha256').update(text).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
+}
 
 /** Job ids carry their queue, so a status URL finds the job without searching. */
 export function newJobId(name: JobName, uuid: string): string {

@@ -21,6 +21,8 @@ import { createObjectStore } from '@shared/storage/create-object-store';
 import type { ObjectStore } from '@shared/storage/object-store';
 import { observeObjectStore } from '@shared/storage/observed-object-store';
 import { StoredResults } from '@shared/stored-results';
+import { LISTENERS } from './listeners';
+import { buildListeners, type Listener, type Listeners } from './listeners/listener';
 import { ResultsService } from './services/results.service';
 
 /** Image work (over sharp): what the image processors need. */
@@ -64,6 +66,10 @@ export interface JobContext {
   pdfs: PdfOps;
   /** Hands a job's output to the API requests waiting for it, beside storage (first renders). */
   handoff: Pick<JobHandoff, 'offer'>;
+  /** Domain events: recorded with their changes, dispatched to listeners (shared/events/). */
+  events: Repositories['events'];
+  /** The listeners of domain events (worker/listeners/index.ts, or a test's own). */
+  listeners: Listeners;
   /** Work off the job's answer (awaited by the worker's shutdown, not by the job). */
   background: Pick<BackgroundTasks, 'run'>;
 }
@@ -84,6 +90,8 @@ export async function createWorkerContext(
     store?: ObjectStore;
     /** Times MongoDB commands and storage calls (the worker's metrics). */
     metrics?: DependencyMetrics;
+    /** The listeners of domain events (LISTENERS by default). */
+    listeners?: readonly Listener[];
   } = {},
 ): Promise<WorkerContext> {
   if (!config.mongodbUri) throw new Error('MONGODB_URI is not set');
@@ -143,6 +151,8 @@ export async function createWorkerContext(
       images: adapters.images,
       pdfs: adapters.pdfs,
       handoff,
+      events,
+      listeners: buildListeners(overrides.listeners ?? LISTENERS),
       background,
       close: async () => {
         await background.drain();

@@ -22,7 +22,7 @@ import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { Config } from '@shared/config';
 import { Errors, isAppError, type ErrorDetail } from '@shared/errors';
-import { newJobId, type StoredVariant } from '@shared/jobs';
+import { derivedUuid, newJobId, type StoredVariant } from '@shared/jobs';
 import {
   CONVERT_FORMAT_NAMES,
   OUTPUT_PIXEL_SETTINGS,
@@ -80,10 +80,9 @@ export interface Rendered {
   data?: Buffer;
 }
 
-/** The job id's uuid part of a variant's render: derived from its key, UUID-shaped (hex of its hash). */
+/** The job id's uuid part of a variant's render: derived from its key. */
 export function renderJobUuid(key: string): string {
-  const h = createHash('sha256').update(`render:${key}`).digest('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
+  return derivedUuid(`render:${key}`);
 }
 
 /** The strong validator of a variant: its key's hash (the bytes behind a key never change). */
