@@ -181,7 +181,7 @@ describe('each change records its event, delivered once to each listener', () =>
     await worker.worker.workers.find((w) => w.name === 'image')!.pause();
     const doomed = (await (await call('png')).json()) as { data: { jobId: string } };
     await api.ctx.models.Media.updateOne({ id: source.id }, { $set: { deletingAt: new Date() } });
-    worker.worker.workers.find((w) => w.name === 'image')!.resume();
+    await worker.worker.workers.find((w) => w.name === 'image')!.resume();
     const [failed] = await expectDeliveredOnce([`job.failed:${doomed.data.jobId}`]);
     expect(failed!.data).toMatchObject({
       job: { id: doomed.data.jobId, status: 'failed', error: { status: 404 } },
