@@ -6,32 +6,19 @@
  */
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import {
-  parseRenderPresets,
-  parseRenderSizes,
-  type RenderPreset,
-  type RenderSize,
-} from './media/render-options';
+import { QUEUE_NAMES, type QueueName } from './jobs';
+import { DEFAULT_ACCEPTED_TYPES, KNOWN_MIME_TYPES } from './media/formats';
+import { parseRenderSizes, type RenderSize } from './media/render-options';
+import { parseRenderPresets, renderPresetProblems, type RenderPreset } from './media/render-params';
 import { isHashTagged, parseRedisUrl } from './queue/redis-url';
 
 const MB = 1024 * 1024;
 
-/** Every type the service can store (detected from bytes); ACCEPTED_TYPES may narrow it. SVG never. */
-export const ACCEPTABLE_TYPES: readonly string[] = [
-  'image/jpeg',
-  'image/png',
-  'image/webp',
-  'image/gif',
-  'image/avif',
-  'image/tiff',
-  'image/heic',
-  'image/heif',
-  'application/pdf',
-];
+/** Every type the service can store (the formats table's); ACCEPTED_TYPES may narrow it. SVG never. */
+export const ACCEPTABLE_TYPES = KNOWN_MIME_TYPES;
 
-/** Queue names an operator may list in WORKER_QUEUES (see shared/jobs). */
-export const QUEUE_NAMES = ['image', 'pdf', 'maintenance'] as const;
-export type QueueName = (typeof QUEUE_NAMES)[number];
+/** Queue names an operator may list in WORKER_QUEUES: the job map's (shared/jobs). */
+export { QUEUE_NAMES, type QueueName };
 
 const emptyToUndefined = (v: unknown): unknown =>
   typeof v === 'string' && v.trim() === '' ? undefined : v;
@@ -335,7 +322,7 @@ const variables = z.object({
     emptyToUndefined,
     z
       .string()
-      .default(ACCEPTABLE_TYPES.join(','))
+      .default(DEFAULT_ACCEPTED_TYPES.join(','))
       .transform((raw, ctx) => {
         const types = [
           ...new Set(
@@ -472,9 +459,9 @@ const schema = variables.superRefine((env, ctx) => {
     const problem = within(`${size.width ?? ''}x${size.height ?? ''}`, size);
     if (problem) issue('RENDER_SIZES', problem);
   }
-  for (const [name, preset] of Object.entries(env.RENDER_PRESETS)) {
-    const problem = within(`preset "${name}"`, preset);
-    if (problem) issue('RENDER_PRESETS', problem);
+  const maxima = { maxWidth: env.RENDER_MAX_WIDTH, maxHeight: env.RENDER_MAX_HEIGHT };
+  for (const problem of renderPresetProblems(env.RENDER_PRESETS, maxima)) {
+    issue('RENDER_PRESETS', problem);
   }
   if (env.S3_ENDPOINT) {
     // Static keys, or else a web identity (IRSA); keys win when both are there.

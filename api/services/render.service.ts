@@ -1,6 +1,7 @@
 /**
  * Renders (GET /media/render): reads and bounds the options a request asks
- * for, then answers the stored variant, or has the image workers render it
+ * for (the render parameters' one schema, shared/media/render-params.ts, plus
+ * who may ask for what), then answers the stored variant, or has the image workers render it
  * first (one job per variant, however many requests ask at once: its job id
  * is derived from the variant's key).
  *
@@ -18,18 +19,14 @@ import type { Readable } from 'node:stream';
 import type { Config } from '@shared/config';
 import { Errors, type ErrorDetail } from '@shared/errors';
 import { newJobId, type StoredVariant } from '@shared/jobs';
-import { CONVERT_FORMAT_NAMES, type ConvertFormat } from '@shared/media/formats';
+import { isRenderableType } from '@shared/media/formats';
+import { variantId, variantKey, type RenderOptions } from '@shared/media/render-options';
 import {
-  negotiateFormat,
-  normalizeRenderOptions,
-  RENDER_FITS,
-  variantId,
-  variantKey,
-  type RenderFit,
-  type RenderFormat,
-  type RenderOptions,
-  type RenderPreset,
-} from '@shared/media/render-options';
+  readRenderParams,
+  RENDER_PARAM_NAMES,
+  resolveRenderOptions,
+  type RenderParamName,
+} from '@shared/media/render-params';
 import { renderIsHeavy, renderUnits } from '@shared/media/work';
 import type { JobHandoff } from '@shared/queue/handoff';
 import type { MediaRecord } from '@shared/repositories/media.repository';
@@ -39,9 +36,9 @@ import type { VariantsRepository } from '@shared/repositories/variants.repositor
 import type { ByteRange, ObjectStore } from '@shared/storage/object-store';
 import type { JobsService } from './jobs.service';
 
-/** The options a render request may carry beside `media`, in the order a signed URL writes them. */
-export const RENDER_QUERY_OPTIONS = ['preset', 'w', 'h', 'fit', 'format', 'q', 'metadata'] as const;
-export type RenderQueryOption = (typeof RENDER_QUERY_OPTIONS)[number];
+/** The options a render request may carry beside `media` (the render parameters), in the order a signed URL writes them. */
+export const RENDER_QUERY_OPTIONS = RENDER_PARAM_NAMES;
+export type RenderQueryOption = RenderParamName;
 
 /** The query of a render request, as sent (every value a string or absent). */
 export type RenderQuery = { media?: unknown } & Partial<Record<RenderQueryOption, unknown>>;
@@ -79,8 +76,6 @@ export function variantTag(key: string): string {
   return createHash('sha256').update(key).digest('base64url').slice(0, 32);
 }
 
-const PRESET_FIXES = ['w', 'h', 'fit', 'q', 'metadata'] as const;
-
 export class RenderService {
   constructor(
     private readonly deps: {
@@ -105,7 +100,7 @@ export class RenderService {
     const found = await this.deps.variants.find(organizationId, key, variantId(options));
     if (!found) throw Errors.mediaNotFound(key);
     const { record } = found;
-    if (!record.mimetype.startsWith('image/')) {
+    if (!isRenderableType(record.mimetype)) {
       throw Errors.unsupportedType(`"${key}" is ${record.mimetype}, not an image`);
     }
     if (found.variant) return { record, variant: found.variant, negotiated, rendered: false };
@@ -148,6 +143,24 @@ export class RenderService {
     return this.deps.store.get(variant.key, range);
   }
 
+  /**
+   * Render parameters written elsewhere than a query (a signed URL's `render`
+   * object): the 400 the render would answer for them in a signed request
+   * (bounds, presets, formats: the one schema), each field named
+   * `<prefix>.<option>`; nothing when it would accept them.
+   */
+  check(params: unknown, prefix: string): void {
+    const { problems } = readRenderParams(params, this.deps.settings, { strict: true });
+    if (problems.length > 0) {
+      throw Errors.validation(
+        problems.map((d) => ({
+          ...d,
+          field: d.field === undefined ? prefix : `${prefix}.${d.field}`,
+        })),
+      );
+    }
+  }
+
   /** The source key and the normalized options, or a 400 naming what is wrong or over a bound. */
   parse(
     query: RenderQuery,
@@ -155,70 +168,23 @@ export class RenderService {
   ): { key: string; options: RenderOptions; negotiated: boolean } {
     const s = this.deps.settings;
     const problems: ErrorDetail[] = [];
-    const text = (name: keyof RenderQuery): string | undefined => {
-      const v = query[name];
-      if (v === undefined || v === '') return undefined;
-      if (typeof v !== 'string') {
-        problems.push({ field: name, message: `${name} must be given once` });
-        return undefined;
-      }
-      return v;
-    };
-    const integer = (name: 'w' | 'h' | 'q', min: number, max: number, bound: string) => {
-      const v = text(name);
-      if (v === undefined) return undefined;
-      const n = /^\d{1,6}$/.test(v) ? Number(v) : NaN;
-      if (!Number.isInteger(n) || n < min) {
-        problems.push({ field: name, message: `${name} must be an integer from ${min} to ${max}` });
-      } else if (n > max) {
-        problems.push({ field: name, message: `${name} is over the limit of ${max} (${bound})` });
-      } else return n;
-      return undefined;
-    };
-    const oneOf = <T extends string>(name: keyof RenderQuery, values: readonly T[]) => {
-      const v = text(name)?.toLowerCase();
-      if (v === undefined) return undefined;
-      if ((values as readonly string[]).includes(v)) return v as T;
-      problems.push({ field: name, message: `${name} must be one of ${values.join(', ')}` });
-      return undefined;
-    };
-
-    const key = text('media');
+    const media = query.media;
+    const key = typeof media === 'string' && media !== '' ? media : undefined;
+    if (media !== undefined && media !== '' && typeof media !== 'string') {
+      problems.push({ field: 'media', message: 'media must be given once' });
+    }
     if (key === undefined) {
       problems.push({
         field: 'media',
         message: 'the media query parameter (a media key) is required',
       });
     }
-    const presetName = text('preset');
-    let preset: RenderPreset | undefined;
-    if (presetName !== undefined) {
-      preset = Object.hasOwn(s.presets, presetName) ? s.presets[presetName] : undefined;
-      if (!preset) {
-        const names = Object.keys(s.presets);
-        problems.push({
-          field: 'preset',
-          message: `unknown preset "${presetName}" (RENDER_PRESETS: ${names.join(', ') || 'none'})`,
-        });
-      }
-      for (const name of PRESET_FIXES) {
-        if (text(name) !== undefined) {
-          problems.push({ field: name, message: `${name} cannot be given with a preset` });
-        }
-      }
-    }
-    const w = integer('w', 1, s.maxWidth, 'RENDER_MAX_WIDTH');
-    const h = integer('h', 1, s.maxHeight, 'RENDER_MAX_HEIGHT');
-    const q = integer('q', 1, 100, 'quality');
-    const fit = oneOf<RenderFit>('fit', RENDER_FITS);
-    const formatName = oneOf('format', ['auto', ...CONVERT_FORMAT_NAMES]);
-    const metadata = oneOf('metadata', ['keep', 'strip'] as const);
-    if (preset?.format !== undefined && formatName !== undefined) {
-      problems.push({ field: 'format', message: `preset "${presetName}" fixes the format` });
-    }
+    const read = readRenderParams(query, s);
+    problems.push(...read.problems);
+    const { preset, width: w, height: h, quality: q } = read.params;
 
     const restricted = s.sizes.length > 0 || s.requireSigned;
-    if (restricted && !request.signed && presetName === undefined && problems.length === 0) {
+    if (restricted && !request.signed && preset === undefined && problems.length === 0) {
       const asked = `${w ?? ''}x${h ?? ''}`;
       const listed = s.sizes.some((z) => z.width === (w ?? null) && z.height === (h ?? null));
       const original = w === undefined && h === undefined;
@@ -243,19 +209,7 @@ export class RenderService {
       }
     }
     if (problems.length > 0 || key === undefined) throw Errors.validation(problems);
-
-    const asked: RenderFormat =
-      preset?.format ?? (formatName === 'jpg' ? 'jpeg' : formatName) ?? 'auto';
-    const negotiated = asked === 'auto';
-    const format: ConvertFormat = negotiated ? negotiateFormat(request.accept) : asked;
-    const options = normalizeRenderOptions({
-      width: (preset ? preset.width : w) ?? null,
-      height: (preset ? preset.height : h) ?? null,
-      fit: (preset ? preset.fit : fit) ?? 'cover',
-      format,
-      quality: (preset ? preset.quality : q) ?? null,
-      keepMetadata: (preset ? preset.keepMetadata : metadata === 'keep') ?? false,
-    });
+    const { options, negotiated } = resolveRenderOptions(read.params, s.presets, request.accept);
     return { key, options, negotiated };
   }
 }

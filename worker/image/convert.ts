@@ -13,28 +13,27 @@
  */
 import sharp, { type Sharp } from 'sharp';
 import { Errors } from '@shared/errors';
-import { CONVERT_FORMATS, type ConvertFormat } from '@shared/media/formats';
+import {
+  CONVERT_FORMATS,
+  MEDIA_FORMATS,
+  outputOf,
+  type ConvertFormat,
+} from '@shared/media/formats';
 import { decodeHeicWithin, type HeicDecoder } from './heic-pool';
 import { decodeOptions, readHeader, sharpError, tooManyPixels } from './sharp';
 
-export const FORMAT_MIME: Readonly<Record<ConvertFormat, string>> = {
-  jpeg: 'image/jpeg',
-  png: 'image/png',
-  webp: 'image/webp',
-  avif: 'image/avif',
-  tiff: 'image/tiff',
-  gif: 'image/gif',
-};
+const byFormat = <T>(value: (format: ConvertFormat) => T) =>
+  Object.fromEntries(CONVERT_FORMATS.map((f) => [f, value(f)])) as Record<ConvertFormat, T>;
 
-/** Extension used in keys; `jpg` as for uploads (see `KNOWN_TYPES`). */
-export const FORMAT_EXT: Readonly<Record<ConvertFormat, string>> = {
-  jpeg: 'jpg',
-  png: 'png',
-  webp: 'webp',
-  avif: 'avif',
-  tiff: 'tiff',
-  gif: 'gif',
-};
+/** The output's type, from the formats table. */
+export const FORMAT_MIME: Readonly<Record<ConvertFormat, string>> = byFormat(
+  (f) => MEDIA_FORMATS[f].mime,
+);
+
+/** Extension used in keys, from the formats table (`jpg`, as for uploads). */
+export const FORMAT_EXT: Readonly<Record<ConvertFormat, string>> = byFormat(
+  (f) => MEDIA_FORMATS[f].ext,
+);
 
 export interface ConvertResult {
   data: Buffer;
@@ -45,9 +44,11 @@ export interface ConvertResult {
 }
 
 /**
- * Encoder settings per target format. `quality` (1-100) is the encoder's own
- * scale where the format is lossy, and ignored where it would change nothing
- * or silently make the output lossy (png, tiff, gif).
+ * Encoder settings per target format; the default quality and effort are the
+ * formats table's (`MEDIA_FORMATS[format].output`). `quality` (1-100) is the
+ * encoder's own scale where the format is lossy, and ignored where it would
+ * change nothing or silently make the output lossy (png, tiff, gif: the
+ * table gives them no quality).
  *
  * - jpeg: quality 80 by default, 4:2:0 chroma up to quality 90 (sharp's
  *   defaults, without mozjpeg's slower trellis settings).
@@ -64,15 +65,24 @@ export interface ConvertResult {
  * - gif: sharp's defaults (libimagequant palette, effort 7, full dithering):
  *   the best-looking palette, and the slowest format; quality ignored.
  */
+const lossy = (format: 'jpeg' | 'webp' | 'avif', quality: number | undefined) =>
+  quality ?? outputOf(format).quality!;
+const effort = (format: 'webp' | 'avif' | 'gif') => outputOf(format).effort!;
+
 export const ENCODERS: Record<ConvertFormat, (image: Sharp, quality: number | undefined) => Sharp> =
   {
-    jpeg: (image, quality) => image.jpeg({ quality: quality ?? 80 }),
+    jpeg: (image, quality) => image.jpeg({ quality: lossy('jpeg', quality) }),
     png: (image) => image.png({ compressionLevel: 6 }),
-    webp: (image, quality) => image.webp({ quality: quality ?? 80, effort: 4 }),
+    webp: (image, quality) =>
+      image.webp({ quality: lossy('webp', quality), effort: effort('webp') }),
     avif: (image, quality) =>
-      image.avif({ quality: quality ?? 50, effort: 2, chromaSubsampling: '4:2:0' }),
+      image.avif({
+        quality: lossy('avif', quality),
+        effort: effort('avif'),
+        chromaSubsampling: '4:2:0',
+      }),
     tiff: (image) => image.tiff({ compression: 'lzw', predictor: 'horizontal' }),
-    gif: (image) => image.gif(),
+    gif: (image) => image.gif({ effort: effort('gif') }),
   };
 
 /**

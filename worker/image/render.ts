@@ -14,7 +14,7 @@
  *    kept EXIF has its orientation reset, since the pixels are oriented.
  */
 import sharp from 'sharp';
-import type { ConvertFormat } from '@shared/media/formats';
+import { outputOf } from '@shared/media/formats';
 import type { RenderOptions } from '@shared/media/render-options';
 import { ENCODERS, FORMAT_MIME } from './convert';
 import { decodeHeicWithin, type HeicDecoder } from './heic-pool';
@@ -26,15 +26,6 @@ export interface RenderResult {
   width: number;
   height: number;
 }
-
-const HAS_ALPHA: Readonly<Record<ConvertFormat, boolean>> = {
-  jpeg: false,
-  png: true,
-  webp: true,
-  avif: true,
-  tiff: true,
-  gif: true,
-};
 
 export async function renderImage(
   input: Buffer,
@@ -52,7 +43,7 @@ export async function renderImage(
     ? sharp(await decodeHeicWithin(decoder, input, meta, undefined), decodeOptions(maxInputPixels))
     : sharp(input, { ...decodeOptions(maxInputPixels), autoOrient: true });
   if (options.width !== null || options.height !== null) {
-    const alpha = HAS_ALPHA[options.format] ? 0 : 1;
+    const alpha = outputOf(options.format).alpha ? 0 : 1;
     image = image.resize({
       width: options.width ?? undefined,
       height: options.height ?? undefined,
