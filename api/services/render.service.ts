@@ -23,7 +23,6 @@ import { isRenderableType } from '@shared/media/formats';
 import { variantId, variantKey, type RenderOptions } from '@shared/media/render-options';
 import {
   readRenderParams,
-  RENDER_PARAM_NAMES,
   resolveRenderOptions,
   type RenderParamName,
 } from '@shared/media/render-params';
@@ -36,12 +35,8 @@ import type { VariantsRepository } from '@shared/repositories/variants.repositor
 import type { ByteRange, ObjectStore } from '@shared/storage/object-store';
 import type { JobsService } from './jobs.service';
 
-/** The options a render request may carry beside `media` (the render parameters), in the order a signed URL writes them. */
-export const RENDER_QUERY_OPTIONS = RENDER_PARAM_NAMES;
-export type RenderQueryOption = RenderParamName;
-
-/** The query of a render request, as sent (every value a string or absent). */
-export type RenderQuery = { media?: unknown } & Partial<Record<RenderQueryOption, unknown>>;
+/** The query of a render request, as sent: `media` and the render parameters (every value a string or absent). */
+export type RenderQuery = { media?: unknown } & Partial<Record<RenderParamName, unknown>>;
 
 export interface RenderRequest {
   requestId: string;

@@ -149,8 +149,20 @@ export function renderParamsSchema(
   return options.strict ? schema.strict() : schema;
 }
 
+/** Each rules object's schemas, built once (a request reads its parameters with the settings' schema). */
+const schemas = new WeakMap<RenderParamRules, Map<boolean, z.ZodType<ReadValues>>>();
+
+function schemaFor(rules: RenderParamRules, strict: boolean): z.ZodType<ReadValues> {
+  let built = schemas.get(rules);
+  if (!built) schemas.set(rules, (built = new Map<boolean, z.ZodType<ReadValues>>()));
+  let schema = built.get(strict);
+  if (!schema) built.set(strict, (schema = renderParamsSchema(rules, { strict })));
+  return schema;
+}
+
 /**
- * Reads render parameters under `rules`: the parameters, or every problem
+ * Reads render parameters under `rules` (the same rules object reads with
+ * the same schema: do not change one once read with it): the parameters, or every problem
  * (each naming its parameter, in the words of the render's 400; a name that
  * is no parameter, with `strict`, as a problem without a field).
  */
@@ -165,7 +177,7 @@ export function readRenderParams(
   const raw = input as Record<string, unknown>;
   const given = (name: string) => raw[name] !== undefined && raw[name] !== '';
   const problems: ErrorDetail[] = [];
-  const parsed = renderParamsSchema(rules, options).safeParse(raw);
+  const parsed = schemaFor(rules, options.strict ?? false).safeParse(raw);
   for (const issue of parsed.error?.issues ?? []) {
     if (issue.code === 'unrecognized_keys') {
       problems.push({ message: `unknown field(s): ${issue.keys.join(', ')}` });
