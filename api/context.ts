@@ -181,6 +181,7 @@ export async function createApiContext(
       jobs,
       store,
       settings: config.render,
+      maxOutputPixels: config.limits.maxOutputPixels,
       usage,
       handoff: redis
         ? new JobHandoff({

@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { QUEUE_NAMES, type QueueName } from './jobs';
-import { DEFAULT_ACCEPTED_TYPES, KNOWN_MIME_TYPES } from './media/formats';
+import { DEFAULT_ACCEPTED_TYPES, KNOWN_MIME_TYPES, type OutputPixelLimits } from './media/formats';
 import { parseRenderSizes, type RenderSize } from './media/render-options';
 import { parseRenderPresets, renderPresetProblems, type RenderPreset } from './media/render-params';
 import { isHashTagged, parseRedisUrl } from './queue/redis-url';
@@ -318,6 +318,9 @@ const variables = z.object({
   UPLOAD_IDLE_TIMEOUT_MS: int(30_000, 100),
   MAX_UPLOADS_IN_FLIGHT: int(8),
   MAX_INPUT_PIXELS: int(100_000_000),
+  // The slow encoders' output bounds (renders and conversions), width × height (docs/renders.md).
+  MAX_GIF_OUTPUT_PIXELS: int(2048 * 2048, 1),
+  MAX_AVIF_OUTPUT_PIXELS: int(4096 * 4096, 1),
   ACCEPTED_TYPES: z.preprocess(
     emptyToUndefined,
     z
@@ -459,8 +462,13 @@ const schema = variables.superRefine((env, ctx) => {
     const problem = within(`${size.width ?? ''}x${size.height ?? ''}`, size);
     if (problem) issue('RENDER_SIZES', problem);
   }
-  const maxima = { maxWidth: env.RENDER_MAX_WIDTH, maxHeight: env.RENDER_MAX_HEIGHT };
-  for (const problem of renderPresetProblems(env.RENDER_PRESETS, maxima)) {
+  // Each preset read again as the render reads it, with the maxima and the slow formats' bounds.
+  const rules = {
+    maxWidth: env.RENDER_MAX_WIDTH,
+    maxHeight: env.RENDER_MAX_HEIGHT,
+    maxOutputPixels: { gif: env.MAX_GIF_OUTPUT_PIXELS, avif: env.MAX_AVIF_OUTPUT_PIXELS },
+  };
+  for (const problem of renderPresetProblems(env.RENDER_PRESETS, rules)) {
     issue('RENDER_PRESETS', problem);
   }
   if (env.S3_ENDPOINT) {
@@ -591,6 +599,12 @@ export interface Config {
     /** Bytes of all inputs of one merge, every occurrence counted (413 over it). */
     maxMergeBytes: number;
     maxInputPixels: number;
+    /**
+     * Largest GIF and AVIF a render or a conversion encodes, width × height
+     * (422 OUTPUT_TOO_LARGE past it; 400 for a `contain` render, whose size
+     * the request decides): their encoders cannot be stopped once started.
+     */
+    maxOutputPixels: OutputPixelLimits;
     /** An upload's body idle (nothing received) this long is cut with 408. */
     uploadIdleTimeoutMs: number;
     /** Uploads one token may have in flight on one API process (429 past it). */
@@ -853,6 +867,7 @@ export function loadConfig(
       maxMergeInputs: e.MAX_MERGE_INPUTS,
       maxMergeBytes: e.MAX_MERGE_BYTES,
       maxInputPixels: e.MAX_INPUT_PIXELS,
+      maxOutputPixels: { gif: e.MAX_GIF_OUTPUT_PIXELS, avif: e.MAX_AVIF_OUTPUT_PIXELS },
       uploadIdleTimeoutMs: e.UPLOAD_IDLE_TIMEOUT_MS,
       maxUploadsInFlight: e.MAX_UPLOADS_IN_FLIGHT,
       acceptedTypes: e.ACCEPTED_TYPES,

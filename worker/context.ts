@@ -28,11 +28,13 @@ export interface ImageOps {
   convert(
     input: Buffer,
     format: JobPayloads['image.convert']['format'],
-    options: { quality?: number; timeoutMs?: number },
+    options: { quality?: number; signal?: AbortSignal; timeoutMs?: number },
   ): Promise<{ data: Buffer; mime: string; ext: string }>;
+  /** Stops when `time.signal` aborts or `time.timeoutMs` has gone by (the job's time limit). */
   render(
     input: Buffer,
     options: RenderOptions,
+    time: { signal?: AbortSignal; timeoutMs?: number },
   ): Promise<{ data: Buffer; mime: string; width: number; height: number }>;
 }
 

@@ -104,7 +104,8 @@ export function createWorker(
     const observe = (outcome: 'completed' | 'failed' | 'retried') =>
       metrics.observeJob(job.queueName, job.name, outcome, (performance.now() - started) / 1000);
     // The job's time limit: past it the job fails for good (422) and its slot is freed at
-    // once; the signal stops what can be stopped (sharp's own timeout, result writes).
+    // once; the signal stops what can be stopped (sharp's own timeout, a HEIC decoding
+    // thread) and every write of a result or a variant (what landed as it ran out is undone).
     const limitMs = config.worker.jobTimeoutMs;
     const deadline = Date.now() + limitMs;
     const controller = new AbortController();

@@ -12,19 +12,31 @@
  * the signature middleware marks it, may ask for any size within the
  * maxima); at most RENDER_MAX_VARIANTS variants per source; an organization
  * whose usage has reached its quota gets 413 before any job (a variant's
- * bytes count in it; the worker reserves them before writing the variant).
+ * bytes count in it; the worker reserves them before writing the variant); a
+ * `contain` render (whose size is its box) to GIF or AVIF within their pixel
+ * bounds (MAX_GIF_OUTPUT_PIXELS, MAX_AVIF_OUTPUT_PIXELS). Other sizes follow
+ * the source's, which the worker holds to those bounds (422
+ * OUTPUT_TOO_LARGE): `format=auto` then answers WebP (or JPEG) where AVIF is
+ * refused.
  */
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { Config } from '@shared/config';
-import { Errors, type ErrorDetail } from '@shared/errors';
+import { Errors, isAppError, type ErrorDetail } from '@shared/errors';
 import { newJobId, type StoredVariant } from '@shared/jobs';
-import { isRenderableType } from '@shared/media/formats';
-import { variantId, variantKey, type RenderOptions } from '@shared/media/render-options';
+import { isRenderableType, type OutputPixelLimits } from '@shared/media/formats';
+import {
+  negotiateFormat,
+  normalizeRenderOptions,
+  variantId,
+  variantKey,
+  type RenderOptions,
+} from '@shared/media/render-options';
 import {
   readRenderParams,
   resolveRenderOptions,
   type RenderParamName,
+  type RenderParamRules,
 } from '@shared/media/render-params';
 import { renderIsHeavy, renderUnits } from '@shared/media/work';
 import type { JobHandoff } from '@shared/queue/handoff';
@@ -78,20 +90,47 @@ export class RenderService {
       jobs: Pick<JobsService, 'runShared'>;
       store: Pick<ObjectStore, 'get'>;
       settings: Config['render'];
+      /** The GIF and AVIF pixel bounds (config `limits.maxOutputPixels`). */
+      maxOutputPixels: OutputPixelLimits;
       /** A first render's bytes from its worker; without it, they are read from storage. */
       handoff?: Pick<JobHandoff, 'take'>;
       /** The organizations' usage: a first render is refused at once when the quota is reached. */
       usage?: Pick<UsageRepository, 'get'>;
     },
-  ) {}
+  ) {
+    this.rules = { ...deps.settings, maxOutputPixels: deps.maxOutputPixels };
+  }
+
+  /** What render parameters are read against (built once: the schema is kept per rules object). */
+  private readonly rules: RenderParamRules;
 
   async render(
     organization: Pick<Organization, 'id' | 'quotaBytes'>,
     query: RenderQuery,
     request: RenderRequest,
   ): Promise<Rendered> {
-    const organizationId = organization.id;
     const { key, options, negotiated } = this.parse(query, request);
+    try {
+      return await this.variant(organization, key, options, negotiated, request.requestId);
+    } catch (err) {
+      // `auto` chose AVIF, and this render of this source is over AVIF's pixel bound (only
+      // the worker knows the source's size): the next format the client takes instead.
+      if (!(negotiated && options.format === 'avif' && isOutputTooLarge(err))) throw err;
+      const format = negotiateFormat(request.accept, { avif: false });
+      const fallback = normalizeRenderOptions({ ...options, format });
+      return this.variant(organization, key, fallback, negotiated, request.requestId);
+    }
+  }
+
+  /** The stored variant, or one rendered for this request (or a concurrent identical one). */
+  private async variant(
+    organization: Pick<Organization, 'id' | 'quotaBytes'>,
+    key: string,
+    options: RenderOptions,
+    negotiated: boolean,
+    requestId: string,
+  ): Promise<Rendered> {
+    const organizationId = organization.id;
     const found = await this.deps.variants.find(organizationId, key, variantId(options));
     if (!found) throw Errors.mediaNotFound(key);
     const { record } = found;
@@ -112,7 +151,7 @@ export class RenderService {
     const uuid = renderJobUuid(variantKey(record.key, options));
     const { variant } = await this.deps.jobs.runShared(
       'image.render',
-      { organizationId, requestId: request.requestId, key: record.key, options },
+      { organizationId, requestId, key: record.key, options },
       uuid,
       { heavy: renderIsHeavy(options, record) },
     );
@@ -141,11 +180,16 @@ export class RenderService {
   /**
    * Render parameters written elsewhere than a query (a signed URL's `render`
    * object): the 400 the render would answer for them in a signed request
-   * (bounds, presets, formats: the one schema), each field named
+   * (bounds, presets, formats: the one schema; a `contain` box over a slow
+   * format's pixel bound), each field named
    * `<prefix>.<option>`; nothing when it would accept them.
    */
   check(params: unknown, prefix: string): void {
-    const { problems } = readRenderParams(params, this.deps.settings, { strict: true });
+    const read = readRenderParams(params, this.rules, { strict: true });
+    const problems =
+      read.problems.length > 0
+        ? read.problems
+        : resolveRenderOptions(read.params, this.rules, undefined).problems;
     if (problems.length > 0) {
       throw Errors.validation(
         problems.map((d) => ({
@@ -174,7 +218,7 @@ export class RenderService {
         message: 'the media query parameter (a media key) is required',
       });
     }
-    const read = readRenderParams(query, s);
+    const read = readRenderParams(query, this.rules);
     problems.push(...read.problems);
     const { preset, width: w, height: h, quality: q } = read.params;
 
@@ -204,7 +248,15 @@ export class RenderService {
       }
     }
     if (problems.length > 0 || key === undefined) throw Errors.validation(problems);
-    const { options, negotiated } = resolveRenderOptions(read.params, s.presets, request.accept);
+    const { options, negotiated, ...resolved } = resolveRenderOptions(
+      read.params,
+      this.rules,
+      request.accept,
+    );
+    if (resolved.problems.length > 0) throw Errors.validation(resolved.problems);
     return { key, options, negotiated };
   }
 }
+
+/** The worker's refusal of an output over its format's pixel bound. */
+const isOutputTooLarge = (err: unknown) => isAppError(err) && err.code === 'OUTPUT_TOO_LARGE';

@@ -2,8 +2,10 @@
  * The one formats table: every media type the service knows, with what each
  * is (MIME type and its aliases, the extension in keys, image or PDF),
  * whether it is accepted by default, whether renders and conversions read it
- * as a source and produce it as an output, its encoder's defaults, and its
- * weight in the work estimate.
+ * as a source and produce it as an output, its encoder's defaults (quality,
+ * effort by output size, the pixel bound of the slow encoders), and its
+ * weight in the work estimate. Also the refusal of an output over its
+ * format's pixel bound.
  *
  * Everything else derives from it: the accepted-types setting's values
  * (shared/config.ts), type detection and key extensions (media-types.ts),
@@ -12,10 +14,17 @@
  * folds away (render-options.ts), the work estimate (work.ts) and the
  * OpenAPI enums (test/unit/openapi/formats.test.ts holds the spec to it).
  */
+import { Errors, type AppError } from '../errors';
 
 const MP = 1_000_000;
 
 export type MediaKind = 'image' | 'pdf';
+
+/** An encoder effort, for outputs of at most `upTo` pixels. */
+export interface EffortTier {
+  readonly upTo: number;
+  readonly effort: number;
+}
 
 /** What a format is as an output of conversions and renders. */
 export interface OutputSpec {
@@ -23,8 +32,20 @@ export interface OutputSpec {
   readonly aliases: readonly string[];
   /** Encoder quality (1-100) when none is asked; null for lossless encoders, which ignore `q`. */
   readonly quality: number | null;
-  /** Encoder effort (CPU spent for smaller files, the encoder's own scale); null where it has none. */
-  readonly effort: number | null;
+  /**
+   * Encoder effort (CPU spent for smaller files, on the encoder's own scale)
+   * by output pixels: the first tier whose `upTo` the output is within, so a
+   * large output keeps its encode to about a second of one core at the pixel
+   * bounds (docs/renders.md, "Slow encoders"; bench/slow-encoders.ts). Null
+   * where the encoder has none set.
+   */
+  readonly effort: readonly EffortTier[] | null;
+  /**
+   * The setting bounding its output pixels (width × height), for the slow
+   * encoders libvips cannot stop once started (GIF's palette quantisation,
+   * AVIF's AV1); null when unbounded.
+   */
+  readonly pixelBound: string | null;
   /** Whether the format keeps transparency (else `contain` pads and flattens onto white). */
   readonly alpha: boolean;
   /**
@@ -80,6 +101,7 @@ export const MEDIA_FORMATS = {
       aliases: ['jpg'],
       quality: 80,
       effort: null,
+      pixelBound: null,
       alpha: false,
       heavyPixels: 16 * MP,
       unitsPerMegapixel: 0.5,
@@ -98,6 +120,7 @@ export const MEDIA_FORMATS = {
       aliases: [],
       quality: null,
       effort: null,
+      pixelBound: null,
       alpha: true,
       heavyPixels: 4 * MP,
       unitsPerMegapixel: 1,
@@ -115,7 +138,11 @@ export const MEDIA_FORMATS = {
     output: {
       aliases: [],
       quality: 80,
-      effort: 4,
+      effort: [
+        { upTo: 4 * MP, effort: 4 },
+        { upTo: Infinity, effort: 2 },
+      ],
+      pixelBound: null,
       alpha: true,
       heavyPixels: 4 * MP,
       unitsPerMegapixel: 1,
@@ -133,7 +160,11 @@ export const MEDIA_FORMATS = {
     output: {
       aliases: [],
       quality: null,
-      effort: 7,
+      effort: [
+        { upTo: MP / 4, effort: 7 },
+        { upTo: Infinity, effort: 1 },
+      ],
+      pixelBound: 'MAX_GIF_OUTPUT_PIXELS',
       alpha: true,
       heavyPixels: 0.25 * MP,
       unitsPerMegapixel: 4,
@@ -151,7 +182,11 @@ export const MEDIA_FORMATS = {
     output: {
       aliases: [],
       quality: 50,
-      effort: 2,
+      effort: [
+        { upTo: 2 * MP, effort: 2 },
+        { upTo: Infinity, effort: 0 },
+      ],
+      pixelBound: 'MAX_AVIF_OUTPUT_PIXELS',
       alpha: true,
       heavyPixels: 0.25 * MP,
       unitsPerMegapixel: 4,
@@ -170,6 +205,7 @@ export const MEDIA_FORMATS = {
       aliases: [],
       quality: null,
       effort: null,
+      pixelBound: null,
       alpha: true,
       heavyPixels: 8 * MP,
       unitsPerMegapixel: 1,
@@ -216,6 +252,16 @@ export type MediaFormat = keyof typeof MEDIA_FORMATS;
 export type ConvertFormat = {
   [F in MediaFormat]: (typeof MEDIA_FORMATS)[F]['output'] extends null ? never : F;
 }[MediaFormat];
+
+/** The output formats bounded by output pixels (the slow encoders: GIF and AVIF). */
+export type PixelBoundedFormat = {
+  [F in ConvertFormat]: (typeof MEDIA_FORMATS)[F]['output']['pixelBound'] extends null ? never : F;
+}[ConvertFormat];
+
+/** The output formats whose encoder's effort follows the output's size. */
+export type TieredFormat = {
+  [F in ConvertFormat]: (typeof MEDIA_FORMATS)[F]['output']['effort'] extends null ? never : F;
+}[ConvertFormat];
 
 /** Other names clients may give for an output format (`jpg`). */
 type OutputAlias = (typeof MEDIA_FORMATS)[ConvertFormat]['output']['aliases'][number];
@@ -272,3 +318,46 @@ export function isRenderableType(mime: string): boolean {
 export const IMAGE_DECODERS: readonly string[] = [
   ...new Set(ENTRIES.flatMap(([, f]) => (f.renderable && f.decoder ? [f.decoder] : []))),
 ];
+
+/** The formats bounded by output pixels, in the table's order. */
+export const PIXEL_BOUNDED_FORMATS = CONVERT_FORMATS.filter(
+  (f) => outputOf(f).pixelBound !== null,
+) as readonly PixelBoundedFormat[];
+
+/** The most output pixels (width × height) each bounded format is encoded to; config `limits.maxOutputPixels`. */
+export type OutputPixelLimits = Record<PixelBoundedFormat, number>;
+
+/** The setting that sets each bound (named in refusals). */
+export const OUTPUT_PIXEL_SETTINGS = Object.fromEntries(
+  PIXEL_BOUNDED_FORMATS.map((f) => [f, outputOf(f).pixelBound]),
+) as Readonly<Record<PixelBoundedFormat, string>>;
+
+export const isPixelBounded = (format: ConvertFormat): format is PixelBoundedFormat =>
+  (PIXEL_BOUNDED_FORMATS as readonly string[]).includes(format);
+
+/**
+ * The refusal of an output of `width` × `height` over its format's bound
+ * (422 OUTPUT_TOO_LARGE from a job, which knows the size from the source's
+ * header), or undefined when within it or the format has none.
+ */
+export function outputTooLarge(
+  format: ConvertFormat,
+  width: number,
+  height: number,
+  limits: OutputPixelLimits,
+): AppError | undefined {
+  if (!isPixelBounded(format) || width * height <= limits[format]) return undefined;
+  return Errors.outputTooLarge(
+    format.toUpperCase(),
+    width,
+    height,
+    limits[format],
+    OUTPUT_PIXEL_SETTINGS[format],
+  );
+}
+
+/** The encoder effort of `format` for an output of `pixels` pixels (its first tier within). */
+export function effortFor(format: TieredFormat, pixels: number): EffortTier {
+  const tiers = outputOf(format).effort!;
+  return tiers.find((t) => pixels <= t.upTo) ?? tiers[tiers.length - 1]!;
+}

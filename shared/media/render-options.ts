@@ -74,6 +74,20 @@ export function normalizeRenderOptions(input: {
   };
 }
 
+/**
+ * The output's size when the options alone decide it: `contain` with both
+ * sides pads to the box whatever the source (never enlarged, but padded), so
+ * the API can hold it to a format's pixel bound before any job; otherwise
+ * null (the size follows the source's, known to the worker only).
+ */
+export function fixedRenderSize(
+  o: Pick<RenderOptions, 'width' | 'height' | 'fit'>,
+): { width: number; height: number } | null {
+  return o.fit === 'contain' && o.width !== null && o.height !== null
+    ? { width: o.width, height: o.height }
+    : null;
+}
+
 /** The options' canonical text (versioned: a change of meaning gets new hashes). */
 export function canonicalRenderOptions(o: RenderOptions): string {
   return [
@@ -114,14 +128,18 @@ export function sourceOfVariantKey(key: string): string | null {
  * names it, else WebP, else JPEG (every browser shows it). Only explicit types
  * count (a wildcard says nothing of what the client can decode); `q=0` refuses.
  */
-export function negotiateFormat(accept: string | undefined): ConvertFormat {
+export function negotiateFormat(
+  accept: string | undefined,
+  /** Leave AVIF out (its pixel bound refuses this render). */
+  options: { avif?: boolean } = {},
+): ConvertFormat {
   const accepted = new Set<string>();
   for (const part of (accept ?? '').split(',')) {
     const [type, ...params] = part.split(';').map((s) => s.trim().toLowerCase());
     const q = params.find((p) => p.startsWith('q='));
     if (type && !(q !== undefined && Number(q.slice(2)) === 0)) accepted.add(type);
   }
-  if (accepted.has('image/avif')) return 'avif';
+  if (accepted.has('image/avif') && options.avif !== false) return 'avif';
   if (accepted.has('image/webp')) return 'webp';
   return 'jpeg';
 }

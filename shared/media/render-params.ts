@@ -5,15 +5,25 @@
  * the `render` object of `POST /media/sign` and each entry of
  * `RENDER_PRESETS`. What one accepts the others accept, with the same words
  * for what they refuse; then how read parameters become the normalized
- * options a variant is named by (`resolveRenderOptions`).
+ * options a variant is named by (`resolveRenderOptions`, which holds a
+ * `contain` render, whose size is its box, to the slow formats' pixel
+ * bounds).
  *
  * Values are strings (a query) or numbers (JSON), an empty string is no
  * value, names and words are read in any case, `jpg` is `jpeg`.
  */
 import { z } from 'zod';
 import type { ErrorDetail } from '../errors';
-import { CONVERT_FORMAT_NAMES, convertFormatOf, type ConvertFormat } from './formats';
 import {
+  CONVERT_FORMAT_NAMES,
+  convertFormatOf,
+  isPixelBounded,
+  OUTPUT_PIXEL_SETTINGS,
+  type ConvertFormat,
+  type OutputPixelLimits,
+} from './formats';
+import {
+  fixedRenderSize,
   negotiateFormat,
   normalizeRenderOptions,
   RENDER_FITS,
@@ -56,6 +66,8 @@ export interface RenderParamRules {
   maxHeight?: number | undefined;
   /** RENDER_PRESETS; without them `preset` is no parameter (a preset's own options). */
   presets?: Readonly<Record<string, RenderPreset>> | undefined;
+  /** The slow formats' pixel bounds (MAX_GIF/AVIF_OUTPUT_PIXELS); without them, none. */
+  maxOutputPixels?: OutputPixelLimits | undefined;
 }
 
 export const RENDER_FORMAT_NAMES = ['auto', ...CONVERT_FORMAT_NAMES] as const;
@@ -219,13 +231,18 @@ export function readRenderParams(
 /**
  * The normalized options read parameters ask for: a preset's options when
  * they name one (its format, or the one asked beside it), `auto` negotiated
- * from the Accept header; `negotiated` when the answer varies by it.
+ * from the Accept header (`negotiated`: the answer varies by it). A
+ * `contain` render's size is its box, known before any job: over a slow
+ * format's pixel bound it is a problem, and `auto` does not choose AVIF past
+ * AVIF's (other sizes follow the source's, which the worker holds to the
+ * bounds).
  */
 export function resolveRenderOptions(
   params: RenderParams,
-  presets: Readonly<Record<string, RenderPreset>>,
+  rules: Pick<RenderParamRules, 'presets' | 'maxOutputPixels'>,
   accept: string | undefined,
-): { options: RenderOptions; negotiated: boolean } {
+): { options: RenderOptions; negotiated: boolean; problems: ErrorDetail[] } {
+  const presets = rules.presets ?? {};
   const preset =
     params.preset !== undefined && Object.hasOwn(presets, params.preset)
       ? presets[params.preset]
@@ -233,20 +250,37 @@ export function resolveRenderOptions(
   const chosen: RenderPreset = preset ?? params;
   const asked: RenderFormat = preset?.format ?? params.format ?? 'auto';
   const negotiated = asked === 'auto';
-  const format: ConvertFormat = negotiated ? negotiateFormat(accept) : asked;
-  const options = normalizeRenderOptions({
+  const size = {
     width: chosen.width ?? null,
     height: chosen.height ?? null,
     fit: chosen.fit ?? 'cover',
+  };
+  const box = fixedRenderSize(size);
+  const limits = rules.maxOutputPixels;
+  const over = (f: ConvertFormat) =>
+    box !== null && limits !== undefined && isPixelBounded(f) && box.width * box.height > limits[f];
+  const format: ConvertFormat = negotiated
+    ? negotiateFormat(accept, { avif: !over('avif') })
+    : asked;
+  const problems: ErrorDetail[] = [];
+  if (box && limits && isPixelBounded(format) && over(format)) {
+    const limit = limits[format].toLocaleString('en-US');
+    problems.push({
+      field: preset ? 'preset' : 'w',
+      message: `a ${format.toUpperCase()} of ${box.width} × ${box.height} is over the limit of ${limit} pixels (${OUTPUT_PIXEL_SETTINGS[format]})`,
+    });
+  }
+  const options = normalizeRenderOptions({
+    ...size,
     format,
     quality: chosen.quality ?? null,
     keepMetadata: chosen.keepMetadata ?? false,
   });
-  return { options, negotiated };
+  return { options, negotiated, problems };
 }
 
-/** Maxima a preset is read within: RENDER_MAX_WIDTH and RENDER_MAX_HEIGHT, when known. */
-export type PresetBounds = Pick<RenderParamRules, 'maxWidth' | 'maxHeight'>;
+/** Bounds a preset is read within: RENDER_MAX_WIDTH and HEIGHT, the slow formats' pixel bounds, when known. */
+export type PresetBounds = Pick<RenderParamRules, 'maxWidth' | 'maxHeight' | 'maxOutputPixels'>;
 
 /** One preset's options read by the render's schema, or what is wrong with them. */
 function readPreset(
@@ -258,6 +292,11 @@ function readPreset(
     { maxWidth: bounds.maxWidth, maxHeight: bounds.maxHeight },
     { strict: true },
   );
+  // As a render asking for it would be: its box within the slow formats' bounds.
+  if (problems.length === 0) {
+    const rules = { maxOutputPixels: bounds.maxOutputPixels };
+    problems.push(...resolveRenderOptions(params, rules, undefined).problems);
+  }
   const known = `known: ${PRESET_PARAM_NAMES.join(', ')}`;
   return {
     preset: params,
@@ -297,10 +336,11 @@ export function parseRenderPresets(
 }
 
 /**
- * What the render would refuse of parsed presets under these maxima (the
- * configuration reads RENDER_MAX_WIDTH and HEIGHT beside the presets), each
- * as `preset "<name>": <problem>`: the presets read again, as the parameters
- * that ask for them, by the render's schema.
+ * What the render would refuse of parsed presets under these bounds (the
+ * configuration reads RENDER_MAX_WIDTH and HEIGHT and the slow formats'
+ * bounds beside the presets), each as `preset "<name>": <problem>`: the
+ * presets read again, as the parameters that ask for them, by the render's
+ * schema, and resolved as a render asking for them would be.
  */
 export function renderPresetProblems(
   presets: Readonly<Record<string, RenderPreset>>,

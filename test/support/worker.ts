@@ -20,6 +20,8 @@ export interface TestWorker {
   worker: RunningWorker;
   /** The worker's ops server (/healthz, /readyz, /metrics), on a free port. */
   opsUrl: string;
+  /** HEIC decoding threads alive in the worker's image adapter. */
+  heicThreads(): number;
   close(): Promise<void>;
 }
 
@@ -46,6 +48,7 @@ export async function startWorker(
     ctx,
     worker,
     opsUrl: `http://127.0.0.1:${(ops.address() as AddressInfo).port}`,
+    heicThreads: () => adapters.heicThreads(),
     async close() {
       ops.closeAllConnections();
       await new Promise<void>((resolve) => ops.close(() => resolve()));

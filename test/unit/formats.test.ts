@@ -16,7 +16,10 @@ import {
   isRenderableType,
   KNOWN_MIME_TYPES,
   MEDIA_FORMATS,
+  OUTPUT_PIXEL_SETTINGS,
   outputOf,
+  PIXEL_BOUNDED_FORMATS,
+  type ConvertFormat,
 } from '../../shared/media/formats';
 import { KNOWN_TYPES, normaliseMime } from '../../shared/media/media-types';
 import {
@@ -26,7 +29,7 @@ import {
   variantKey,
 } from '../../shared/media/render-options';
 import { renderUnits, sourcePixels } from '../../shared/media/work';
-import { ENCODERS, FORMAT_EXT, FORMAT_MIME } from '../../worker/image/convert';
+import { ENCODER_TIERS, ENCODERS, FORMAT_EXT, FORMAT_MIME } from '../../worker/image/encoders';
 
 const formats = Object.entries(MEDIA_FORMATS);
 
@@ -69,9 +72,10 @@ describe('the encoders', () => {
     '%s encodes at the table quality when none is asked (so asking for it names the same variant)',
     async (format) => {
       const quality = outputOf(format).quality!;
-      const byDefault = await ENCODERS[format](image(), undefined).toBuffer();
-      const asked = await ENCODERS[format](image(), quality).toBuffer();
-      const other = await ENCODERS[format](image(), quality === 90 ? 60 : 90).toBuffer();
+      const pixels = 48 * 32;
+      const byDefault = await ENCODERS[format](image(), undefined, pixels).toBuffer();
+      const asked = await ENCODERS[format](image(), quality, pixels).toBuffer();
+      const other = await ENCODERS[format](image(), quality === 90 ? 60 : 90, pixels).toBuffer();
       expect(byDefault.equals(asked)).toBe(true);
       expect(byDefault.equals(other)).toBe(false);
       expect(DEFAULT_QUALITY[format]).toBe(quality);
@@ -87,6 +91,20 @@ describe('the encoders', () => {
       );
     },
   );
+
+  it("take their effort by output size, and the slow formats' pixel bounds, from the table", () => {
+    for (const [format, tiers] of Object.entries(ENCODER_TIERS)) {
+      expect([format, tiers]).toEqual([format, outputOf(format as ConvertFormat).effort]);
+    }
+    expect(Object.keys(ENCODER_TIERS).sort()).toEqual(
+      CONVERT_FORMATS.filter((f) => outputOf(f).effort !== null).sort(),
+    );
+    expect(PIXEL_BOUNDED_FORMATS).toEqual(CONVERT_FORMATS.filter((f) => outputOf(f).pixelBound));
+    expect(OUTPUT_PIXEL_SETTINGS).toEqual({
+      gif: 'MAX_GIF_OUTPUT_PIXELS',
+      avif: 'MAX_AVIF_OUTPUT_PIXELS',
+    });
+  });
 
   it('give the lossless formats no default quality: q names no other variant', () => {
     for (const format of CONVERT_FORMATS.filter((f) => outputOf(f).quality === null)) {

@@ -97,6 +97,7 @@ function service(over: Partial<Config['render']> = {}, variants = 0) {
     jobs: { runShared: () => Promise.reject(new Error('no job in this test')) },
     store: { get: () => Promise.reject(new Error('no store')) },
     settings: settings(over),
+    maxOutputPixels: { gif: 4_194_304, avif: 16_777_216 },
   });
 }
 

@@ -35,6 +35,7 @@ const renders = new RenderService({
   jobs: { runShared: () => Promise.reject(new Error('no job in this test')) },
   store: { get: () => Promise.reject(new Error('no store')) },
   settings,
+  maxOutputPixels: { gif: 40_000, avif: 90_000 },
 });
 
 /** What GET /media/render says of a query (a signed one: no size list), as `field: message`. */
@@ -140,8 +141,9 @@ describe('one schema for the query, the sign object and a preset', () => {
 });
 
 describe('resolving read parameters', () => {
+  const rules = { presets, maxOutputPixels: { gif: 40_000, avif: 90_000 } };
   const resolve = (params: Record<string, string | number>, accept?: string) =>
-    resolveRenderOptions(readRenderParams(params, settings).params, presets, accept);
+    resolveRenderOptions(readRenderParams(params, settings).params, rules, accept);
 
   it("takes a preset's options, and the format asked beside one that fixes none", () => {
     expect(resolve({ preset: 'thumb', format: 'png' })).toEqual({
@@ -154,6 +156,7 @@ describe('resolving read parameters', () => {
         keepMetadata: false,
       },
       negotiated: false,
+      problems: [],
     });
     expect(resolve({ preset: 'webp' }, 'image/avif').options.format).toBe('webp');
   });
@@ -173,6 +176,42 @@ describe('resolving read parameters', () => {
         keepMetadata: false,
       },
       negotiated: false,
+      problems: [],
     });
+  });
+
+  it("holds a contain render (its size is its box) to the slow formats' pixel bounds", () => {
+    const box = { w: 201, h: 200, fit: 'contain' };
+    expect(resolve({ ...box, format: 'gif' }).problems).toEqual([
+      {
+        field: 'w',
+        message: 'a GIF of 201 × 200 is over the limit of 40,000 pixels (MAX_GIF_OUTPUT_PIXELS)',
+      },
+    ]);
+    expect(resolve({ ...box, fit: 'cover', format: 'gif' }).problems).toEqual([]);
+    expect(resolve({ ...box, format: 'png' }).problems).toEqual([]);
+    // auto does not choose AVIF past its bound (301 × 300 > 90,000).
+    expect(
+      resolve({ w: 301, h: 300, fit: 'contain' }, 'image/avif,image/webp').options.format,
+    ).toBe('webp');
+    expect(
+      resolve({ w: 300, h: 300, fit: 'contain' }, 'image/avif,image/webp').options.format,
+    ).toBe('avif');
+  });
+});
+
+describe("a contain box over a slow format's bound", () => {
+  it('is refused alike by the render, the sign object and a preset', () => {
+    const params = { w: 201, h: 200, fit: 'contain', format: 'gif' };
+    const problem =
+      'w: a GIF of 201 × 200 is over the limit of 40,000 pixels (MAX_GIF_OUTPUT_PIXELS)';
+    expect(asQuery(params)).toEqual([problem]);
+    expect(asSignObject(params)).toEqual([problem]);
+    expect(() =>
+      parseRenderPresets(JSON.stringify({ p: params }), {
+        ...settings,
+        maxOutputPixels: { gif: 40_000, avif: 90_000 },
+      }),
+    ).toThrow(`preset "p": ${problem.slice(3)}`);
   });
 });

@@ -179,6 +179,13 @@ export class ResultsService {
       // after the last attempt the reconciliation command finds it.
       throw err;
     }
+    if (output.signal?.aborted) {
+      // The job failed while its record was inserted: record, booking and object taken back.
+      await this.deps.media.removeByIds([record.id]);
+      await release();
+      await this.removeObject(key);
+      output.signal.throwIfAborted();
+    }
     this.settle(held);
     if (folder && !(await this.deps.folders.isLive(orgId, folder.id))) {
       // The folder was deleted while the result was written: the result goes with it

@@ -74,17 +74,16 @@ describe('the spec names the formats of the table', () => {
     expect(rows.map(([format]) => format)).toEqual([...CONVERT_FORMATS]);
     for (const [format, settings] of rows) {
       const { quality, effort } = outputOf(format as (typeof CONVERT_FORMATS)[number]);
-      const says = (text: string) => [format, text, settings.includes(text)];
-      if (quality === null)
-        expect(says('`quality` ignored')).toEqual([format, '`quality` ignored', true]);
-      else
-        expect(says(`quality ${quality} unless given`)).toEqual([
-          format,
-          `quality ${quality} unless given`,
-          true,
-        ]);
-      if (effort !== null)
-        expect(says(`effort ${effort}`)).toEqual([format, `effort ${effort}`, true]);
+      const expected = [
+        quality === null ? '`quality` ignored' : `quality ${quality} unless given`,
+        // The first tier's effort, then each next one's above the tier before it.
+        ...(effort ?? []).map((tier, i) =>
+          i === 0
+            ? `effort ${tier.effort}`
+            : `${tier.effort} above ${effort![i - 1]!.upTo / 1_000_000} MP`,
+        ),
+      ];
+      expect([format, expected.filter((text) => !settings.includes(text))]).toEqual([format, []]);
     }
   });
 
