@@ -1,9 +1,9 @@
 /**
  * Renders (GET /media/render): reads and bounds the options a request asks
- * for (the render parameters' one schema, shared/media/render-params.ts, plus
- * who may ask for what), then answers the stored variant, or has the image workers render it
- * first (one job per variant, however many requests ask at once: its job id
- * is derived from the variant's key).
+ * for (the render parameters' one schema, shared/media/render-params.ts,
+ * plus who may ask for what), then answers the stored variant, or has the
+ * image workers render it first (one job per variant, however many requests
+ * ask at once: its job id is derived from the variant's key).
  *
  * Bounds (each refusal a 400 naming the bound): width and height at most
  * RENDER_MAX_WIDTH / RENDER_MAX_HEIGHT; when RENDER_SIZES is set or
@@ -181,8 +181,8 @@ export class RenderService {
    * Render parameters written elsewhere than a query (a signed URL's `render`
    * object): the 400 the render would answer for them in a signed request
    * (bounds, presets, formats: the one schema; a `contain` box over a slow
-   * format's pixel bound), each field named
-   * `<prefix>.<option>`; nothing when it would accept them.
+   * format's pixel bound), each field named `<prefix>.<option>`; nothing
+   * when it would accept them.
    */
   check(params: unknown, prefix: string): void {
     const read = readRenderParams(params, this.rules, { strict: true });
