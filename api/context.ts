@@ -8,6 +8,8 @@ import { QUEUE_NAMES, type Config } from '@shared/config';
 import { connectMongo, pingMongo } from '@shared/db/connection';
 import { createModels, syncIndexes, type Models } from '@shared/db/models';
 import type { Logger } from '@shared/logger';
+import { BackgroundTasks } from '@shared/background';
+import { MediaCreation } from '@shared/media-creation';
 import { MediaDeletion } from '@shared/media-deletion';
 import { createApiMetrics, type ApiMetrics, type DependencyMetrics } from '@shared/metrics';
 import { observeChecks, type ReadinessChecks } from '@shared/readiness';
@@ -175,7 +177,20 @@ export async function createApiContext(
       }),
     });
     const folders = new FoldersService({ folders: data.repositories.folders, media, jobs });
-    const deletion = new MediaDeletion({ media, usage, store, logger });
+    const events = data.repositories.events;
+    const deletion = new MediaDeletion({ media, usage, store, events, logger });
+    // Work off the answers' path (settling bookings, recording events): the shutdown waits for it.
+    const background = new BackgroundTasks(logger);
+    const creation = new MediaCreation({
+      media,
+      usage,
+      folders: data.repositories.folders,
+      deletion,
+      store,
+      outbox: events,
+      logger,
+      background: (what, task) => background.run(what, task),
+    });
     const renders = new RenderService({
       variants: data.repositories.variants,
       jobs,
@@ -202,6 +217,7 @@ export async function createApiContext(
     return {
       ...data,
       close: async () => {
+        await background.drain();
         subscription?.close();
         redis?.disconnect();
         await queue.close();
@@ -233,9 +249,8 @@ export async function createApiContext(
       uploads: new UploadService({
         ingest,
         folders,
-        media,
+        creation,
         usage,
-        deletion,
         maxFileSize: config.limits.maxFileSize,
         maxBase64Size: config.limits.maxBase64Size,
       }),

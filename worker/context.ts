@@ -11,6 +11,7 @@ import { createModels, syncIndexes, type Models } from '@shared/db/models';
 import type { JobPayloads } from '@shared/jobs';
 import type { RenderOptions } from '@shared/media/render-options';
 import type { Logger } from '@shared/logger';
+import { MediaCreation } from '@shared/media-creation';
 import { MediaDeletion } from '@shared/media-deletion';
 import type { DependencyMetrics } from '@shared/metrics';
 import { JobHandoff } from '@shared/queue/handoff';
@@ -94,10 +95,8 @@ export async function createWorkerContext(
     // Every storage call is timed and traced (shared/storage/observed-object-store.ts).
     const store = observeObjectStore(overrides.store ?? createObjectStore(config, logger), metrics);
     if (!overrides.store) await store.init();
-    const { media, folders, organizations, usage, variants, jobResults } = createRepositories(
-      models,
-      { usageBookingTtlMs: config.usageBookingTtlMs },
-    );
+    const { media, folders, organizations, usage, variants, jobResults, events } =
+      createRepositories(models, { usageBookingTtlMs: config.usageBookingTtlMs });
     // Its own fail-fast connection, made on the first handoff (a worker without image jobs never makes it).
     let handoffRedis: RedisConnection | undefined;
     const { redisUrl } = config;
@@ -107,8 +106,18 @@ export async function createWorkerContext(
       maxBytes: redisUrl ? config.render.handoffMaxBytes : 0,
       logger,
     });
-    const deletion = new MediaDeletion({ media, usage, store, logger });
+    const deletion = new MediaDeletion({ media, usage, store, events, logger });
     const background = new BackgroundTasks(logger);
+    const creation = new MediaCreation({
+      media,
+      usage,
+      folders,
+      deletion,
+      store,
+      outbox: events,
+      logger,
+      background: (what, task) => background.run(what, task),
+    });
     return {
       config,
       logger,
@@ -122,7 +131,7 @@ export async function createWorkerContext(
       folders,
       organizations,
       usage,
-      results: new ResultsService({ store, media, folders, usage, deletion, logger }),
+      results: new ResultsService({ store, media, folders, creation, logger }),
       storedResults: new StoredResults({
         store,
         results: jobResults,
