@@ -7,16 +7,13 @@
  * bytes or tokens.
  */
 import { createHash } from 'node:crypto';
-import { QUEUE_NAMES, type QueueName } from './config';
 import type { RequestOrigin } from './db/models';
 import { AppError, type ErrorCode, type ErrorDetail } from './errors';
 import type { ResultRef } from './job-result';
 import type { ConvertFormat } from './media/formats';
 import type { RenderOptions } from './media/render-options';
 
-export type { QueueName };
-
-/** Which queue each job name runs on. */
+/** Which queue each job name runs on: the queues are the ones named here, and no others. */
 export const JOB_QUEUES = {
   'image.metadata': 'image',
   'image.convert': 'image',
@@ -24,10 +21,14 @@ export const JOB_QUEUES = {
   'pdf.merge': 'pdf',
   'media.delete-folder': 'maintenance',
   'event.deliver': 'maintenance',
-} as const satisfies Record<string, QueueName>;
+} as const;
 
 export type JobName = keyof typeof JOB_QUEUES;
 export const JOB_NAMES = Object.keys(JOB_QUEUES) as JobName[];
+
+export type QueueName = (typeof JOB_QUEUES)[JobName];
+/** The queues, in the order the job map first names them (the names WORKER_QUEUES may list). */
+export const QUEUE_NAMES: readonly QueueName[] = [...new Set(Object.values(JOB_QUEUES))];
 
 interface BasePayload {
   organizationId: number;

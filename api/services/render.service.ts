@@ -1,8 +1,9 @@
 /**
  * Renders (GET /media/render): reads and bounds the options a request asks
- * for, then answers the stored variant, or has the image workers render it
- * first (one job per variant, however many requests ask at once: its job id
- * is derived from the variant's key).
+ * for (the render parameters' one schema, shared/media/render-params.ts,
+ * plus who may ask for what), then answers the stored variant, or has the
+ * image workers render it first (one job per variant, however many requests
+ * ask at once: its job id is derived from the variant's key).
  *
  * Bounds (each refusal a 400 naming the bound): width and height at most
  * RENDER_MAX_WIDTH / RENDER_MAX_HEIGHT; when RENDER_SIZES is set or
@@ -23,25 +24,20 @@ import type { Readable } from 'node:stream';
 import type { Config } from '@shared/config';
 import { Errors, isAppError, type ErrorDetail } from '@shared/errors';
 import { derivedUuid, newJobId, type StoredVariant } from '@shared/jobs';
+import { isRenderableType, type OutputPixelLimits } from '@shared/media/formats';
 import {
-  CONVERT_FORMAT_NAMES,
-  OUTPUT_PIXEL_SETTINGS,
-  isPixelBounded,
-  type ConvertFormat,
-  type OutputPixelLimits,
-} from '@shared/media/formats';
-import {
-  fixedRenderSize,
   negotiateFormat,
   normalizeRenderOptions,
-  RENDER_FITS,
   variantId,
   variantKey,
-  type RenderFit,
-  type RenderFormat,
   type RenderOptions,
-  type RenderPreset,
 } from '@shared/media/render-options';
+import {
+  readRenderParams,
+  resolveRenderOptions,
+  type RenderParamName,
+  type RenderParamRules,
+} from '@shared/media/render-params';
 import { renderIsHeavy, renderUnits } from '@shared/media/work';
 import type { JobHandoff } from '@shared/queue/handoff';
 import type { MediaRecord } from '@shared/repositories/media.repository';
@@ -51,12 +47,8 @@ import type { VariantsRepository } from '@shared/repositories/variants.repositor
 import type { ByteRange, ObjectStore } from '@shared/storage/object-store';
 import type { JobsService } from './jobs.service';
 
-/** The options a render request may carry beside `media`, in the order a signed URL writes them. */
-export const RENDER_QUERY_OPTIONS = ['preset', 'w', 'h', 'fit', 'format', 'q', 'metadata'] as const;
-export type RenderQueryOption = (typeof RENDER_QUERY_OPTIONS)[number];
-
-/** The query of a render request, as sent (every value a string or absent). */
-export type RenderQuery = { media?: unknown } & Partial<Record<RenderQueryOption, unknown>>;
+/** The query of a render request, as sent: `media` and the render parameters (every value a string or absent). */
+export type RenderQuery = { media?: unknown } & Partial<Record<RenderParamName, unknown>>;
 
 export interface RenderRequest {
   requestId: string;
@@ -90,8 +82,6 @@ export function variantTag(key: string): string {
   return createHash('sha256').update(key).digest('base64url').slice(0, 32);
 }
 
-const PRESET_FIXES = ['w', 'h', 'fit', 'q', 'metadata'] as const;
-
 export class RenderService {
   constructor(
     private readonly deps: {
@@ -106,7 +96,12 @@ export class RenderService {
       /** The organizations' usage: a first render is refused at once when the quota is reached. */
       usage?: Pick<UsageRepository, 'get'>;
     },
-  ) {}
+  ) {
+    this.rules = { ...deps.settings, maxOutputPixels: deps.maxOutputPixels };
+  }
+
+  /** What render parameters are read against (built once: the schema is kept per rules object). */
+  private readonly rules: RenderParamRules;
 
   async render(
     organization: Pick<Organization, 'id' | 'quotaBytes'>,
@@ -138,7 +133,7 @@ export class RenderService {
     const found = await this.deps.variants.find(organizationId, key, variantId(options));
     if (!found) throw Errors.mediaNotFound(key);
     const { record } = found;
-    if (!record.mimetype.startsWith('image/')) {
+    if (!isRenderableType(record.mimetype)) {
       throw Errors.unsupportedType(`"${key}" is ${record.mimetype}, not an image`);
     }
     if (found.variant) return { record, variant: found.variant, negotiated, rendered: false };
@@ -181,6 +176,29 @@ export class RenderService {
     return this.deps.store.get(variant.key, range);
   }
 
+  /**
+   * Render parameters written elsewhere than a query (a signed URL's `render`
+   * object): the 400 the render would answer for them in a signed request
+   * (bounds, presets, formats: the one schema; a `contain` box over a slow
+   * format's pixel bound), each field named `<prefix>.<option>`; nothing
+   * when it would accept them.
+   */
+  check(params: unknown, prefix: string): void {
+    const read = readRenderParams(params, this.rules, { strict: true });
+    const problems =
+      read.problems.length > 0
+        ? read.problems
+        : resolveRenderOptions(read.params, this.rules, undefined).problems;
+    if (problems.length > 0) {
+      throw Errors.validation(
+        problems.map((d) => ({
+          ...d,
+          field: d.field === undefined ? prefix : `${prefix}.${d.field}`,
+        })),
+      );
+    }
+  }
+
   /** The source key and the normalized options, or a 400 naming what is wrong or over a bound. */
   parse(
     query: RenderQuery,
@@ -188,70 +206,23 @@ export class RenderService {
   ): { key: string; options: RenderOptions; negotiated: boolean } {
     const s = this.deps.settings;
     const problems: ErrorDetail[] = [];
-    const text = (name: keyof RenderQuery): string | undefined => {
-      const v = query[name];
-      if (v === undefined || v === '') return undefined;
-      if (typeof v !== 'string') {
-        problems.push({ field: name, message: `${name} must be given once` });
-        return undefined;
-      }
-      return v;
-    };
-    const integer = (name: 'w' | 'h' | 'q', min: number, max: number, bound: string) => {
-      const v = text(name);
-      if (v === undefined) return undefined;
-      const n = /^\d{1,6}$/.test(v) ? Number(v) : NaN;
-      if (!Number.isInteger(n) || n < min) {
-        problems.push({ field: name, message: `${name} must be an integer from ${min} to ${max}` });
-      } else if (n > max) {
-        problems.push({ field: name, message: `${name} is over the limit of ${max} (${bound})` });
-      } else return n;
-      return undefined;
-    };
-    const oneOf = <T extends string>(name: keyof RenderQuery, values: readonly T[]) => {
-      const v = text(name)?.toLowerCase();
-      if (v === undefined) return undefined;
-      if ((values as readonly string[]).includes(v)) return v as T;
-      problems.push({ field: name, message: `${name} must be one of ${values.join(', ')}` });
-      return undefined;
-    };
-
-    const key = text('media');
+    const media = query.media;
+    const key = typeof media === 'string' && media !== '' ? media : undefined;
+    if (media !== undefined && media !== '' && typeof media !== 'string') {
+      problems.push({ field: 'media', message: 'media must be given once' });
+    }
     if (key === undefined) {
       problems.push({
         field: 'media',
         message: 'the media query parameter (a media key) is required',
       });
     }
-    const presetName = text('preset');
-    let preset: RenderPreset | undefined;
-    if (presetName !== undefined) {
-      preset = Object.hasOwn(s.presets, presetName) ? s.presets[presetName] : undefined;
-      if (!preset) {
-        const names = Object.keys(s.presets);
-        problems.push({
-          field: 'preset',
-          message: `unknown preset "${presetName}" (RENDER_PRESETS: ${names.join(', ') || 'none'})`,
-        });
-      }
-      for (const name of PRESET_FIXES) {
-        if (text(name) !== undefined) {
-          problems.push({ field: name, message: `${name} cannot be given with a preset` });
-        }
-      }
-    }
-    const w = integer('w', 1, s.maxWidth, 'RENDER_MAX_WIDTH');
-    const h = integer('h', 1, s.maxHeight, 'RENDER_MAX_HEIGHT');
-    const q = integer('q', 1, 100, 'quality');
-    const fit = oneOf<RenderFit>('fit', RENDER_FITS);
-    const formatName = oneOf('format', ['auto', ...CONVERT_FORMAT_NAMES]);
-    const metadata = oneOf('metadata', ['keep', 'strip'] as const);
-    if (preset?.format !== undefined && formatName !== undefined) {
-      problems.push({ field: 'format', message: `preset "${presetName}" fixes the format` });
-    }
+    const read = readRenderParams(query, this.rules);
+    problems.push(...read.problems);
+    const { preset, width: w, height: h, quality: q } = read.params;
 
     const restricted = s.sizes.length > 0 || s.requireSigned;
-    if (restricted && !request.signed && presetName === undefined && problems.length === 0) {
+    if (restricted && !request.signed && preset === undefined && problems.length === 0) {
       const asked = `${w ?? ''}x${h ?? ''}`;
       const listed = s.sizes.some((z) => z.width === (w ?? null) && z.height === (h ?? null));
       const original = w === undefined && h === undefined;
@@ -276,42 +247,12 @@ export class RenderService {
       }
     }
     if (problems.length > 0 || key === undefined) throw Errors.validation(problems);
-
-    const asked: RenderFormat =
-      preset?.format ?? (formatName === 'jpg' ? 'jpeg' : formatName) ?? 'auto';
-    const negotiated = asked === 'auto';
-    const size = {
-      width: (preset ? preset.width : w) ?? null,
-      height: (preset ? preset.height : h) ?? null,
-      fit: (preset ? preset.fit : fit) ?? 'cover',
-    };
-    // A `contain` render's size is its box: a slow format's bound is checked here, and `auto`
-    // does not choose AVIF past AVIF's.
-    const box = fixedRenderSize(size);
-    const avifFits = !box || box.width * box.height <= this.deps.maxOutputPixels.avif;
-    const format: ConvertFormat = negotiated
-      ? negotiateFormat(request.accept, { avif: avifFits })
-      : asked;
-    if (
-      box &&
-      isPixelBounded(format) &&
-      box.width * box.height > this.deps.maxOutputPixels[format]
-    ) {
-      const setting = OUTPUT_PIXEL_SETTINGS[format];
-      const limit = this.deps.maxOutputPixels[format].toLocaleString('en-US');
-      throw Errors.validation([
-        {
-          field: preset ? 'preset' : 'w',
-          message: `a ${format.toUpperCase()} of ${box.width} × ${box.height} is over the limit of ${limit} pixels (${setting})`,
-        },
-      ]);
-    }
-    const options = normalizeRenderOptions({
-      ...size,
-      format,
-      quality: (preset ? preset.quality : q) ?? null,
-      keepMetadata: (preset ? preset.keepMetadata : metadata === 'keep') ?? false,
-    });
+    const { options, negotiated, ...resolved } = resolveRenderOptions(
+      read.params,
+      this.rules,
+      request.accept,
+    );
+    if (resolved.problems.length > 0) throw Errors.validation(resolved.problems);
     return { key, options, negotiated };
   }
 }

@@ -1,13 +1,12 @@
 /**
- * Checks across variables, each written once: render sizes and presets within
- * the render maxima (and a `contain` GIF or AVIF preset within its output
- * bound), S3 credentials that go together, a Redis Cluster's hash
+ * Checks across variables, each written once: render sizes within the render
+ * maxima, presets read as the render reads them (its maxima and the slow
+ * formats' output bounds), S3 credentials that go together, a Redis Cluster's hash
  * tag, a stored result within its organization's bound, the dashboard's
  * user and password together, METRICS_PUBLIC against METRICS_TOKEN, and what
  * production requires.
  */
-import { isPixelBounded, OUTPUT_PIXEL_SETTINGS, outputTooLarge } from '../media/formats';
-import { fixedRenderSize } from '../media/render-options';
+import { renderPresetProblems } from '../media/render-params';
 import { isHashTagged, parseRedisUrl } from '../queue/redis-url';
 import { unreadableFile } from './secrets';
 import type { Env } from './schema';
@@ -27,22 +26,14 @@ export function checkAcrossVariables(env: Env, issue: Issue): void {
     const problem = within(`${size.width ?? ''}x${size.height ?? ''}`, size);
     if (problem) issue('RENDER_SIZES', problem);
   }
-  const maxOutputPixels = { gif: env.MAX_GIF_OUTPUT_PIXELS, avif: env.MAX_AVIF_OUTPUT_PIXELS };
-  for (const [name, preset] of Object.entries(env.RENDER_PRESETS)) {
-    const problem = within(`preset "${name}"`, preset);
-    if (problem) issue('RENDER_PRESETS', problem);
-    // A `contain` preset's size is its box: a slow format's bound is known here already.
-    const box = fixedRenderSize({
-      width: preset.width ?? null,
-      height: preset.height ?? null,
-      fit: preset.fit ?? 'cover',
-    });
-    const format = preset.format;
-    if (box && format !== undefined && format !== 'auto' && isPixelBounded(format)) {
-      if (outputTooLarge(format, box.width, box.height, maxOutputPixels)) {
-        issue('RENDER_PRESETS', `preset "${name}" is over ${OUTPUT_PIXEL_SETTINGS[format]}`);
-      }
-    }
+  // Each preset read again as the render reads it, with the maxima and the slow formats' bounds.
+  const rules = {
+    maxWidth: env.RENDER_MAX_WIDTH,
+    maxHeight: env.RENDER_MAX_HEIGHT,
+    maxOutputPixels: { gif: env.MAX_GIF_OUTPUT_PIXELS, avif: env.MAX_AVIF_OUTPUT_PIXELS },
+  };
+  for (const problem of renderPresetProblems(env.RENDER_PRESETS, rules)) {
+    issue('RENDER_PRESETS', problem);
   }
   if (env.S3_ENDPOINT) {
     // Static keys, or else a web identity (IRSA); keys win when both are there.

@@ -5,22 +5,14 @@
  * throws an Error whose message becomes the variable's issue; none echoes a
  * value that may be a secret.
  */
-/** Every type the service can store (detected from bytes); ACCEPTED_TYPES may narrow it. SVG never. */
-export const ACCEPTABLE_TYPES: readonly string[] = [
-  'image/jpeg',
-  'image/png',
-  'image/webp',
-  'image/gif',
-  'image/avif',
-  'image/tiff',
-  'image/heic',
-  'image/heif',
-  'application/pdf',
-];
+import { QUEUE_NAMES, type QueueName } from '../jobs';
+import { KNOWN_MIME_TYPES } from '../media/formats';
 
-/** Queue names an operator may list in WORKER_QUEUES (see shared/jobs). */
-export const QUEUE_NAMES = ['image', 'pdf', 'maintenance'] as const;
-export type QueueName = (typeof QUEUE_NAMES)[number];
+/** Every type the service can store (the formats table's); ACCEPTED_TYPES may narrow it. SVG never. */
+export const ACCEPTABLE_TYPES = KNOWN_MIME_TYPES;
+
+/** Queue names an operator may list in WORKER_QUEUES: the job map's (shared/jobs). */
+export { QUEUE_NAMES, type QueueName };
 
 /** OTEL_TRACES_SAMPLER values (the OpenTelemetry specification's, minus jaeger_remote and xray). */
 export const SAMPLERS = [

@@ -9,7 +9,9 @@
  *
  * Descriptions are markdown, links relative to docs/.
  */
-import { parseRenderPresets, parseRenderSizes } from '../media/render-options';
+import { DEFAULT_ACCEPTED_TYPES } from '../media/formats';
+import { parseRenderSizes } from '../media/render-options';
+import { parseRenderPresets } from '../media/render-params';
 import { parseRedisUrl } from '../queue/redis-url';
 import { boolean, decimal, integer, oneOf, parsed, text, url, type Kind } from './define';
 import {
@@ -315,7 +317,7 @@ export const VARIABLES = {
     section: 'limits',
     value: parsed({
       parse: parseAcceptedTypes,
-      default: ACCEPTABLE_TYPES.join(','),
+      default: DEFAULT_ACCEPTED_TYPES.join(','),
       type: 'comma-separated MIME types',
     }),
     doc: `Accepted types, detected from the bytes: any of ${ACCEPTABLE_TYPES.map((t) => `\`${t}\``).join(', ')}. SVG is never accepted.`,
@@ -345,11 +347,11 @@ export const VARIABLES = {
   RENDER_PRESETS: {
     section: 'renders',
     value: parsed({
-      parse: parseRenderPresets,
+      parse: (raw) => parseRenderPresets(raw),
       default: '{"thumbnail":{"w":200,"h":200,"fit":"cover"}}',
       type: 'JSON object: name → `w`, `h`, `fit`, `format`, `q`, `metadata`',
     }),
-    doc: 'Named render presets, asked for with `preset=<name>` and always allowed. Each must be within `RENDER_MAX_WIDTH` and `RENDER_MAX_HEIGHT`, and a `contain` preset in GIF or AVIF within `MAX_GIF_OUTPUT_PIXELS` or `MAX_AVIF_OUTPUT_PIXELS`.',
+    doc: 'Named render presets, asked for with `preset=<name>` and always allowed. Each is read as a render reads its options (`jpg` for `jpeg`, any case, sizes as text or numbers): what a render would refuse is refused at start, in its words, such as a size over `RENDER_MAX_WIDTH` or `RENDER_MAX_HEIGHT`, or a `contain` preset in GIF or AVIF over `MAX_GIF_OUTPUT_PIXELS` or `MAX_AVIF_OUTPUT_PIXELS`.',
   },
   RENDER_REQUIRE_SIGNED: {
     section: 'renders',

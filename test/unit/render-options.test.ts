@@ -11,12 +11,12 @@ import { AppError } from '../../shared/errors';
 import {
   negotiateFormat,
   normalizeRenderOptions,
-  parseRenderPresets,
   parseRenderSizes,
   sourceOfVariantKey,
   variantId,
   variantKey,
 } from '../../shared/media/render-options';
+import { parseRenderPresets } from '../../shared/media/render-params';
 import type { MediaRecord } from '../../shared/repositories/media.repository';
 
 const base = {
@@ -72,7 +72,9 @@ describe('normalized options and variant keys', () => {
     expect(parseRenderPresets('{"t":{"w":10,"format":"auto","metadata":"keep"}}')).toEqual({
       t: { width: 10, format: 'auto', keepMetadata: true },
     });
-    expect(() => parseRenderPresets('{"t":{"size":10}}')).toThrow('unknown field(s) size');
+    expect(() => parseRenderPresets('{"t":{"size":10}}')).toThrow(
+      'preset "t": unknown field(s): size (known: w, h, fit, format, q, metadata)',
+    );
     expect(() => parseRenderPresets('[]')).toThrow('JSON object');
   });
 });

@@ -126,7 +126,7 @@ describe('the pixel bounds of GIF and AVIF', () => {
       loadConfig({ MAX_GIF_OUTPUT_PIXELS: '40000', RENDER_PRESETS: JSON.stringify({ p }) });
     expect(() => preset({ w: 200, h: 200, fit: 'contain', format: 'gif' })).not.toThrow();
     expect(() => preset({ w: 201, h: 200, fit: 'contain', format: 'gif' })).toThrow(
-      /RENDER_PRESETS.*over MAX_GIF_OUTPUT_PIXELS/,
+      /RENDER_PRESETS: preset "p": a GIF of 201 × 200 is over the limit of 40,000 pixels \(MAX_GIF_OUTPUT_PIXELS\)/,
     );
     // A cover render's size follows the source's: the worker checks it.
     expect(() => preset({ w: 400, h: 400, fit: 'cover', format: 'gif' })).not.toThrow();

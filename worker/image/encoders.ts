@@ -3,40 +3,41 @@
  * output grows, and the pixel bounds of the two slow encoders (GIF's palette
  * quantisation, AVIF's AV1 encoder), which libvips cannot stop once they have
  * started: bounding their pixels bounds what a job past its time limit still
- * costs. Measured times per format, size and effort: docs/renders.md, "Slow
- * encoders" (bench/slow-encoders.ts). Which formats are bounded, and the
- * refusal past a bound: `outputTooLarge` in shared/media/formats.ts.
+ * costs. The figures (default quality, effort tiers, which formats are
+ * bounded and by which setting) are the formats table's
+ * (shared/media/formats.ts, with `outputTooLarge`, the refusal past a
+ * bound); measured times per format, size and effort: docs/renders.md, "Slow
+ * encoders" (bench/slow-encoders.ts).
  */
 import type { Sharp } from 'sharp';
-import type { ConvertFormat } from '@shared/media/formats';
+import {
+  CONVERT_FORMATS,
+  effortFor,
+  MEDIA_FORMATS,
+  type ConvertFormat,
+  type EffortTier,
+  type TieredFormat,
+} from '@shared/media/formats';
 
-export const FORMAT_MIME: Readonly<Record<ConvertFormat, string>> = {
-  jpeg: 'image/jpeg',
-  png: 'image/png',
-  webp: 'image/webp',
-  avif: 'image/avif',
-  tiff: 'image/tiff',
-  gif: 'image/gif',
-};
+const byFormat = <T>(value: (format: ConvertFormat) => T) =>
+  Object.fromEntries(CONVERT_FORMATS.map((f) => [f, value(f)])) as Record<ConvertFormat, T>;
 
-/** Extension used in keys; `jpg` as for uploads (see `KNOWN_TYPES`). */
-export const FORMAT_EXT: Readonly<Record<ConvertFormat, string>> = {
-  jpeg: 'jpg',
-  png: 'png',
-  webp: 'webp',
-  avif: 'avif',
-  tiff: 'tiff',
-  gif: 'gif',
-};
+/** The output's type, from the formats table. */
+export const FORMAT_MIME: Readonly<Record<ConvertFormat, string>> = byFormat(
+  (f) => MEDIA_FORMATS[f].mime,
+);
 
-const MP = 1_000_000;
+/** Extension used in keys, from the formats table (`jpg`, as for uploads). */
+export const FORMAT_EXT: Readonly<Record<ConvertFormat, string>> = byFormat(
+  (f) => MEDIA_FORMATS[f].ext,
+);
 
 /**
- * Encoder settings by output pixels: the first tier whose `upTo` the output
- * is within. A large output gets the settings that keep its encode to about
- * a second of one core at the pixel bounds, on the machine of the
- * measurements (docs/renders.md, "Slow encoders"; noise and a photo, the
- * worse of the two):
+ * Encoder settings by output pixels (the formats table's `effort`): the
+ * first tier whose `upTo` the output is within. A large output gets the
+ * settings that keep its encode to about a second of one core at the pixel
+ * bounds, on the machine of the measurements (docs/renders.md, "Slow
+ * encoders"; noise and a photo, the worse of the two):
  *
  * - webp (effort 0-6, sharp's default 4): 4 up to 4 MP, then 2 (about half
  *   the time, files within 5 % of effort 4). libvips stops WebP at the time
@@ -47,35 +48,26 @@ const MP = 1_000_000;
  *   dithering): 7 up to 0.25 MP (0.4 s), then 1 (a third of the time: a
  *   12 MP photo 3.2 s instead of 7.5 s, a slightly coarser palette).
  */
-export const ENCODER_TIERS = {
-  webp: [
-    { upTo: 4 * MP, effort: 4 },
-    { upTo: Infinity, effort: 2 },
-  ],
-  avif: [
-    { upTo: 2 * MP, effort: 2 },
-    { upTo: Infinity, effort: 0 },
-  ],
-  gif: [
-    { upTo: MP / 4, effort: 7 },
-    { upTo: Infinity, effort: 1 },
-  ],
-} as const;
+export const ENCODER_TIERS: Readonly<Record<TieredFormat, readonly EffortTier[]>> = {
+  webp: MEDIA_FORMATS.webp.output.effort,
+  avif: MEDIA_FORMATS.avif.output.effort,
+  gif: MEDIA_FORMATS.gif.output.effort,
+};
 
 /** The settings `format` is encoded with at `pixels` output pixels. */
-export function tierFor<F extends keyof typeof ENCODER_TIERS>(
-  format: F,
-  pixels: number,
-): (typeof ENCODER_TIERS)[F][number] {
-  const tiers: readonly (typeof ENCODER_TIERS)[F][number][] = ENCODER_TIERS[format];
-  return tiers.find((t) => pixels <= t.upTo) ?? tiers[tiers.length - 1]!;
-}
+export const tierFor = (format: TieredFormat, pixels: number): EffortTier =>
+  effortFor(format, pixels);
+
+/** The table's quality of a lossy format when none is asked. */
+const quality = (format: 'jpeg' | 'webp' | 'avif', asked: number | undefined) =>
+  asked ?? MEDIA_FORMATS[format].output.quality;
 
 /**
- * Encoder settings per target format, for an output of `pixels` pixels.
- * `quality` (1-100) is the encoder's own scale where the format is lossy, and
- * ignored where it would change nothing or silently make the output lossy
- * (png, tiff, gif).
+ * Encoder settings per target format, for an output of `pixels` pixels; the
+ * default quality and the effort are the formats table's. `quality` (1-100)
+ * is the encoder's own scale where the format is lossy, and ignored where it
+ * would change nothing or silently make the output lossy (png, tiff, gif:
+ * the table gives them no quality).
  *
  * - jpeg: quality 80 by default, 4:2:0 chroma up to quality 90 (sharp's
  *   defaults, without mozjpeg's slower trellis settings).
@@ -96,13 +88,13 @@ export const ENCODERS: Record<
   ConvertFormat,
   (image: Sharp, quality: number | undefined, pixels: number) => Sharp
 > = {
-  jpeg: (image, quality) => image.jpeg({ quality: quality ?? 80 }),
+  jpeg: (image, asked) => image.jpeg({ quality: quality('jpeg', asked) }),
   png: (image) => image.png({ compressionLevel: 6 }),
-  webp: (image, quality, pixels) =>
-    image.webp({ quality: quality ?? 80, effort: tierFor('webp', pixels).effort }),
-  avif: (image, quality, pixels) =>
+  webp: (image, asked, pixels) =>
+    image.webp({ quality: quality('webp', asked), effort: tierFor('webp', pixels).effort }),
+  avif: (image, asked, pixels) =>
     image.avif({
-      quality: quality ?? 50,
+      quality: quality('avif', asked),
       effort: tierFor('avif', pixels).effort,
       chromaSubsampling: '4:2:0',
     }),

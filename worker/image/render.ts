@@ -17,7 +17,7 @@
  *    the encoders' effort follows it (encoders.ts).
  */
 import sharp from 'sharp';
-import { outputTooLarge, type ConvertFormat } from '@shared/media/formats';
+import { outputOf, outputTooLarge } from '@shared/media/formats';
 import { fixedRenderSize, type RenderOptions } from '@shared/media/render-options';
 import type { ImageBounds } from './convert';
 import { ENCODERS, FORMAT_MIME } from './encoders';
@@ -39,15 +39,6 @@ export interface RenderResult {
   width: number;
   height: number;
 }
-
-const HAS_ALPHA: Readonly<Record<ConvertFormat, boolean>> = {
-  jpeg: false,
-  png: true,
-  webp: true,
-  avif: true,
-  tiff: true,
-  gif: true,
-};
 
 /**
  * The size sharp's resize gives a (oriented) source of `source` with these
@@ -109,7 +100,7 @@ export async function renderImage(
       ? sharp(await decodeHeicWithin(decoder, input, meta, time), decodeOptions(maxInputPixels))
       : sharp(input, { ...decodeOptions(maxInputPixels), autoOrient: true });
     if (options.width !== null || options.height !== null) {
-      const alpha = HAS_ALPHA[options.format] ? 0 : 1;
+      const alpha = outputOf(options.format).alpha ? 0 : 1;
       image = image.resize({
         width: options.width ?? undefined,
         height: options.height ?? undefined,

@@ -15,17 +15,11 @@
  */
 import sharp, { type Metadata, type Sharp } from 'sharp';
 import { AppError, Errors } from '@shared/errors';
+import { IMAGE_DECODERS } from '@shared/media/formats';
 import { detectType } from '@shared/media/media-types';
 
-/** sharp formats the service accepts (SVG, which sharp also reads, is not one). */
-const ACCEPTED_FORMATS: ReadonlySet<string> = new Set([
-  'jpeg',
-  'png',
-  'webp',
-  'gif',
-  'tiff',
-  'heif',
-]);
+/** sharp formats the service accepts, from the formats table (SVG, which sharp also reads, is not one). */
+const ACCEPTED_FORMATS: ReadonlySet<string> = new Set(IMAGE_DECODERS);
 
 let sharpConfigured = false;
 
