@@ -23,6 +23,7 @@ import type { Listener } from '../../../worker/listeners/listener';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { eventually } from '../../support/eventually';
 import { fixture, form } from '../../support/files';
+import { gauge } from '../../support/metrics';
 import { startWorker, type TestWorker } from '../../support/worker';
 
 let api: TestApi;
@@ -242,6 +243,29 @@ describe('a process killed at any step: every event dispatched, none twice to a 
       { uncapped: true },
     );
     await expectDeliveredOnce([id]);
+  });
+});
+
+describe('metrics', () => {
+  it('say how many events wait and how old the oldest is', async () => {
+    const org = await api.createOrg('ev-metrics');
+    const id = `media.deleted:${randomUUID()}-held`;
+    await api.ctx.repositories.events.record([
+      {
+        ...event(id, 'media.deleted', org.organization.id, { media: {} }),
+        occurredAt: new Date(Date.now() - 120_000),
+      },
+    ]);
+    // Claimed by a dispatcher at work on it (so the running one leaves it be).
+    await api.ctx.models.Event.updateOne(
+      { _id: id },
+      { $set: { lockedUntil: new Date(Date.now() + 60_000) } },
+    );
+    expect(await gauge(api.url, 'media_events_pending')).toBeGreaterThanOrEqual(1);
+    expect(await gauge(api.url, 'media_events_oldest_pending_seconds')).toBeGreaterThanOrEqual(120);
+    await api.ctx.models.Event.updateOne({ _id: id }, { $set: { lockedUntil: null } });
+    await expectDeliveredOnce([id]);
+    await eventually(async () => expect(await gauge(api.url, 'media_events_pending')).toBe(0));
   });
 });
 
