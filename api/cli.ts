@@ -95,8 +95,8 @@ async function withStorageAndQueues<T>(
   const store = createObjectStore(ctx.config, ctx.logger);
   await store.ping();
   const queue = ctx.config.redisUrl ? new BullJobQueue(ctx.config, ctx.logger) : undefined;
-  const { media, usage } = ctx.repositories;
-  const deletion = new MediaDeletion({ media, usage, store, logger: ctx.logger });
+  const { media, usage, events } = ctx.repositories;
+  const deletion = new MediaDeletion({ media, usage, store, events, logger: ctx.logger });
   try {
     return await run({ store, queue, deletion });
   } finally {

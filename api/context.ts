@@ -8,6 +8,9 @@ import { QUEUE_NAMES, type Config } from '@shared/config';
 import { connectMongo, pingMongo } from '@shared/db/connection';
 import { createModels, syncIndexes, type Models } from '@shared/db/models';
 import type { Logger } from '@shared/logger';
+import { BackgroundTasks } from '@shared/background';
+import type { EventOutbox } from '@shared/events/outbox';
+import { MediaCreation } from '@shared/media-creation';
 import { MediaDeletion } from '@shared/media-deletion';
 import { createApiMetrics, type ApiMetrics, type DependencyMetrics } from '@shared/metrics';
 import { observeChecks, type ReadinessChecks } from '@shared/readiness';
@@ -129,9 +132,10 @@ export async function createApiContext(
   overrides: { store?: ObjectStore } = {},
 ): Promise<ApiContext> {
   // The queue depth gauge reads the queue (made below, timed by these metrics) on each scrape.
-  const made: { queue?: BullJobQueue } = {};
+  const made: { queue?: BullJobQueue; events?: EventOutbox } = {};
   const metrics = createApiMetrics({
     queueCounts: () => made.queue?.counts() ?? Promise.reject(new Error('no queue yet')),
+    eventStats: () => made.events?.stats() ?? Promise.reject(new Error('no outbox yet')),
   });
   // Authentication reads from memory; changes arrive through Redis (api/services/auth-cache.ts).
   const cache = config.authCacheMs > 0 ? new AuthCache(config.authCacheMs) : undefined;
@@ -174,13 +178,33 @@ export async function createApiContext(
         logger,
       }),
     });
-    const folders = new FoldersService({ folders: data.repositories.folders, media, jobs });
-    const deletion = new MediaDeletion({ media, usage, store, logger });
+    const folders = new FoldersService({
+      folders: data.repositories.folders,
+      media,
+      jobs,
+      events: data.repositories.events,
+    });
+    const events = data.repositories.events;
+    made.events = events;
+    const deletion = new MediaDeletion({ media, usage, store, events, logger });
+    // Work off the answers' path (settling bookings, recording events): the shutdown waits for it.
+    const background = new BackgroundTasks(logger);
+    const creation = new MediaCreation({
+      media,
+      usage,
+      folders: data.repositories.folders,
+      deletion,
+      store,
+      outbox: events,
+      logger,
+      background: (what, task) => background.run(what, task),
+    });
     const renders = new RenderService({
       variants: data.repositories.variants,
       jobs,
       store,
       settings: config.render,
+      maxOutputPixels: config.limits.maxOutputPixels,
       usage,
       handoff: redis
         ? new JobHandoff({
@@ -201,6 +225,7 @@ export async function createApiContext(
     return {
       ...data,
       close: async () => {
+        await background.drain();
         subscription?.close();
         redis?.disconnect();
         await queue.close();
@@ -232,9 +257,8 @@ export async function createApiContext(
       uploads: new UploadService({
         ingest,
         folders,
-        media,
+        creation,
         usage,
-        deletion,
         maxFileSize: config.limits.maxFileSize,
         maxBase64Size: config.limits.maxBase64Size,
       }),

@@ -22,7 +22,7 @@ import { join, resolve } from 'node:path';
 /** What the CLI may take from the state file: where the embedded Redis, MongoDB and file store are. */
 export const DEV_STATE_VARIABLES = ['MONGODB_URI', 'REDIS_URL', 'STORAGE_DIR'] as const;
 
-/** DATA_DIR's default (shared/config.ts). */
+/** DATA_DIR's default (shared/config/variables.ts). */
 const DEFAULT_DATA_DIR = './.data';
 
 export const devStatePath = (dataDir: string): string => resolve(join(dataDir, 'state.json'));

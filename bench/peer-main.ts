@@ -40,7 +40,7 @@ async function handle(request: PeerRequest): Promise<PeerReply> {
       const t = performance.now();
       const chunks: Buffer[] = [];
       for await (const c of await store.get(request.key)) chunks.push(c as Buffer);
-      const result = await images.render(Buffer.concat(chunks), request.options);
+      const result = await images.render(Buffer.concat(chunks), request.options, {});
       await store.put(`bench-peer/${randomUUID()}.${request.options.format}`, result.data, {
         contentType: result.mime,
       });

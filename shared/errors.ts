@@ -41,6 +41,7 @@ export type ErrorCode =
   | 'JOB_TIMEOUT'
   | 'SIGNED_URLS_DISABLED'
   | 'PROCESSING_TIMEOUT'
+  | 'OUTPUT_TOO_LARGE'
   | 'INTERNAL';
 
 export interface ErrorDetail {
@@ -270,6 +271,26 @@ export const Errors = {
     new AppError('UNSUPPORTED_MEDIA_TYPE', 415, message, details),
   unreadable: (message: string, details?: ErrorDetail[], cause?: unknown) =>
     new AppError('UNREADABLE_MEDIA', 422, message, details, { cause }),
+  /**
+   * The output asked for has more pixels than its format is encoded to (a
+   * slow encoder's bound); `details` carry the size, the limit and the setting.
+   */
+  outputTooLarge: (
+    format: string,
+    width: number,
+    height: number,
+    limit: number,
+    setting: string,
+  ) => {
+    const n = (v: number) => v.toLocaleString('en-US');
+    return new AppError(
+      'OUTPUT_TOO_LARGE',
+      422,
+      `A ${format} of ${width} × ${height} (${n(width * height)} pixels) is over the limit of ` +
+        `${n(limit)} pixels for ${format} output (${setting}): ask for a smaller size or another format`,
+      [{ message: 'output too large', format, width, height, limit, setting }],
+    );
+  },
   encryptedPdf: (message: string, details?: ErrorDetail[]) =>
     new AppError('ENCRYPTED_PDF', 422, message, details),
   rateLimited: (

@@ -6,26 +6,29 @@
  * Payloads carry keys, ids, the organization and the request id, never file
  * bytes or tokens.
  */
-import { QUEUE_NAMES, type QueueName } from './config';
+import { createHash } from 'node:crypto';
 import type { RequestOrigin } from './db/models';
 import { AppError, type ErrorCode, type ErrorDetail } from './errors';
 import type { ResultRef } from './job-result';
 import type { ConvertFormat } from './media/formats';
 import type { RenderOptions } from './media/render-options';
 
-export type { QueueName };
-
-/** Which queue each job name runs on. */
+/** Which queue each job name runs on: the queues are the ones named here, and no others. */
 export const JOB_QUEUES = {
   'image.metadata': 'image',
   'image.convert': 'image',
   'image.render': 'image',
   'pdf.merge': 'pdf',
   'media.delete-folder': 'maintenance',
-} as const satisfies Record<string, QueueName>;
+  'event.deliver': 'maintenance',
+} as const;
 
 export type JobName = keyof typeof JOB_QUEUES;
 export const JOB_NAMES = Object.keys(JOB_QUEUES) as JobName[];
+
+export type QueueName = (typeof JOB_QUEUES)[JobName];
+/** The queues, in the order the job map first names them (the names WORKER_QUEUES may list). */
+export const QUEUE_NAMES: readonly QueueName[] = [...new Set(Object.values(JOB_QUEUES))];
 
 interface BasePayload {
   organizationId: number;
@@ -68,6 +71,11 @@ export interface JobPayloads {
   };
   /** Deletes every file of a folder, then the folder (DELETE /media/folders/:id?recursive=true). */
   'media.delete-folder': BasePayload & { folderId: number };
+  /**
+   * Hands a recorded domain event to one listener (worker/listeners/); queued
+   * once per event and listener by the dispatcher (its id derives from both).
+   */
+  'event.deliver': BasePayload & { eventId: string; listener: string };
 }
 
 /** Metadata as the API returns it; Buffers travel as `{ type: 'Buffer', data: [...] }`. */
@@ -83,6 +91,8 @@ export interface JobResults {
     folder: { id: number; name: string };
     deleted: { files: number; bytes: number };
   };
+  /** False when the event or the listener is no longer there (nothing to do). */
+  'event.deliver': { delivered: boolean };
 }
 
 /** A rendered variant as stored beside its source (GET /media/render streams it). */
@@ -121,6 +131,12 @@ export const JOB_OPTIONS = {
  * API's QueueEvents, at most ~32 MB per queue.
  */
 export const EVENTS_MAX_LEN = 2_000;
+
+/** A UUID-shaped id derived from `text` (hex of its SHA-256): the same text, the same id. */
+export function derivedUuid(text: string): string {
+  const h = createHash('sha256').update(text).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
+}
 
 /** Job ids carry their queue, so a status URL finds the job without searching. */
 export function newJobId(name: JobName, uuid: string): string {

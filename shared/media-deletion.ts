@@ -8,6 +8,7 @@
  * `reconcile` finishes; it never leaves a record without its object visible,
  * nor an object without a record.
  */
+import type { EventOutbox } from './events/outbox';
 import type { Logger } from './logger';
 import { variantPrefix } from './media/render-options';
 import type { MediaRecord, MediaRepository } from './repositories/media.repository';
@@ -20,6 +21,8 @@ export class MediaDeletion {
       media: MediaRepository;
       usage: UsageRepository;
       store: ObjectStore;
+      /** Where the record's events go before the record does. */
+      events: Pick<EventOutbox, 'promoteMedia'>;
       logger: Logger;
       /** Keys of objects derived from a record (deleted with it); by default its variants' objects. */
       derivedKeys?: (record: MediaRecord) => Promise<string[]>;
@@ -45,6 +48,7 @@ export class MediaDeletion {
     // Read after the mark too: no variant is recorded on a marked record.
     const variantBytes = await this.deps.media.variantBytesOf(record.id);
     await this.deps.store.removeMany([record.key, ...derived]);
+    await this.deps.events.promoteMedia({ ids: [record.id] });
     await this.deps.media.removeByIds([record.id]);
     await this.deps.usage
       .release(

@@ -8,22 +8,30 @@ import type { ImageOps, PdfOps } from './context';
 export function createAdapters(
   config: Config,
   logger: Logger,
-): { images: ImageOps; pdfs: PdfOps; close(): Promise<void> } {
+): {
+  images: ImageOps;
+  pdfs: PdfOps;
+  /** HEIC decoding threads alive (one ends when its job's time runs out). */
+  heicThreads(): number;
+  close(): Promise<void>;
+} {
   configureSharp();
   const images = new ImageAdapter({
     maxInputPixels: config.limits.maxInputPixels,
+    maxOutputPixels: config.limits.maxOutputPixels,
     // One decoding thread per image job that can run at once.
     heicThreads: config.worker.concurrency.image,
   });
   return {
     close: () => images.close(),
+    heicThreads: () => images.heicThreads,
     images: {
       readMetadata: async (input) => ({ ...(await images.readMetadata(input)) }),
       convert: async (input, format, options) => {
         const out = await images.convert(input, format, options);
         return { data: out.data, mime: out.mime, ext: out.ext };
       },
-      render: (input, options) => images.render(input, options),
+      render: (input, options, time) => images.render(input, options, time),
     },
     pdfs: {
       merge: (inputs) =>

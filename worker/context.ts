@@ -11,6 +11,7 @@ import { createModels, syncIndexes, type Models } from '@shared/db/models';
 import type { JobPayloads } from '@shared/jobs';
 import type { RenderOptions } from '@shared/media/render-options';
 import type { Logger } from '@shared/logger';
+import { MediaCreation } from '@shared/media-creation';
 import { MediaDeletion } from '@shared/media-deletion';
 import type { DependencyMetrics } from '@shared/metrics';
 import { JobHandoff } from '@shared/queue/handoff';
@@ -20,6 +21,8 @@ import { createObjectStore } from '@shared/storage/create-object-store';
 import type { ObjectStore } from '@shared/storage/object-store';
 import { observeObjectStore } from '@shared/storage/observed-object-store';
 import { StoredResults } from '@shared/stored-results';
+import { LISTENERS } from './listeners';
+import { buildListeners, type Listener, type Listeners } from './listeners/listener';
 import { ResultsService } from './services/results.service';
 
 /** Image work (over sharp): what the image processors need. */
@@ -28,11 +31,13 @@ export interface ImageOps {
   convert(
     input: Buffer,
     format: JobPayloads['image.convert']['format'],
-    options: { quality?: number; timeoutMs?: number },
+    options: { quality?: number; signal?: AbortSignal; timeoutMs?: number },
   ): Promise<{ data: Buffer; mime: string; ext: string }>;
+  /** Stops when `time.signal` aborts or `time.timeoutMs` has gone by (the job's time limit). */
   render(
     input: Buffer,
     options: RenderOptions,
+    time: { signal?: AbortSignal; timeoutMs?: number },
   ): Promise<{ data: Buffer; mime: string; width: number; height: number }>;
 }
 
@@ -61,6 +66,10 @@ export interface JobContext {
   pdfs: PdfOps;
   /** Hands a job's output to the API requests waiting for it, beside storage (first renders). */
   handoff: Pick<JobHandoff, 'offer'>;
+  /** Domain events: recorded with their changes, dispatched to listeners (shared/events/). */
+  events: Repositories['events'];
+  /** The listeners of domain events (worker/listeners/index.ts, or a test's own). */
+  listeners: Listeners;
   /** Work off the job's answer (awaited by the worker's shutdown, not by the job). */
   background: Pick<BackgroundTasks, 'run'>;
 }
@@ -81,6 +90,8 @@ export async function createWorkerContext(
     store?: ObjectStore;
     /** Times MongoDB commands and storage calls (the worker's metrics). */
     metrics?: DependencyMetrics;
+    /** The listeners of domain events (LISTENERS by default). */
+    listeners?: readonly Listener[];
   } = {},
 ): Promise<WorkerContext> {
   if (!config.mongodbUri) throw new Error('MONGODB_URI is not set');
@@ -92,10 +103,8 @@ export async function createWorkerContext(
     // Every storage call is timed and traced (shared/storage/observed-object-store.ts).
     const store = observeObjectStore(overrides.store ?? createObjectStore(config, logger), metrics);
     if (!overrides.store) await store.init();
-    const { media, folders, organizations, usage, variants, jobResults } = createRepositories(
-      models,
-      { usageBookingTtlMs: config.usageBookingTtlMs },
-    );
+    const { media, folders, organizations, usage, variants, jobResults, events } =
+      createRepositories(models, { usageBookingTtlMs: config.usageBookingTtlMs });
     // Its own fail-fast connection, made on the first handoff (a worker without image jobs never makes it).
     let handoffRedis: RedisConnection | undefined;
     const { redisUrl } = config;
@@ -105,8 +114,18 @@ export async function createWorkerContext(
       maxBytes: redisUrl ? config.render.handoffMaxBytes : 0,
       logger,
     });
-    const deletion = new MediaDeletion({ media, usage, store, logger });
+    const deletion = new MediaDeletion({ media, usage, store, events, logger });
     const background = new BackgroundTasks(logger);
+    const creation = new MediaCreation({
+      media,
+      usage,
+      folders,
+      deletion,
+      store,
+      outbox: events,
+      logger,
+      background: (what, task) => background.run(what, task),
+    });
     return {
       config,
       logger,
@@ -120,7 +139,7 @@ export async function createWorkerContext(
       folders,
       organizations,
       usage,
-      results: new ResultsService({ store, media, folders, usage, deletion, logger }),
+      results: new ResultsService({ store, media, folders, creation, logger }),
       storedResults: new StoredResults({
         store,
         results: jobResults,
@@ -132,6 +151,8 @@ export async function createWorkerContext(
       images: adapters.images,
       pdfs: adapters.pdfs,
       handoff,
+      events,
+      listeners: buildListeners(overrides.listeners ?? LISTENERS),
       background,
       close: async () => {
         await background.drain();

@@ -14,8 +14,8 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import { Errors, isAppError } from '@shared/errors';
-import { encodeJobError, type JobName, type JobPayloads } from '@shared/jobs';
-import type { QueueName } from '@shared/config';
+import { encodeJobError, JOB_QUEUES, type JobName, type JobPayloads } from '@shared/jobs';
+import { QUEUE_NAMES, type QueueName } from '@shared/config';
 import { pingMongo } from '@shared/db/connection';
 import { createWorkerMetrics, type WorkerMetrics } from '@shared/metrics';
 import { BullJobQueue } from '@shared/queue/job-queue';
@@ -23,6 +23,8 @@ import { createRedis, type RedisConnection } from '@shared/queue/redis';
 import { inSpan, jobContext, SpanKind, type JobTrace } from '@shared/tracing';
 import { observeChecks, type ReadinessChecks } from '@shared/readiness';
 import type { JobContext, WorkerContext } from './context';
+import { EventDispatcher } from './events/dispatcher';
+import { JobEvents } from './events/job-events';
 import { ownTemporaryKeys } from './processors/inputs';
 import type { ProcessorJob, Registry } from './registry';
 
@@ -104,7 +106,8 @@ export function createWorker(
     const observe = (outcome: 'completed' | 'failed' | 'retried') =>
       metrics.observeJob(job.queueName, job.name, outcome, (performance.now() - started) / 1000);
     // The job's time limit: past it the job fails for good (422) and its slot is freed at
-    // once; the signal stops what can be stopped (sharp's own timeout, result writes).
+    // once; the signal stops what can be stopped (sharp's own timeout, a HEIC decoding
+    // thread) and every write of a result or a variant (what landed as it ran out is undone).
     const limitMs = config.worker.jobTimeoutMs;
     const deadline = Date.now() + limitMs;
     const controller = new AbortController();
@@ -237,6 +240,24 @@ export function createWorker(
   tender.unref();
   // Stored job results past their expiry, removed by every worker (shared/stored-results.ts).
   const sweeping = ctx.storedResults.startSweeping();
+  // Domain events to their listeners, on the workers that run the deliveries.
+  const dispatcher = config.worker.queues.includes(JOB_QUEUES['event.deliver'])
+    ? new EventDispatcher({
+        outbox: ctx.events,
+        queue: queues,
+        listeners: ctx.listeners,
+        jobEvents: new JobEvents({
+          redis: () => queues.redis(),
+          prefix: config.queuePrefix,
+          queues: QUEUE_NAMES,
+          outbox: ctx.events,
+          media: ctx.media,
+          logger,
+        }),
+        logger,
+      })
+    : undefined;
+  dispatcher?.start();
 
   return {
     workers,
@@ -258,6 +279,7 @@ export function createWorker(
     async close() {
       clearInterval(tender);
       await tending;
+      await dispatcher?.stop();
       await Promise.allSettled(
         config.worker.queues.map((queue) => queues.gate.withdraw(queue, workerId)),
       );

@@ -8,7 +8,7 @@
  */
 import express, { Router, type Request } from 'express';
 import { z } from 'zod';
-import { CONVERT_FORMAT_NAMES } from '@shared/media/formats';
+import { CONVERT_FORMAT_NAMES, convertFormatOf } from '@shared/media/formats';
 import { multipartForm, readFields } from '../forms/multipart-form';
 import { principalOf } from '../middleware/auth';
 import { originOf, requestIdOf } from '../middleware/request-context';
@@ -48,7 +48,7 @@ const convertInput = z.object({
     .string({ error: 'format is required' })
     .transform((f) => f.toLowerCase())
     .pipe(z.enum(FORMAT_NAMES, { error: `format must be one of ${FORMAT_NAMES.join(', ')}` }))
-    .transform((f) => (f === 'jpg' ? 'jpeg' : f)),
+    .transform((f) => convertFormatOf(f)!),
   quality: z.coerce
     .number({ error: 'quality must be a number' })
     .int('quality must be an integer')

@@ -10,7 +10,6 @@ import { z } from 'zod';
 import { Errors } from '@shared/errors';
 import { principalOf } from '../middleware/auth';
 import { success } from '../respond';
-import { RENDER_QUERY_OPTIONS, type RenderQueryOption } from '../services/render.service';
 import type { SignedUrlService } from '../services/signed-urls.service';
 import { RouteTable, type RouteGuards } from './route-table';
 import { parseInput } from './validate';
@@ -21,18 +20,13 @@ export const MAX_SIGNED_KEYS = 100;
 const key = z.string({ error: 'a media key is a string' }).min(1, 'a media key is not empty');
 
 /**
- * The render options' shape only (known names, each a string or a number as
- * it would stand in the render's query); what they may be is the render
- * operation's own rule, applied by the service (RenderService.parse).
+ * An object of render parameters; which names and values it may hold is the
+ * render parameters' one schema (shared/media/render-params.ts), applied by
+ * the service as the render applies it (RenderService.check).
  */
-const render = z.strictObject(
-  Object.fromEntries(
-    RENDER_QUERY_OPTIONS.map((name) => [
-      name,
-      z.union([z.string(), z.number()], { error: `${name} is a string or a number` }).optional(),
-    ]),
-  ) as Record<RenderQueryOption, z.ZodOptional<z.ZodUnion<[z.ZodString, z.ZodNumber]>>>,
-);
+const render = z.record(z.string(), z.unknown(), {
+  error: 'render is an object of render options',
+});
 
 const signBody = z
   .strictObject({

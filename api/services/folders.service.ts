@@ -12,6 +12,7 @@
  * (shared/repositories/folders.repository.ts).
  */
 import { Errors } from '@shared/errors';
+import type { EventOutbox } from '@shared/events/outbox';
 import type { Folder, FoldersRepository } from '@shared/repositories/folders.repository';
 import type { MediaRepository } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
@@ -44,6 +45,8 @@ export class FoldersService {
       media: MediaRepository;
       /** For a recursive delete (a job); absent where only `resolve` is used. */
       jobs?: JobsService;
+      /** Records a removed folder's event (the dispatcher's sweep does, should this fail). */
+      events?: Pick<EventOutbox, 'promoteFolders'>;
     },
   ) {}
 
@@ -97,6 +100,7 @@ export class FoldersService {
       if (!usage?.files) {
         if (!(await this.deps.folders.removeHeld(org.id, id))) throw Errors.folderNotFound(id);
         handedOver = true;
+        await this.deps.events?.promoteFolders({ ids: [id] }).catch(() => undefined);
         return { deleted: view(folder, usage) };
       }
       if (!options.recursive) throw Errors.folderNotEmpty(id, usage.files);

@@ -18,6 +18,7 @@ import type {
   RequestOrigin,
 } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
+import { isRenderableType } from '@shared/media/formats';
 import { convertIsHeavy, mergeIsHeavy } from '@shared/media/work';
 import type { FoldersService } from './folders.service';
 import { lastField, type FormReader } from './form';
@@ -226,7 +227,7 @@ export class MediaJobsService {
   private async imageRecord(org: Organization, key: string): Promise<MediaRecord> {
     const record = await this.deps.media.findByKey(org.id, key);
     if (!record) throw Errors.mediaNotFound(key);
-    if (!record.mimetype.startsWith('image/')) {
+    if (!isRenderableType(record.mimetype)) {
       throw Errors.unsupportedType(`"${key}" is ${record.mimetype}, not an image`);
     }
     return record;

@@ -1,8 +1,9 @@
 /**
  * Renders (GET /media/render): reads and bounds the options a request asks
- * for, then answers the stored variant, or has the image workers render it
- * first (one job per variant, however many requests ask at once: its job id
- * is derived from the variant's key).
+ * for (the render parameters' one schema, shared/media/render-params.ts,
+ * plus who may ask for what), then answers the stored variant, or has the
+ * image workers render it first (one job per variant, however many requests
+ * ask at once: its job id is derived from the variant's key).
  *
  * Bounds (each refusal a 400 naming the bound): width and height at most
  * RENDER_MAX_WIDTH / RENDER_MAX_HEIGHT; when RENDER_SIZES is set or
@@ -11,25 +12,32 @@
  * the signature middleware marks it, may ask for any size within the
  * maxima); at most RENDER_MAX_VARIANTS variants per source; an organization
  * whose usage has reached its quota gets 413 before any job (a variant's
- * bytes count in it; the worker reserves them before writing the variant).
+ * bytes count in it; the worker reserves them before writing the variant); a
+ * `contain` render (whose size is its box) to GIF or AVIF within their pixel
+ * bounds (MAX_GIF_OUTPUT_PIXELS, MAX_AVIF_OUTPUT_PIXELS). Other sizes follow
+ * the source's, which the worker holds to those bounds (422
+ * OUTPUT_TOO_LARGE): `format=auto` then answers WebP (or JPEG) where AVIF is
+ * refused.
  */
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { Config } from '@shared/config';
-import { Errors, type ErrorDetail } from '@shared/errors';
-import { newJobId, type StoredVariant } from '@shared/jobs';
-import { CONVERT_FORMAT_NAMES, type ConvertFormat } from '@shared/media/formats';
+import { Errors, isAppError, type ErrorDetail } from '@shared/errors';
+import { derivedUuid, newJobId, type StoredVariant } from '@shared/jobs';
+import { isRenderableType, type OutputPixelLimits } from '@shared/media/formats';
 import {
   negotiateFormat,
   normalizeRenderOptions,
-  RENDER_FITS,
   variantId,
   variantKey,
-  type RenderFit,
-  type RenderFormat,
   type RenderOptions,
-  type RenderPreset,
 } from '@shared/media/render-options';
+import {
+  readRenderParams,
+  resolveRenderOptions,
+  type RenderParamName,
+  type RenderParamRules,
+} from '@shared/media/render-params';
 import { renderIsHeavy, renderUnits } from '@shared/media/work';
 import type { JobHandoff } from '@shared/queue/handoff';
 import type { MediaRecord } from '@shared/repositories/media.repository';
@@ -39,12 +47,8 @@ import type { VariantsRepository } from '@shared/repositories/variants.repositor
 import type { ByteRange, ObjectStore } from '@shared/storage/object-store';
 import type { JobsService } from './jobs.service';
 
-/** The options a render request may carry beside `media`, in the order a signed URL writes them. */
-export const RENDER_QUERY_OPTIONS = ['preset', 'w', 'h', 'fit', 'format', 'q', 'metadata'] as const;
-export type RenderQueryOption = (typeof RENDER_QUERY_OPTIONS)[number];
-
-/** The query of a render request, as sent (every value a string or absent). */
-export type RenderQuery = { media?: unknown } & Partial<Record<RenderQueryOption, unknown>>;
+/** The query of a render request, as sent: `media` and the render parameters (every value a string or absent). */
+export type RenderQuery = { media?: unknown } & Partial<Record<RenderParamName, unknown>>;
 
 export interface RenderRequest {
   requestId: string;
@@ -68,18 +72,15 @@ export interface Rendered {
   data?: Buffer;
 }
 
-/** The job id's uuid part of a variant's render: derived from its key, UUID-shaped (hex of its hash). */
+/** The job id's uuid part of a variant's render: derived from its key. */
 export function renderJobUuid(key: string): string {
-  const h = createHash('sha256').update(`render:${key}`).digest('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
+  return derivedUuid(`render:${key}`);
 }
 
 /** The strong validator of a variant: its key's hash (the bytes behind a key never change). */
 export function variantTag(key: string): string {
   return createHash('sha256').update(key).digest('base64url').slice(0, 32);
 }
-
-const PRESET_FIXES = ['w', 'h', 'fit', 'q', 'metadata'] as const;
 
 export class RenderService {
   constructor(
@@ -88,24 +89,51 @@ export class RenderService {
       jobs: Pick<JobsService, 'runShared'>;
       store: Pick<ObjectStore, 'get'>;
       settings: Config['render'];
+      /** The GIF and AVIF pixel bounds (config `limits.maxOutputPixels`). */
+      maxOutputPixels: OutputPixelLimits;
       /** A first render's bytes from its worker; without it, they are read from storage. */
       handoff?: Pick<JobHandoff, 'take'>;
       /** The organizations' usage: a first render is refused at once when the quota is reached. */
       usage?: Pick<UsageRepository, 'get'>;
     },
-  ) {}
+  ) {
+    this.rules = { ...deps.settings, maxOutputPixels: deps.maxOutputPixels };
+  }
+
+  /** What render parameters are read against (built once: the schema is kept per rules object). */
+  private readonly rules: RenderParamRules;
 
   async render(
     organization: Pick<Organization, 'id' | 'quotaBytes'>,
     query: RenderQuery,
     request: RenderRequest,
   ): Promise<Rendered> {
-    const organizationId = organization.id;
     const { key, options, negotiated } = this.parse(query, request);
+    try {
+      return await this.variant(organization, key, options, negotiated, request.requestId);
+    } catch (err) {
+      // `auto` chose AVIF, and this render of this source is over AVIF's pixel bound (only
+      // the worker knows the source's size): the next format the client takes instead.
+      if (!(negotiated && options.format === 'avif' && isOutputTooLarge(err))) throw err;
+      const format = negotiateFormat(request.accept, { avif: false });
+      const fallback = normalizeRenderOptions({ ...options, format });
+      return this.variant(organization, key, fallback, negotiated, request.requestId);
+    }
+  }
+
+  /** The stored variant, or one rendered for this request (or a concurrent identical one). */
+  private async variant(
+    organization: Pick<Organization, 'id' | 'quotaBytes'>,
+    key: string,
+    options: RenderOptions,
+    negotiated: boolean,
+    requestId: string,
+  ): Promise<Rendered> {
+    const organizationId = organization.id;
     const found = await this.deps.variants.find(organizationId, key, variantId(options));
     if (!found) throw Errors.mediaNotFound(key);
     const { record } = found;
-    if (!record.mimetype.startsWith('image/')) {
+    if (!isRenderableType(record.mimetype)) {
       throw Errors.unsupportedType(`"${key}" is ${record.mimetype}, not an image`);
     }
     if (found.variant) return { record, variant: found.variant, negotiated, rendered: false };
@@ -122,7 +150,7 @@ export class RenderService {
     const uuid = renderJobUuid(variantKey(record.key, options));
     const { variant } = await this.deps.jobs.runShared(
       'image.render',
-      { organizationId, requestId: request.requestId, key: record.key, options },
+      { organizationId, requestId, key: record.key, options },
       uuid,
       { heavy: renderIsHeavy(options, record) },
     );
@@ -148,6 +176,29 @@ export class RenderService {
     return this.deps.store.get(variant.key, range);
   }
 
+  /**
+   * Render parameters written elsewhere than a query (a signed URL's `render`
+   * object): the 400 the render would answer for them in a signed request
+   * (bounds, presets, formats: the one schema; a `contain` box over a slow
+   * format's pixel bound), each field named `<prefix>.<option>`; nothing
+   * when it would accept them.
+   */
+  check(params: unknown, prefix: string): void {
+    const read = readRenderParams(params, this.rules, { strict: true });
+    const problems =
+      read.problems.length > 0
+        ? read.problems
+        : resolveRenderOptions(read.params, this.rules, undefined).problems;
+    if (problems.length > 0) {
+      throw Errors.validation(
+        problems.map((d) => ({
+          ...d,
+          field: d.field === undefined ? prefix : `${prefix}.${d.field}`,
+        })),
+      );
+    }
+  }
+
   /** The source key and the normalized options, or a 400 naming what is wrong or over a bound. */
   parse(
     query: RenderQuery,
@@ -155,70 +206,23 @@ export class RenderService {
   ): { key: string; options: RenderOptions; negotiated: boolean } {
     const s = this.deps.settings;
     const problems: ErrorDetail[] = [];
-    const text = (name: keyof RenderQuery): string | undefined => {
-      const v = query[name];
-      if (v === undefined || v === '') return undefined;
-      if (typeof v !== 'string') {
-        problems.push({ field: name, message: `${name} must be given once` });
-        return undefined;
-      }
-      return v;
-    };
-    const integer = (name: 'w' | 'h' | 'q', min: number, max: number, bound: string) => {
-      const v = text(name);
-      if (v === undefined) return undefined;
-      const n = /^\d{1,6}$/.test(v) ? Number(v) : NaN;
-      if (!Number.isInteger(n) || n < min) {
-        problems.push({ field: name, message: `${name} must be an integer from ${min} to ${max}` });
-      } else if (n > max) {
-        problems.push({ field: name, message: `${name} is over the limit of ${max} (${bound})` });
-      } else return n;
-      return undefined;
-    };
-    const oneOf = <T extends string>(name: keyof RenderQuery, values: readonly T[]) => {
-      const v = text(name)?.toLowerCase();
-      if (v === undefined) return undefined;
-      if ((values as readonly string[]).includes(v)) return v as T;
-      problems.push({ field: name, message: `${name} must be one of ${values.join(', ')}` });
-      return undefined;
-    };
-
-    const key = text('media');
+    const media = query.media;
+    const key = typeof media === 'string' && media !== '' ? media : undefined;
+    if (media !== undefined && media !== '' && typeof media !== 'string') {
+      problems.push({ field: 'media', message: 'media must be given once' });
+    }
     if (key === undefined) {
       problems.push({
         field: 'media',
         message: 'the media query parameter (a media key) is required',
       });
     }
-    const presetName = text('preset');
-    let preset: RenderPreset | undefined;
-    if (presetName !== undefined) {
-      preset = Object.hasOwn(s.presets, presetName) ? s.presets[presetName] : undefined;
-      if (!preset) {
-        const names = Object.keys(s.presets);
-        problems.push({
-          field: 'preset',
-          message: `unknown preset "${presetName}" (RENDER_PRESETS: ${names.join(', ') || 'none'})`,
-        });
-      }
-      for (const name of PRESET_FIXES) {
-        if (text(name) !== undefined) {
-          problems.push({ field: name, message: `${name} cannot be given with a preset` });
-        }
-      }
-    }
-    const w = integer('w', 1, s.maxWidth, 'RENDER_MAX_WIDTH');
-    const h = integer('h', 1, s.maxHeight, 'RENDER_MAX_HEIGHT');
-    const q = integer('q', 1, 100, 'quality');
-    const fit = oneOf<RenderFit>('fit', RENDER_FITS);
-    const formatName = oneOf('format', ['auto', ...CONVERT_FORMAT_NAMES]);
-    const metadata = oneOf('metadata', ['keep', 'strip'] as const);
-    if (preset?.format !== undefined && formatName !== undefined) {
-      problems.push({ field: 'format', message: `preset "${presetName}" fixes the format` });
-    }
+    const read = readRenderParams(query, this.rules);
+    problems.push(...read.problems);
+    const { preset, width: w, height: h, quality: q } = read.params;
 
     const restricted = s.sizes.length > 0 || s.requireSigned;
-    if (restricted && !request.signed && presetName === undefined && problems.length === 0) {
+    if (restricted && !request.signed && preset === undefined && problems.length === 0) {
       const asked = `${w ?? ''}x${h ?? ''}`;
       const listed = s.sizes.some((z) => z.width === (w ?? null) && z.height === (h ?? null));
       const original = w === undefined && h === undefined;
@@ -243,19 +247,15 @@ export class RenderService {
       }
     }
     if (problems.length > 0 || key === undefined) throw Errors.validation(problems);
-
-    const asked: RenderFormat =
-      preset?.format ?? (formatName === 'jpg' ? 'jpeg' : formatName) ?? 'auto';
-    const negotiated = asked === 'auto';
-    const format: ConvertFormat = negotiated ? negotiateFormat(request.accept) : asked;
-    const options = normalizeRenderOptions({
-      width: (preset ? preset.width : w) ?? null,
-      height: (preset ? preset.height : h) ?? null,
-      fit: (preset ? preset.fit : fit) ?? 'cover',
-      format,
-      quality: (preset ? preset.quality : q) ?? null,
-      keepMetadata: (preset ? preset.keepMetadata : metadata === 'keep') ?? false,
-    });
+    const { options, negotiated, ...resolved } = resolveRenderOptions(
+      read.params,
+      this.rules,
+      request.accept,
+    );
+    if (resolved.problems.length > 0) throw Errors.validation(resolved.problems);
     return { key, options, negotiated };
   }
 }
+
+/** The worker's refusal of an output over its format's pixel bound. */
+const isOutputTooLarge = (err: unknown) => isAppError(err) && err.code === 'OUTPUT_TOO_LARGE';

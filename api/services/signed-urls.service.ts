@@ -5,31 +5,31 @@
  * exists. The first key of URL_SIGNING_KEYS signs, every one verifies.
  */
 import type { Config } from '@shared/config';
-import { AppError, Errors } from '@shared/errors';
+import { Errors } from '@shared/errors';
+import { isRenderableType } from '@shared/media/formats';
+import { RENDER_PARAM_NAMES, type RenderParamName } from '@shared/media/render-params';
 import type { MediaRepository } from '@shared/repositories/media.repository';
 import type {
   Organization,
   OrganizationsRepository,
 } from '@shared/repositories/organizations.repository';
-import { RENDER_QUERY_OPTIONS, type RenderQueryOption, type RenderService } from './render.service';
+import type { RenderService } from './render.service';
 import { checkSignature, EXPIRES_PARAM, ORG_PARAM, signedQuery } from './url-signature';
 
 export type Disposition = 'inline' | 'attachment';
-
-/**
- * Options of `GET /media/render` (RENDER_QUERY_OPTIONS), written into the URL
- * under these names, in that order; their values as the render's query would
- * carry them (a number is written as its decimal text).
- */
-export type RenderOptions = Partial<Record<RenderQueryOption, string | number | undefined>>;
 
 export interface SignRequest {
   mediaKeys: string[];
   /** Seconds; default one hour (or the maximum, when that is shorter). */
   expiresIn?: number | undefined;
   disposition?: Disposition | undefined;
-  /** Sign `/media/render` URLs with these options instead of download URLs. */
-  render?: RenderOptions | undefined;
+  /**
+   * Sign `/media/render` URLs with these render parameters instead of
+   * download URLs (`RenderParamsInput`, read by the render's own schema):
+   * written into the URL under their names, in their order, as the render's
+   * query would carry them (a number as its decimal text).
+   */
+  render?: Readonly<Record<string, unknown>> | undefined;
 }
 
 export interface SignedUrls {
@@ -59,7 +59,7 @@ export class SignedUrlService {
       media: MediaRepository;
       organizations: OrganizationsRepository;
       /** The render operation's own reading of its options: a render URL is signed only if it would be accepted. */
-      renders: Pick<RenderService, 'parse'>;
+      renders: Pick<RenderService, 'check'>;
       now?: () => Date;
     },
   ) {}
@@ -85,13 +85,17 @@ export class SignedUrlService {
         },
       ]);
     }
+    // 400 VALIDATION_FAILED (each field named `render.<option>`) for options the
+    // render would refuse in a signed request, so a signed URL never answers
+    // only a 400. The source's other checks (an image, the variants' maximum)
+    // are the render's, when the URL is used.
+    if (request.render) this.deps.renders.check(request.render, 'render');
     const render = request.render && renderParams(request.render);
-    if (render) this.checkRender(request.mediaKeys[0] ?? '', render);
     const records = await this.deps.media.findByKeys(org.id, request.mediaKeys);
     for (const key of request.mediaKeys) {
       const record = records.get(key);
       if (!record) throw Errors.mediaNotFound(key);
-      if (request.render && !record.mimetype.startsWith('image/')) {
+      if (request.render && !isRenderableType(record.mimetype)) {
         throw Errors.unsupportedType(
           `"${key}" is ${record.mimetype}, not an image: it has no renders`,
         );
@@ -110,30 +114,6 @@ export class SignedUrlService {
       };
     });
     return { expiresAt: new Date(expires * 1000).toISOString(), expires, urls };
-  }
-
-  /**
-   * 400 VALIDATION_FAILED (each field named `render.<option>`) for options
-   * the render operation would refuse in a signed request: its own parser
-   * decides (bounds, presets, formats), so a signed URL never answers only
-   * a 400. The source's other checks (an image, the variants' maximum) are
-   * the render's, when the URL is used.
-   */
-  private checkRender(mediaKey: string, params: [RenderQueryOption, string][]): void {
-    try {
-      this.deps.renders.parse(
-        { media: mediaKey, ...Object.fromEntries(params) },
-        { accept: undefined, signed: true },
-      );
-    } catch (err) {
-      if (!(err instanceof AppError) || err.code !== 'VALIDATION_FAILED') throw err;
-      throw Errors.validation(
-        (err.details ?? [{ message: err.message }]).map((d) => ({
-          ...d,
-          field: d.field === undefined ? 'render' : `render.${d.field}`,
-        })),
-      );
-    }
   }
 
   /**
@@ -174,12 +154,14 @@ export function secondsUntil(expiresAt: Date, now = new Date()): number {
   return Math.max(0, Math.floor((expiresAt.getTime() - now.getTime()) / 1000));
 }
 
-/** The render options as the URL writes them: known names in their order, empty ones left out. */
-function renderParams(options: RenderOptions): [RenderQueryOption, string][] {
-  const params: [RenderQueryOption, string][] = [];
-  for (const name of RENDER_QUERY_OPTIONS) {
+/** The render parameters as the URL writes them: their names in order, empty ones left out. */
+function renderParams(options: Readonly<Record<string, unknown>>): [RenderParamName, string][] {
+  const params: [RenderParamName, string][] = [];
+  for (const name of RENDER_PARAM_NAMES) {
     const value = options[name];
-    if (value !== undefined && value !== '') params.push([name, String(value)]);
+    // (checked by the render's schema first: a string or a number)
+    if (typeof value === 'number') params.push([name, String(value)]);
+    else if (typeof value === 'string' && value !== '') params.push([name, value]);
   }
   return params;
 }

@@ -1,17 +1,17 @@
 /**
  * Uploads, as requests make them: the files of a multipart form (one, or
  * several all or nothing) and base64 data URLs. Objects are written first
- * (IngestService) and records second, in one write, only when every object
- * of the request is in place; if anything fails, every object the request
- * stored is removed and no record is written. Records written into a folder
- * that a delete took meanwhile are taken back (404 FOLDER_NOT_FOUND).
+ * (IngestService), each booked while it streams, and recorded second, in one
+ * write, only when every object of the request is in place, through the one
+ * way files become records (shared/media-creation.ts); if anything fails,
+ * every object the request stored is removed and no record is written.
  */
 import { Errors } from '@shared/errors';
 import { DataUrlError, parseDataUrl } from '@shared/media/data-url';
-import type { MediaDeletion } from '@shared/media-deletion';
+import type { MediaCreation, NewFile } from '@shared/media-creation';
 import type { Folder } from '@shared/repositories/folders.repository';
-import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
-import type { Booking, UsageRepository } from '@shared/repositories/usage.repository';
+import type { MediaRecord } from '@shared/repositories/media.repository';
+import type { UsageRepository } from '@shared/repositories/usage.repository';
 import type { Caller } from './caller';
 import type { FolderSpec, FoldersService } from './folders.service';
 import { lastField, type FormFields, type FormReader } from './form';
@@ -28,26 +28,15 @@ export interface DataUrlUpload {
 
 const FOLDER_FIELDS = ['folder', 'folderId'];
 
-/**
- * A stored file's booking (shared/repositories/usage.repository.ts): its
- * bytes counted against the quota for the record id taken when its bytes
- * began, null when the quota refused it, rejected when MongoDB failed. For a
- * form's file it is made once the file's last byte has come in, while the
- * store still writes it, so its MongoDB round trip overlaps the storage write
- * instead of following it; it is given back if the upload fails, and expires
- * on its own if the process dies before the record is written.
- */
-type FileBooking = PromiseSettledResult<Booking | null>;
-
 export class UploadService {
   constructor(
     private readonly deps: {
       ingest: IngestService;
       folders: FoldersService;
-      media: MediaRepository;
-      usage: UsageRepository;
-      /** Takes back records whose folder was deleted while they were written. */
-      deletion: Pick<MediaDeletion, 'delete'>;
+      /** Where a stored file becomes a record (bookings, insert, events, clean-up). */
+      creation: MediaCreation;
+      /** The organization's usage, for the quota left to a request. */
+      usage: Pick<UsageRepository, 'get'>;
       /** Decoded bytes of a data URL upload. */
       maxBase64Size: number;
       maxFileSize: number;
@@ -70,7 +59,7 @@ export class UploadService {
     const [fileField] = options.fileFields as [string];
     const budget = await this.budgetOf(caller);
     const stored: StoredObject[] = [];
-    const bookings: Promise<FileBooking>[] = [];
+    const started: NewFile[] = [];
     let earlyFolder: { spec: string; folder: Promise<Folder | null> } | undefined;
     try {
       const { fields, files } = await form(
@@ -99,19 +88,19 @@ export class UploadService {
               }
               folder = await earlyFolder.folder;
             }
-            // The record's id, taken while the bytes flow (the booking names it).
-            const id = this.takeId();
-            let booking: Promise<FileBooking> | undefined;
+            // The record's id, taken while the bytes flow; booked once the last byte is in.
+            const file = this.deps.creation.start(org);
+            started.push(file);
             const object = await this.deps.ingest.storeStream(
               org,
               part.stream,
               part.filename,
               folder,
               budget,
-              (bytes) => bookings.push((booking = this.book(org, id, bytes))),
+              (bytes) => file.book(bytes),
             );
             stored.push(object);
-            return { object, booking: booking! };
+            return { object, file };
           },
         },
       );
@@ -121,14 +110,9 @@ export class UploadService {
         ]);
       }
       const folder = await this.deps.folders.resolve(org, folderSpecOf(fields));
-      return await this.commit(
-        caller,
-        files.map((f) => f.object),
-        folder,
-        await Promise.all(files.map((f) => f.booking)),
-      );
+      return await this.commit(caller, files, folder);
     } catch (err) {
-      await Promise.all([this.deps.ingest.discard(stored), this.unbook(bookings)]);
+      await Promise.all([this.deps.ingest.discard(stored), this.deps.creation.abandon(started)]);
       throw err;
     }
   }
@@ -149,122 +133,59 @@ export class UploadService {
       folder: input.folder,
       folderId: input.folderId === undefined ? undefined : String(input.folderId),
     });
-    const id = this.takeId();
-    const object = await this.deps.ingest.storeBuffer(
-      org,
-      Buffer.from(dataUrl.base64, 'base64'),
-      input.name ?? 'file',
-      folder,
-      input.mimetype ?? dataUrl.declaredType,
-      await this.budgetOf(caller),
-    );
-    const booking = this.book(org, id, object.bytes);
+    const file = this.deps.creation.start(org);
     try {
-      const [record] = await this.commit(caller, [object], folder, [await booking]);
+      const object = await this.deps.ingest.storeBuffer(
+        org,
+        Buffer.from(dataUrl.base64, 'base64'),
+        input.name ?? 'file',
+        folder,
+        input.mimetype ?? dataUrl.declaredType,
+        await this.budgetOf(caller),
+      );
+      const [record] = await this.commit(caller, [{ object, file }], folder);
       return record!;
     } catch (err) {
-      await this.unbook([booking]);
+      await this.deps.creation.abandon([file]);
       throw err;
     }
   }
 
   /**
    * Makes stored objects permanent: moves any whose key was built for another
-   * folder (or staged), checks that their bookings (one per object, in order)
-   * counted them within the quota, renews those past half their life (a long
-   * upload's first files), then writes their records, with the bookings' ids,
-   * in one all-or-nothing write, and settles the bookings. On failure every
-   * object is removed and the error rethrown; the caller gives back what the
-   * bookings counted.
+   * folder (or staged), then records them all at once (media-creation.ts:
+   * their bookings checked, their records and events written, the folder
+   * checked). On failure every object is removed and the error rethrown; the
+   * caller gives back what the bookings counted.
    */
   private async commit(
     caller: Caller,
-    objects: StoredObject[],
+    files: { object: StoredObject; file: NewFile }[],
     folder: Folder | null,
-    bookings: FileBooking[],
   ): Promise<MediaRecord[]> {
     const org = caller.organization;
     const placed: StoredObject[] = [];
     try {
-      for (const object of objects) placed.push(await this.deps.ingest.place(org, object, folder));
-      const booked = bookings.map((b) => {
-        if (b.status === 'rejected') throw b.reason;
-        return b.value;
-      });
-      if (booked.some((b) => b === null)) throw Errors.quotaExceeded(org.quotaBytes ?? 0);
-      const held = booked as Booking[];
-      if (!(await this.deps.usage.keep(held, org.quotaBytes))) {
-        throw Errors.quotaExceeded(org.quotaBytes ?? 0);
-      }
-      const records = await this.deps.media.insertAll(
-        placed.map((o) => ({
-          organizationId: org.id,
-          folderId: folder?.id ?? null,
-          key: o.key,
-          name: o.name,
-          mimetype: o.type.mime,
-          bytes: o.bytes,
-          checksum: o.checksum,
-          metaData: caller.origin,
-          createdBy: caller.tokenId,
+      for (const { object } of files)
+        placed.push(await this.deps.ingest.place(org, object, folder));
+      return await this.deps.creation.commit(
+        org,
+        placed.map((o, i) => ({
+          file: files[i]!.file,
+          record: {
+            key: o.key,
+            name: o.name,
+            mimetype: o.type.mime,
+            bytes: o.bytes,
+            checksum: o.checksum,
+          },
         })),
-        held.map((b) => b.id),
+        { folderId: folder?.id ?? null, origin: caller.origin, createdBy: caller.tokenId },
       );
-      // Off the answer's path: a settle that fails leaves bookings whose
-      // records exist, which their expiry only settles.
-      const settled = this.deps.usage.settle(held).catch(() => undefined);
-      if (folder && !(await this.deps.folders.isLive(org, folder.id))) {
-        // The folder was deleted (or is being) while these records were written:
-        // they go as a delete takes them (one a recursive delete listed already
-        // is its), counted as records first, so that the bookings are not given
-        // back a second time.
-        await settled;
-        for (const record of records) await this.deps.deletion.delete(record);
-        throw Errors.folderNotFound(folder.id);
-      }
-      return records;
     } catch (err) {
-      await this.deps.ingest.discard([...objects, ...placed]);
+      await this.deps.ingest.discard([...files.map((f) => f.object), ...placed]);
       throw err;
     }
-  }
-
-  /**
-   * A record's id, taken ahead (while the file's bytes flow). A refused or
-   * failed upload leaves a gap in the ids, which promise only to grow.
-   */
-  private takeId(): Promise<number> {
-    const id = this.deps.media.nextIds(1).then(([first]) => first!);
-    id.catch(() => undefined); // awaited by the booking, or moot once the upload has failed
-    return id;
-  }
-
-  /** Books a stored file under its record's id: counted against the quota, refused atomically past it. */
-  private async book(
-    org: Caller['organization'],
-    id: Promise<number>,
-    bytes: number,
-  ): Promise<FileBooking> {
-    try {
-      const value = await this.deps.usage.book(
-        org.id,
-        await id,
-        { bytes, files: 1 },
-        org.quotaBytes,
-      );
-      return { status: 'fulfilled', value };
-    } catch (reason) {
-      return { status: 'rejected', reason };
-    }
-  }
-
-  /** Gives back what bookings counted (an upload that failed after they began). */
-  private async unbook(bookings: Promise<FileBooking>[]): Promise<void> {
-    const held = (await Promise.all(bookings)).flatMap((b) =>
-      b.status === 'fulfilled' && b.value ? [b.value] : [],
-    );
-    // One that cannot be given back now expires on its own.
-    await this.deps.usage.cancel(held).catch(() => undefined);
   }
 
   /** What the request may store under the organization's quota (none without a quota). */

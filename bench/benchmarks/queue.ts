@@ -1,7 +1,8 @@
 /**
  * 4. Queue overhead: the round trip of a job that does nothing, through the
- * API's own producer adapter (add, then wait for the result through
- * QueueEvents) and a BullMQ worker on the same Redis.
+ * API's own producer adapter (the fair gate, add, then wait for the result
+ * through QueueEvents) and a BullMQ worker on the same Redis that tells the
+ * gate when a job has ended, as the service's workers do.
  */
 import { randomUUID } from 'node:crypto';
 import { Worker } from 'bullmq';
@@ -33,6 +34,10 @@ export const queue: Benchmark = {
       connection,
       prefix,
       concurrency: 1,
+    });
+    // As the service's workers do: a job that has ended lets the fair gate release the next.
+    worker.on('completed', (job) => {
+      void producer.ended('image', stack.organizationId, job.id!).catch(() => undefined);
     });
     const p50: number[] = [];
     const p99: number[] = [];

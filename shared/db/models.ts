@@ -3,6 +3,7 @@
  * atomic counters (`counters` collection, `findOneAndUpdate` + `$inc` + upsert).
  */
 import { Schema, type Connection, type Model } from 'mongoose';
+import type { EventType, PendingEvent } from '../events/events';
 
 export interface CounterDoc {
   _id: string;
@@ -45,6 +46,14 @@ export interface FolderDoc {
    * any other. A delete that died lets it go when this passes.
    */
   deletingUntil?: Date | null;
+  /**
+   * Set when its delete removed it: the document stays, renamed out of the
+   * way of a new folder of the same name, only until its `folder.deleted`
+   * event has left it (shared/events/outbox.ts). Gone for every lookup.
+   */
+  removedAt?: Date | null;
+  /** Events of changes to it, waiting to be promoted to the events collection. */
+  pendingEvents?: PendingEvent[];
   createdAt: Date;
   updatedAt: Date;
 }
@@ -79,6 +88,11 @@ export interface MediaDoc {
   jobId?: string;
   /** Renders stored beside the file (GET /media/render); absent until the first. */
   variants?: VariantDoc[];
+  /**
+   * Events of changes to it (`media.created` with the insert, `media.deleted`
+   * with the delete's mark), waiting to be promoted to the events collection.
+   */
+  pendingEvents?: PendingEvent[];
   createdAt: Date;
   updatedAt: Date;
 }
@@ -150,6 +164,21 @@ export interface SettingDoc {
   createdAt: Date;
 }
 
+/** A domain event, recorded (shared/events/outbox.ts): dispatched once to each of its listeners. */
+export interface EventDoc {
+  /** The event's stable id (`media.created:42`). */
+  _id: string;
+  type: EventType;
+  organizationId: number;
+  occurredAt: Date;
+  data: Record<string, unknown>;
+  /** Set once every listener of it has its delivery queued. */
+  dispatchedAt: Date | null;
+  /** A dispatcher at work on it until then (another takes it after). */
+  lockedUntil: Date | null;
+  createdAt: Date;
+}
+
 /**
  * A key taken at the bucket's root (merged PDFs' `merged_<ms>.pdf`) before
  * its object is written: the unique `_id` decides between two merges of the
@@ -194,6 +223,15 @@ const apiTokenSchema = new Schema<ApiTokenDoc>(
   { versionKey: false, timestamps: { createdAt: true, updatedAt: false } },
 );
 
+const pendingEventSchema = new Schema<PendingEvent>(
+  {
+    id: { type: String, required: true },
+    type: { type: String, required: true },
+    at: { type: Date, required: true },
+  },
+  { _id: false },
+);
+
 const folderSchema = new Schema<FolderDoc>(
   {
     id: { type: Number, required: true, unique: true },
@@ -201,10 +239,14 @@ const folderSchema = new Schema<FolderDoc>(
     name: { type: String, required: true },
     slug: { type: String, required: true },
     deletingUntil: { type: Date, default: null },
+    removedAt: { type: Date, default: null },
+    pendingEvents: { type: [pendingEventSchema], default: undefined },
   },
   options,
 );
 folderSchema.index({ organizationId: 1, name: 1 }, { unique: true });
+// The outbox finds documents with events waiting (sparse: most have none).
+folderSchema.index({ 'pendingEvents.at': 1 }, { sparse: true });
 
 const mediaSchema = new Schema<MediaDoc>(
   {
@@ -247,9 +289,11 @@ const mediaSchema = new Schema<MediaDoc>(
       ],
       default: undefined,
     },
+    pendingEvents: { type: [pendingEventSchema], default: undefined },
   },
   options,
 );
+mediaSchema.index({ 'pendingEvents.at': 1 }, { sparse: true });
 // Every lookup and list filter starts with the organization (GET /media: newest first by id).
 mediaSchema.index({ organizationId: 1, key: 1 });
 mediaSchema.index({ organizationId: 1, id: -1 });
@@ -308,6 +352,22 @@ const keyClaimSchema = new Schema<KeyClaimDoc>(
   { versionKey: false, timestamps: { createdAt: true, updatedAt: false } },
 );
 
+const eventSchema = new Schema<EventDoc>(
+  {
+    _id: { type: String, required: true },
+    type: { type: String, required: true },
+    organizationId: { type: Number, required: true },
+    occurredAt: { type: Date, required: true },
+    data: { type: Schema.Types.Mixed, required: true },
+    dispatchedAt: { type: Date, default: null },
+    lockedUntil: { type: Date, default: null },
+  },
+  { versionKey: false, timestamps: { createdAt: true, updatedAt: false }, minimize: false },
+);
+// The dispatcher takes undispatched events oldest first; dispatched ones go after a month.
+eventSchema.index({ dispatchedAt: 1, occurredAt: 1 });
+eventSchema.index({ createdAt: 1 }, { expireAfterSeconds: 30 * 24 * 3_600 });
+
 const settingSchema = new Schema<SettingDoc>(
   { _id: { type: String, required: true }, value: { type: String, required: true } },
   { versionKey: false, timestamps: { createdAt: true, updatedAt: false } },
@@ -323,6 +383,7 @@ export interface Models {
   Usage: Model<UsageDoc>;
   JobResult: Model<JobResultDoc>;
   Setting: Model<SettingDoc>;
+  Event: Model<EventDoc>;
 }
 
 export function createModels(connection: Connection): Models {
@@ -340,6 +401,7 @@ export function createModels(connection: Connection): Models {
     Usage: connection.model<UsageDoc>('Usage', usageSchema, 'usage'),
     JobResult: connection.model<JobResultDoc>('JobResult', jobResultSchema, 'job_results'),
     Setting: connection.model<SettingDoc>('Setting', settingSchema, 'settings'),
+    Event: connection.model<EventDoc>('Event', eventSchema, 'events'),
   };
 }
 

@@ -1,10 +1,12 @@
 /**
  * The media types the service accepts, decided from a file's first bytes
  * (magic numbers, via file-type), never from its name or declared mimetype.
+ * The types themselves are the formats table's (formats.ts).
  */
 import { fileTypeFromBuffer } from 'file-type';
+import { formatOfMime, MEDIA_FORMATS, type MediaKind } from './formats';
 
-export type MediaKind = 'image' | 'pdf';
+export type { MediaKind };
 
 export interface MediaType {
   mime: string;
@@ -14,17 +16,9 @@ export interface MediaType {
 }
 
 /** Every type the service knows; `ACCEPTED_TYPES` may narrow it. SVG is never accepted. */
-export const KNOWN_TYPES: Readonly<Record<string, MediaType>> = {
-  'image/jpeg': { mime: 'image/jpeg', ext: 'jpg', kind: 'image' },
-  'image/png': { mime: 'image/png', ext: 'png', kind: 'image' },
-  'image/webp': { mime: 'image/webp', ext: 'webp', kind: 'image' },
-  'image/gif': { mime: 'image/gif', ext: 'gif', kind: 'image' },
-  'image/avif': { mime: 'image/avif', ext: 'avif', kind: 'image' },
-  'image/tiff': { mime: 'image/tiff', ext: 'tiff', kind: 'image' },
-  'image/heic': { mime: 'image/heic', ext: 'heic', kind: 'image' },
-  'image/heif': { mime: 'image/heif', ext: 'heif', kind: 'image' },
-  'application/pdf': { mime: 'application/pdf', ext: 'pdf', kind: 'pdf' },
-};
+export const KNOWN_TYPES: Readonly<Record<string, MediaType>> = Object.fromEntries(
+  Object.values(MEDIA_FORMATS).map(({ mime, ext, kind }) => [mime, { mime, ext, kind }]),
+);
 
 /** How many leading bytes detection needs (file-type reads at most this many for our types). */
 export const DETECTION_BYTES = 4100;
@@ -47,10 +41,5 @@ const startsWith = (data: Uint8Array, magic: number[]) => magic.every((b, i) => 
 
 /** What a client may send in a `mimetype` field or data URL for a type (aliases included). */
 export function normaliseMime(mime: string): string {
-  const m = mime.trim().toLowerCase();
-  if (m === 'image/jpg' || m === 'image/pjpeg') return 'image/jpeg';
-  if (m === 'image/heic-sequence') return 'image/heic';
-  if (m === 'image/heif-sequence') return 'image/heif';
-  if (m === 'application/x-pdf') return 'application/pdf';
-  return m;
+  return formatOfMime(mime)?.mime ?? mime.trim().toLowerCase();
 }

@@ -8,39 +8,14 @@
  * The estimate errs towards heavy: a light job taken for heavy only waits
  * for its organization's other heavy jobs; a heavy job taken for light can
  * hold a slot others needed. Its figures (docs/jobs.md, "Fair queues") come
- * from encode times of noisy images, the worst case for every encoder.
+ * from encode times of noisy images, the worst case for every encoder; each
+ * format's own (pixels per byte of a source, the output pixels from which an
+ * encode is heavy, rate-limit units per megapixel) are in the formats table.
  */
-import type { ConvertFormat } from './formats';
+import { formatOfMime, outputOf, type ConvertFormat } from './formats';
 import type { RenderOptions } from './render-options';
 
 const MP = 1_000_000;
-
-/**
- * Pixels a source of this type holds per byte, at most for ordinary images:
- * compressed photos (JPEG, WebP, AVIF, HEIC) about 1-3, lossless ones fewer.
- * A noisy photo holds fewer pixels per byte but costs more per pixel to
- * decode, so bytes × this tracks decode work either way.
- */
-const PIXELS_PER_BYTE: Readonly<Record<string, number>> = {
-  'image/jpeg': 2,
-  'image/webp': 3,
-  'image/avif': 4,
-  'image/heic': 4,
-  'image/heif': 4,
-  'image/png': 1,
-  'image/gif': 2,
-  'image/tiff': 0.5,
-};
-
-/** Output pixels from which an encode is heavy, per format (seconds of work at sharp's defaults). */
-export const HEAVY_OUTPUT_PIXELS: Readonly<Record<ConvertFormat, number>> = {
-  gif: 0.25 * MP,
-  avif: 0.25 * MP,
-  webp: 4 * MP,
-  png: 4 * MP,
-  tiff: 8 * MP,
-  jpeg: 16 * MP,
-};
 
 /** Source pixels from which decoding alone is heavy. */
 export const HEAVY_SOURCE_PIXELS = 24 * MP;
@@ -50,12 +25,12 @@ export const HEAVY_MERGE = { bytes: 32 * 1024 * 1024, inputs: 20 } as const;
 
 /** Estimated pixels of a source from its size and type. */
 export function sourcePixels(source: { bytes: number; mimetype: string }): number {
-  return source.bytes * (PIXELS_PER_BYTE[source.mimetype] ?? 1);
+  return source.bytes * (formatOfMime(source.mimetype)?.pixelsPerByte ?? 1);
 }
 
 /** Whether encoding `pixels` as `format` is heavy, or decoding the source is. */
 function heavyImage(format: ConvertFormat, outputPixels: number, source: number): boolean {
-  return outputPixels >= HEAVY_OUTPUT_PIXELS[format] || source >= HEAVY_SOURCE_PIXELS;
+  return outputPixels >= outputOf(format).heavyPixels || source >= HEAVY_SOURCE_PIXELS;
 }
 
 /**
@@ -97,16 +72,6 @@ export function mergeIsHeavy(inputs: readonly { bytes: number }[]): boolean {
   return bytes >= HEAVY_MERGE.bytes || inputs.length >= HEAVY_MERGE.inputs;
 }
 
-/** Output megapixels a render's rate-limit cost counts per unit, by format (slow encoders count more). */
-const UNITS_PER_MEGAPIXEL: Readonly<Record<ConvertFormat, number>> = {
-  gif: 4,
-  avif: 4,
-  webp: 1,
-  png: 1,
-  tiff: 1,
-  jpeg: 0.5,
-};
-
 /** The most a render costs (as much as a merge). */
 export const MAX_RENDER_UNITS = 50;
 
@@ -128,6 +93,6 @@ export function renderUnits(
       : width !== null || height !== null
         ? Math.min((width ?? height!) ** 2, maxPixels)
         : maxPixels;
-  const extra = Math.floor((pixels / MP) * UNITS_PER_MEGAPIXEL[options.format]);
+  const extra = Math.floor((pixels / MP) * outputOf(options.format).unitsPerMegapixel);
   return Math.min(MAX_RENDER_UNITS, 1 + extra);
 }

@@ -40,6 +40,12 @@ import { createRedis, waitForRedis, type RedisConnection, type RedisRole } from 
 export interface AddOptions {
   /** Its estimated work is long (shared/media/work.ts): the fair gate caps such jobs per organization. */
   heavy?: boolean;
+  /**
+   * Not counted against the organization's MAX_PENDING_JOBS (the service's
+   * own work, such as event deliveries: a client's requests never wait on
+   * it); the fair gate still orders it.
+   */
+  uncapped?: boolean;
 }
 
 /** How long a wait gives the events connection to come back before answering `unavailable`. */
@@ -108,6 +114,11 @@ export class BullJobQueue implements JobQueue {
 
   private producerConnection: RedisConnection | undefined;
 
+  /** The producers' connection, for readers of the queues' own keys (worker/events/job-events.ts). */
+  redis(): RedisConnection {
+    return this.producer();
+  }
+
   /** One fail-fast connection shared by the producers of every queue. */
   private producer(): RedisConnection {
     this.producerConnection ??= this.connection('producer');
@@ -174,8 +185,10 @@ export class BullJobQueue implements JobQueue {
     const jobId = newJobId(name, jobUuid);
     const queue = JOB_QUEUES[name];
     const org = payload.organizationId;
-    const admitted = await this.call('admit', () => this.pending.admit(org, jobId));
-    if (admitted === null) throw Errors.tooManyJobs(this.config.maxPendingJobs ?? 0);
+    if (!options.uncapped) {
+      const admitted = await this.call('admit', () => this.pending.admit(org, jobId));
+      if (admitted === null) throw Errors.tooManyJobs(this.config.maxPendingJobs ?? 0);
+    }
     // The worker's `process` span is a child of this one: its context travels in the payload.
     await inSpan(
       `send ${queue}`,

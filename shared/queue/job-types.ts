@@ -61,7 +61,7 @@ export interface JobQueue {
     name: N,
     payload: JobPayloads[N],
     jobUuid: string,
-    options?: { heavy?: boolean },
+    options?: { heavy?: boolean; uncapped?: boolean },
   ): Promise<string>;
   wait<N extends JobName>(name: N, jobId: string, timeoutMs: number): Promise<JobOutcome<N>>;
   get(jobId: string): Promise<JobSnapshot | null>;

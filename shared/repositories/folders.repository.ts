@@ -11,6 +11,8 @@
  */
 import type { FolderDoc, Models } from '../db/models';
 import { db, isDuplicateKey } from '../db/errors';
+import { pendingEvent } from '../events/events';
+import { REMOVED_NAME_SEPARATOR } from '../events/outbox';
 import { folderSlug } from '../media/naming';
 import type { CountersRepository } from './counters.repository';
 
@@ -21,8 +23,12 @@ import type { CountersRepository } from './counters.repository';
  */
 export const FOLDER_DELETE_HOLD_MS = 5 * 60_000;
 
-/** Folders no delete holds (never marked, or marked by a delete that died). */
+/** Not removed (a removed folder's document waits only for its event to be recorded). */
+const PRESENT = { removedAt: null } as const;
+
+/** Folders no delete holds (never marked, or marked by a delete that died), not removed. */
 const live = (now: Date) => ({
+  ...PRESENT,
   $or: [{ deletingUntil: null }, { deletingUntil: { $lte: now } }],
 });
 
@@ -99,7 +105,7 @@ export class FoldersRepository {
     const now = this.clock();
     const doc = await db(() =>
       this.models.Folder.findOneAndUpdate(
-        { organizationId, id, ...(renew ? {} : live(now)) },
+        { organizationId, id, ...(renew ? PRESENT : live(now)) },
         { $set: { deletingUntil: new Date(now.getTime() + FOLDER_DELETE_HOLD_MS) } },
         { returnDocument: 'after', lean: true, timestamps: false },
       ).exec(),
@@ -111,7 +117,7 @@ export class FoldersRepository {
   async release(organizationId: number, id: number): Promise<void> {
     await db(() =>
       this.models.Folder.updateOne(
-        { organizationId, id },
+        { organizationId, id, ...PRESENT },
         { $set: { deletingUntil: null } },
         { timestamps: false },
       ).exec(),
@@ -121,17 +127,31 @@ export class FoldersRepository {
   /**
    * Removes a folder its delete holds (its records must be gone), only while
    * the mark holds: false when it does not (the mark expired: renew, look for
-   * records again), or the folder is gone.
+   * records again), or the folder is gone. The removal and its
+   * `folder.deleted` event are one update: the document stays, renamed out of
+   * the way of a new folder of that name and gone for every lookup, until the
+   * outbox has recorded the event (shared/events/outbox.ts).
    */
   async removeHeld(organizationId: number, id: number): Promise<boolean> {
-    const result = await db(() =>
-      this.models.Folder.deleteOne({
-        organizationId,
-        id,
-        deletingUntil: { $gt: this.clock() },
-      }).exec(),
+    const held = await db(() =>
+      this.models.Folder.findOne({ organizationId, id, ...PRESENT }, { name: 1 })
+        .lean()
+        .exec(),
     );
-    return result.deletedCount === 1;
+    if (!held) return false;
+    const now = this.clock();
+    // A held folder cannot be renamed: its name is the one just read.
+    const result = await db(() =>
+      this.models.Folder.updateOne(
+        { organizationId, id, name: held.name, ...PRESENT, deletingUntil: { $gt: now } },
+        {
+          $set: { removedAt: now, name: `${held.name}${REMOVED_NAME_SEPARATOR}${id}` },
+          $push: { pendingEvents: pendingEvent('folder.deleted', id, now) },
+        },
+        { timestamps: false },
+      ).exec(),
+    );
+    return result.modifiedCount === 1;
   }
 
   /** Creates a folder; null when the organization has one of that name. */

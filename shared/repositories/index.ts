@@ -1,5 +1,6 @@
 /** Every repository over one set of models: the one wiring both composition roots (API, worker) use. */
 import type { Models } from '../db/models';
+import { EventOutbox } from '../events/outbox';
 import { CountersRepository } from './counters.repository';
 import { FoldersRepository } from './folders.repository';
 import { JobResultsRepository } from './job-results.repository';
@@ -18,6 +19,8 @@ export interface Repositories {
   usage: UsageRepository;
   variants: VariantsRepository;
   jobResults: JobResultsRepository;
+  /** Domain events: recorded with their changes, taken by the dispatcher (shared/events/outbox.ts). */
+  events: EventOutbox;
 }
 
 export function createRepositories(
@@ -34,5 +37,6 @@ export function createRepositories(
     usage: new UsageRepository(models, { bookingTtlMs: settings.usageBookingTtlMs }),
     variants: new VariantsRepository(models),
     jobResults: new JobResultsRepository(models),
+    events: new EventOutbox(models),
   };
 }

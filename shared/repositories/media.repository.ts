@@ -1,5 +1,6 @@
 import type { MediaDoc, Models, RequestOrigin } from '../db/models';
 import { db, isDuplicateKey } from '../db/errors';
+import { pendingEvent } from '../events/events';
 import type { CountersRepository } from './counters.repository';
 
 export type { RequestOrigin };
@@ -256,12 +257,19 @@ export class MediaRepository {
   }
 
   /**
-   * Marks a record as being deleted; false when it is gone or already being
-   * deleted (so of two concurrent deletes only one goes on).
+   * Marks a record as being deleted, with its `media.deleted` event (in the
+   * same update); false when it is gone or already being deleted (so of two
+   * concurrent deletes only one goes on).
    */
   async markDeleting(id: number, at: Date): Promise<boolean> {
     const result = await db(() =>
-      this.models.Media.updateOne({ id, ...LIVE }, { $set: { deletingAt: at } }).exec(),
+      this.models.Media.updateOne(
+        { id, ...LIVE },
+        {
+          $set: { deletingAt: at },
+          $push: { pendingEvents: pendingEvent('media.deleted', id, at) },
+        },
+      ).exec(),
     );
     return result.modifiedCount === 1;
   }

@@ -117,4 +117,19 @@ export class VariantsRepository {
       height: v.height,
     }));
   }
+
+  /**
+   * Takes a variant off its record (a render whose job failed as it was
+   * added); true when it was there. The record's `updatedAt` is left alone.
+   */
+  async remove(organizationId: number, key: string, variantId: string): Promise<boolean> {
+    const result = await db(() =>
+      this.models.Media.updateOne(
+        { organizationId, key, 'variants.id': variantId },
+        { $pull: { variants: { id: variantId } } },
+        { timestamps: false },
+      ).exec(),
+    );
+    return result.modifiedCount > 0;
+  }
 }

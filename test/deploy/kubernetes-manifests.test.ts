@@ -501,7 +501,7 @@ describe.each(OVERLAYS)('overlay %s', (overlay) => {
       if (owner.kind === 'CronJob') continue; // runs to completion; no shutdown budget
       const c = spec.containers[0]!;
       const { shutdownTimeoutMs } = loadConfig(environment(overlay, c));
-      // The configured budget, or shared/config.ts's default when unset.
+      // The configured budget, or the default in shared/config/variables.ts when unset.
       expect(shutdownTimeoutMs).toBeGreaterThanOrEqual(loadConfig({}).shutdownTimeoutMs);
       const preStop = c.lifecycle?.preStop?.exec?.command;
       const pauseMs = preStop?.[0] === 'sleep' ? Number(preStop[1]) * 1000 : 0;

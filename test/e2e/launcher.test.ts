@@ -120,7 +120,7 @@ async function hold(port: number): Promise<Server | undefined> {
   }
 }
 
-/** WORKER_PORT's default (shared/config.ts). */
+/** WORKER_PORT's default (shared/config/variables.ts). */
 const DEFAULT_WORKER_PORT = 3001;
 
 describe('npm start with nothing configured', () => {

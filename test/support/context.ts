@@ -167,9 +167,9 @@ function registerEnv(env: Omit<RegisteredEnv, 'testPath'>): void {
  * up to the next second.)
  */
 export function reconcileNow(store: ObjectStore, models: Models, jobs: JobInputs | undefined) {
-  const { media, usage } = createRepositories(models);
+  const { media, usage, events } = createRepositories(models);
   const logger = createLogger({ level: 'silent' });
-  const deletion = new MediaDeletion({ media, usage, store, logger });
+  const deletion = new MediaDeletion({ media, usage, store, events, logger });
   return new ReconcileService({ store, media, usage, deletion, jobs }).run({
     olderThanMs: 0,
     now: new Date(Date.now() + 60_000),

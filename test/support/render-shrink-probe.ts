@@ -11,6 +11,7 @@ import { configureSharp } from '../../worker/image/sharp';
 import { corpusFile } from './files';
 
 const PHOTO = corpusFile('images/tests-42_IndexError.jpg'); // 4032 × 3024, 12.2 MP
+const BOUNDS = { maxInputPixels: 100_000_000, maxOutputPixels: { gif: Infinity, avif: Infinity } };
 
 async function cpuMs(work: () => Promise<unknown>): Promise<number> {
   const runs: number[] = [];
@@ -34,9 +35,9 @@ async function main(): Promise<void> {
     keepMetadata: false,
   } as const;
   const heic = new HeicThreadPool(1); // a JPEG: no thread is started
-  const out = await renderImage(PHOTO, options, 100_000_000, heic);
+  const out = await renderImage(PHOTO, options, BOUNDS, heic);
   const decode = await cpuMs(() => sharp(PHOTO).raw().toBuffer());
-  const render = await cpuMs(() => renderImage(PHOTO, options, 100_000_000, heic));
+  const render = await cpuMs(() => renderImage(PHOTO, options, BOUNDS, heic));
   process.stdout.write(
     `${JSON.stringify({ width: out.width, height: out.height, decode, render })}\n`,
   );

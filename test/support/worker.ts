@@ -10,6 +10,7 @@ import { loadConfig } from '../../shared/config';
 import { createWorkerMetrics } from '../../shared/metrics';
 import { createAdapters } from '../../worker/adapters';
 import { createWorkerContext, type WorkerContext } from '../../worker/context';
+import type { Listener } from '../../worker/listeners/listener';
 import { createOpsServer } from '../../worker/ops-server';
 import { PROCESSORS } from '../../worker/processors';
 import { buildRegistry } from '../../worker/registry';
@@ -20,18 +21,25 @@ export interface TestWorker {
   worker: RunningWorker;
   /** The worker's ops server (/healthz, /readyz, /metrics), on a free port. */
   opsUrl: string;
+  /** HEIC decoding threads alive in the worker's image adapter. */
+  heicThreads(): number;
   close(): Promise<void>;
 }
 
 export async function startWorker(
   env: NodeJS.ProcessEnv,
   overrides: NodeJS.ProcessEnv = {},
+  /** Listeners of domain events instead of the service's own (worker/listeners/index.ts). */
+  options: { listeners?: readonly Listener[] } = {},
 ): Promise<TestWorker> {
   const config = loadConfig({ ...env, ...overrides });
   const logger = createLogger({ level: config.logLevel });
   const metrics = createWorkerMetrics();
   const adapters = createAdapters(config, logger);
-  const ctx = await createWorkerContext(config, logger, adapters, { metrics });
+  const ctx = await createWorkerContext(config, logger, adapters, {
+    metrics,
+    ...(options.listeners ? { listeners: options.listeners } : {}),
+  });
   const worker = createWorker(ctx, buildRegistry(PROCESSORS), metrics);
   await Promise.all(worker.workers.map((w) => w.waitUntilReady()));
   const ops: Server = createOpsServer({
@@ -46,6 +54,7 @@ export async function startWorker(
     ctx,
     worker,
     opsUrl: `http://127.0.0.1:${(ops.address() as AddressInfo).port}`,
+    heicThreads: () => adapters.heicThreads(),
     async close() {
       ops.closeAllConnections();
       await new Promise<void>((resolve) => ops.close(() => resolve()));

@@ -1,5 +1,5 @@
 import { ConfigError, loadConfig } from '../../shared/config';
-import { JOB_OPTIONS } from '../../shared/jobs';
+import { JOB_OPTIONS, JOB_QUEUES } from '../../shared/jobs';
 
 const problemsOf = (env: NodeJS.ProcessEnv): string[] => {
   try {
@@ -173,5 +173,41 @@ describe('configuration', () => {
     const config = loadConfig({ PORT: '', PUBLIC_BASE_URL: 'https://media.example.com/' });
     expect(config.port).toBe(3000);
     expect(config.publicBaseUrl).toBe('https://media.example.com');
+  });
+
+  it('takes its queue names from the job map', () => {
+    const queues = [...new Set(Object.values(JOB_QUEUES))];
+    expect(loadConfig({}).worker.queues).toEqual(queues);
+    expect(Object.keys(loadConfig({}).worker.concurrency)).toEqual(queues);
+    for (const queue of queues) {
+      expect(loadConfig({ WORKER_QUEUES: queue }).worker.queues).toEqual([queue]);
+    }
+  });
+
+  it('refuses at load, naming RENDER_PRESETS, a preset the render would refuse', () => {
+    const presets = (entries: Record<string, unknown>) => JSON.stringify(entries);
+    expect(problemsOf({ RENDER_PRESETS: presets({ big: { w: 5000 } }) })).toEqual([
+      'RENDER_PRESETS: preset "big": w is over the limit of 4096 (RENDER_MAX_WIDTH)',
+    ]);
+    expect(
+      problemsOf({ RENDER_MAX_HEIGHT: '300', RENDER_PRESETS: presets({ tall: { h: 301 } }) }),
+    ).toEqual(['RENDER_PRESETS: preset "tall": h is over the limit of 300 (RENDER_MAX_HEIGHT)']);
+    expect(problemsOf({ RENDER_PRESETS: presets({ odd: { format: 'bmp' } }) })).toEqual([
+      'RENDER_PRESETS: preset "odd": format must be one of auto, jpeg, jpg, png, webp, gif, avif, tiff',
+    ]);
+    expect(problemsOf({ RENDER_PRESETS: presets({ q0: { q: 0 } }) })).toEqual([
+      'RENDER_PRESETS: preset "q0": q must be an integer from 1 to 100',
+    ]);
+    expect(problemsOf({ RENDER_PRESETS: presets({ nested: { preset: 'thumbnail' } }) })).toEqual([
+      'RENDER_PRESETS: preset "nested": unknown field(s): preset (known: w, h, fit, format, q, metadata)',
+    ]);
+    // What the render accepts, a preset may say: jpg, any case, sizes as text, within raised maxima.
+    const config = loadConfig({
+      RENDER_MAX_WIDTH: '8000',
+      RENDER_PRESETS: presets({ big: { w: 5000, format: 'JPG', metadata: 'Keep', h: '20' } }),
+    });
+    expect(config.render.presets).toEqual({
+      big: { width: 5000, height: 20, format: 'jpeg', keepMetadata: true },
+    });
   });
 });

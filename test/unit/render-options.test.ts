@@ -11,12 +11,12 @@ import { AppError } from '../../shared/errors';
 import {
   negotiateFormat,
   normalizeRenderOptions,
-  parseRenderPresets,
   parseRenderSizes,
   sourceOfVariantKey,
   variantId,
   variantKey,
 } from '../../shared/media/render-options';
+import { parseRenderPresets } from '../../shared/media/render-params';
 import type { MediaRecord } from '../../shared/repositories/media.repository';
 
 const base = {
@@ -72,7 +72,9 @@ describe('normalized options and variant keys', () => {
     expect(parseRenderPresets('{"t":{"w":10,"format":"auto","metadata":"keep"}}')).toEqual({
       t: { width: 10, format: 'auto', keepMetadata: true },
     });
-    expect(() => parseRenderPresets('{"t":{"size":10}}')).toThrow('unknown field(s) size');
+    expect(() => parseRenderPresets('{"t":{"size":10}}')).toThrow(
+      'preset "t": unknown field(s): size (known: w, h, fit, format, q, metadata)',
+    );
     expect(() => parseRenderPresets('[]')).toThrow('JSON object');
   });
 });
@@ -95,6 +97,7 @@ function service(over: Partial<Config['render']> = {}, variants = 0) {
     jobs: { runShared: () => Promise.reject(new Error('no job in this test')) },
     store: { get: () => Promise.reject(new Error('no store')) },
     settings: settings(over),
+    maxOutputPixels: { gif: 4_194_304, avif: 16_777_216 },
   });
 }
 

@@ -9,8 +9,7 @@ import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { isAppError } from '../../shared/errors';
 import { createLogger } from '../../shared/logger';
-import type { MediaDeletion } from '../../shared/media-deletion';
-import type { UsageRepository } from '../../shared/repositories/usage.repository';
+import type { MediaCreation } from '../../shared/media-creation';
 import type { FoldersRepository } from '../../shared/repositories/folders.repository';
 import type { MediaRepository } from '../../shared/repositories/media.repository';
 import { FsObjectStore } from '../../shared/storage/fs-object-store';
@@ -45,11 +44,10 @@ beforeEach(async () => {
   await store.init();
   results = new ResultsService({
     store,
-    // readMany touches neither repository, nor deletes anything.
+    // readMany touches neither repository, nor records anything.
     media: {} as MediaRepository,
     folders: {} as FoldersRepository,
-    usage: {} as UsageRepository,
-    deletion: {} as MediaDeletion,
+    creation: {} as MediaCreation,
     logger: createLogger({ level: 'silent' }),
   });
 });

@@ -1,6 +1,6 @@
 /**
- * Conversion: the encoders and their settings per target format, and the
- * conversion itself (decode within the pixel limit, orient, encode).
+ * Conversion: decode within the pixel limit, orient, encode (the encoders and
+ * their bounds: encoders.ts), within the job's time limit.
  *
  *  - Output is auto-oriented (EXIF orientation applied), converted to sRGB
  *    and stripped of metadata (sharp's default), so it looks like the source
@@ -11,30 +11,26 @@
  *  - HEIC (HEVC-coded HEIF) is decoded by heic.ts first; AVIF (AV1-coded
  *    HEIF) is decoded by sharp itself.
  */
-import sharp, { type Sharp } from 'sharp';
+import sharp from 'sharp';
 import { Errors } from '@shared/errors';
-import { CONVERT_FORMATS, type ConvertFormat } from '@shared/media/formats';
+import {
+  CONVERT_FORMATS,
+  outputTooLarge,
+  type ConvertFormat,
+  type OutputPixelLimits,
+} from '@shared/media/formats';
+import { ENCODERS, FORMAT_EXT, FORMAT_MIME } from './encoders';
 import { decodeHeicWithin, type HeicDecoder } from './heic-pool';
-import { decodeOptions, readHeader, sharpError, tooManyPixels } from './sharp';
-
-export const FORMAT_MIME: Readonly<Record<ConvertFormat, string>> = {
-  jpeg: 'image/jpeg',
-  png: 'image/png',
-  webp: 'image/webp',
-  avif: 'image/avif',
-  tiff: 'image/tiff',
-  gif: 'image/gif',
-};
-
-/** Extension used in keys; `jpg` as for uploads (see `KNOWN_TYPES`). */
-export const FORMAT_EXT: Readonly<Record<ConvertFormat, string>> = {
-  jpeg: 'jpg',
-  png: 'png',
-  webp: 'webp',
-  avif: 'avif',
-  tiff: 'tiff',
-  gif: 'gif',
-};
+import {
+  decodeOptions,
+  orientedSize,
+  readHeader,
+  sharpError,
+  timeoutError,
+  tooManyPixels,
+  withinTime,
+  type TimeLimit,
+} from './sharp';
 
 export interface ConvertResult {
   data: Buffer;
@@ -44,47 +40,26 @@ export interface ConvertResult {
   ext: string;
 }
 
-/**
- * Encoder settings per target format. `quality` (1-100) is the encoder's own
- * scale where the format is lossy, and ignored where it would change nothing
- * or silently make the output lossy (png, tiff, gif).
- *
- * - jpeg: quality 80 by default, 4:2:0 chroma up to quality 90 (sharp's
- *   defaults, without mozjpeg's slower trellis settings).
- * - png: zlib level 6, lossless; quality ignored (sharp would otherwise
- *   quantise to a palette, a lossy PNG nobody asked for).
- * - webp: quality 80, effort 4 (sharp's defaults).
- * - avif: quality 50 (about JPEG 80 visually), effort 2 and 4:2:0 chroma:
- *   sharp's defaults (effort 4, 4:4:4) took many times longer for slightly
- *   smaller files (docs/performance.md). Phone and camera JPEGs are 4:2:0
- *   already, so 4:4:4 only spends time and bytes.
- * - tiff: lossless LZW with horizontal prediction (the most widely readable
- *   TIFF compression); quality ignored. sharp's default would be JPEG-in-TIFF,
- *   lossy and poorly supported by older readers.
- * - gif: sharp's defaults (libimagequant palette, effort 7, full dithering):
- *   the best-looking palette, and the slowest format; quality ignored.
- */
-export const ENCODERS: Record<ConvertFormat, (image: Sharp, quality: number | undefined) => Sharp> =
-  {
-    jpeg: (image, quality) => image.jpeg({ quality: quality ?? 80 }),
-    png: (image) => image.png({ compressionLevel: 6 }),
-    webp: (image, quality) => image.webp({ quality: quality ?? 80, effort: 4 }),
-    avif: (image, quality) =>
-      image.avif({ quality: quality ?? 50, effort: 2, chromaSubsampling: '4:2:0' }),
-    tiff: (image) => image.tiff({ compression: 'lzw', predictor: 'horizontal' }),
-    gif: (image) => image.gif(),
-  };
+/** The pixel bounds a conversion or a render is held to. */
+export interface ImageBounds {
+  /** Largest width × height decoded (sharp `limitInputPixels`). */
+  maxInputPixels: number;
+  /** Largest GIF and AVIF encoded (encoders.ts). */
+  maxOutputPixels: OutputPixelLimits;
+}
 
 /**
  * Converts to `target`, auto-oriented; see `ENCODERS` for what `quality` does.
- * Images over `maxInputPixels` are refused from their header.
+ * Images over `maxInputPixels`, and GIF or AVIF outputs over their bound, are
+ * refused from the header; the work stops when the job's time is up (`time`).
  */
 export async function convertImage(
   input: Buffer,
   target: ConvertFormat,
-  options: { quality?: number; timeoutMs?: number },
-  maxInputPixels: number,
+  options: { quality?: number | undefined },
+  bounds: ImageBounds,
   heic: HeicDecoder,
+  time: TimeLimit = {},
 ): Promise<ConvertResult> {
   const encode = Object.hasOwn(ENCODERS, target) ? ENCODERS[target] : undefined;
   if (!encode) {
@@ -98,26 +73,29 @@ export async function convertImage(
       { field: 'quality', message: 'quality must be an integer from 1 to 100' },
     ]);
   }
+  const { maxInputPixels } = bounds;
 
   const meta = await readHeader(input, maxInputPixels);
   const width = meta.width;
   const height = meta.pageHeight ?? meta.height;
   if (width * height > maxInputPixels) throw tooManyPixels(width, height, maxInputPixels);
+  const heicCoded = meta.format === 'heif' && meta.compression === 'hevc';
+  // The output has the source's (oriented) dimensions.
+  const out = orientedSize(meta, heicCoded);
+  const tooLarge = outputTooLarge(target, out.width, out.height, bounds.maxOutputPixels);
+  if (tooLarge) throw tooLarge;
 
-  let image =
-    meta.format === 'heif' && meta.compression === 'hevc'
-      ? sharp(
-          await decodeHeicWithin(heic, input, meta, options.timeoutMs),
-          decodeOptions(maxInputPixels),
-        )
-      : sharp(input, { ...decodeOptions(maxInputPixels), autoOrient: true });
-  if (target === 'jpeg' && meta.hasAlpha) image = image.flatten({ background: '#ffffff' });
   try {
-    // libvips stops the pipeline past the job's remaining time (whole seconds, at least one).
-    if (options.timeoutMs !== undefined) {
-      image = image.timeout({ seconds: Math.max(1, Math.ceil(options.timeoutMs / 1000)) });
-    }
-    const { data, info } = await encode(image, quality).toBuffer({ resolveWithObject: true });
+    let image = heicCoded
+      ? sharp(await decodeHeicWithin(heic, input, meta, time), decodeOptions(maxInputPixels))
+      : sharp(input, { ...decodeOptions(maxInputPixels), autoOrient: true });
+    if (target === 'jpeg' && meta.hasAlpha) image = image.flatten({ background: '#ffffff' });
+    // Nothing more is started once the job's time is up (a long HEIC decode may have used it).
+    time.signal?.throwIfAborted();
+    const { data, info } = await withinTime(
+      encode(image, quality, out.width * out.height),
+      time,
+    ).toBuffer({ resolveWithObject: true });
     return {
       data,
       // sharp names AVIF output "heif"; the target's own name is clearer.
@@ -126,9 +104,6 @@ export async function convertImage(
       ext: FORMAT_EXT[target],
     };
   } catch (err) {
-    if (options.timeoutMs !== undefined && /timeout/i.test((err as Error).message)) {
-      throw Errors.processingTimeout(options.timeoutMs);
-    }
-    throw await sharpError(err, input, maxInputPixels);
+    throw timeoutError(err, time) ?? (await sharpError(err, input, maxInputPixels));
   }
 }

@@ -21,6 +21,7 @@ import { Worker } from 'node:worker_threads';
 import { Errors } from '@shared/errors';
 import { decodeJobError } from '@shared/jobs';
 import type { HeicAnswer, HeicRequest } from './heic-thread';
+import { timeoutError, type TimeLimit } from './sharp';
 
 /** Decodes HEICs into the TIFF sharp reads (see heic.ts). */
 export interface HeicDecoder {
@@ -179,18 +180,25 @@ export class HeicThreadPool implements HeicDecoder {
   }
 }
 
-/** A HEIC decoded on the decoding threads, stopped when the job's time is up. */
+/**
+ * A HEIC decoded on the decoding threads, stopped (its thread ended) when the
+ * job's signal aborts or the time left runs out, whichever comes first.
+ */
 export async function decodeHeicWithin(
   heic: HeicDecoder,
   input: Buffer,
   meta: { icc?: Buffer | undefined },
-  timeoutMs: number | undefined,
+  limit: TimeLimit,
 ): Promise<Buffer> {
-  const signal = timeoutMs === undefined ? undefined : AbortSignal.timeout(Math.max(1, timeoutMs));
+  const signals = [
+    limit.signal,
+    limit.timeoutMs === undefined ? undefined : AbortSignal.timeout(Math.max(1, limit.timeoutMs)),
+  ].filter((s): s is AbortSignal => s !== undefined);
+  const signal = signals.length > 1 ? AbortSignal.any(signals) : signals[0];
   try {
     return await heic.decode(input, meta.icc, signal);
   } catch (err) {
-    if (signal?.aborted && err === signal.reason) throw Errors.processingTimeout(timeoutMs!);
+    if (signal?.aborted && err === signal.reason) throw timeoutError(err, limit) ?? err;
     throw err;
   }
 }

@@ -8,6 +8,9 @@
  *  - 422 UNREADABLE_MEDIA: an accepted type that cannot be read: damaged header,
  *    corrupt or truncated pixel data, undecodable HEIC, or more pixels than
  *    `maxInputPixels` (refused from the header, before any pixel is decoded).
+ *  - 422 OUTPUT_TOO_LARGE: a GIF or AVIF output over its pixel bound
+ *    (`maxOutputPixels`, refused from the header: encoders.ts).
+ *  - 422 PROCESSING_TIMEOUT: the job's time ran out (`TimeLimit`, sharp.ts).
  *  - 400 VALIDATION_FAILED: an unknown target format or a quality outside 1-100.
  *
  * Its parts: metadata (metadata.ts), conversion and the encoders (convert.ts),
@@ -15,28 +18,32 @@
  * HEIC decoding (heic.ts, on threads: heic-pool.ts) and the TIFF it hands sharp (tiff.ts), and sharp's
  * tuning and error mapping (sharp.ts).
  */
-import type { ConvertFormat } from '@shared/media/formats';
+import type { ConvertFormat, OutputPixelLimits } from '@shared/media/formats';
 import type { RenderOptions } from '@shared/media/render-options';
-import { convertImage, type ConvertResult } from './convert';
+import { convertImage, type ConvertResult, type ImageBounds } from './convert';
 import { HeicThreadPool } from './heic-pool';
 import { readMetadata, type ImageMetadata } from './metadata';
 import { renderImage, type RenderResult } from './render';
-import { ensureSharpConfigured } from './sharp';
+import { ensureSharpConfigured, type TimeLimit } from './sharp';
 
-export { FORMAT_EXT, FORMAT_MIME, type ConvertResult } from './convert';
+export type { ConvertResult } from './convert';
+export { FORMAT_EXT, FORMAT_MIME } from './encoders';
 export type { ImageMetadata } from './metadata';
 export type { RenderResult } from './render';
-export { configureSharp } from './sharp';
+export { configureSharp, type TimeLimit } from './sharp';
 
 export interface ImageAdapterOptions {
   /** Largest width × height decoded (sharp `limitInputPixels`); config `limits.maxInputPixels`. */
   maxInputPixels: number;
+  /** Largest GIF and AVIF encoded (width × height); config `limits.maxOutputPixels`; default unbounded. */
+  maxOutputPixels?: OutputPixelLimits;
   /** HEICs decoded at once, each on its own thread (the image queue's concurrency); default 1. */
   heicThreads?: number;
 }
 
 export class ImageAdapter {
   private readonly maxInputPixels: number;
+  private readonly bounds: ImageBounds;
   private readonly heic: HeicThreadPool;
 
   constructor(options: ImageAdapterOptions) {
@@ -44,6 +51,10 @@ export class ImageAdapter {
       throw new TypeError('maxInputPixels must be a positive integer');
     }
     this.maxInputPixels = options.maxInputPixels;
+    this.bounds = {
+      maxInputPixels: options.maxInputPixels,
+      maxOutputPixels: options.maxOutputPixels ?? { gif: Infinity, avif: Infinity },
+    };
     this.heic = new HeicThreadPool(options.heicThreads ?? 1);
     ensureSharpConfigured();
   }
@@ -63,17 +74,22 @@ export class ImageAdapter {
     return readMetadata(input, this.maxInputPixels);
   }
 
-  /** Converts to `target`, auto-oriented; see `ENCODERS` in convert.ts for what `quality` does. */
+  /**
+   * Converts to `target`, auto-oriented; see `ENCODERS` in encoders.ts for
+   * what `quality` does. Stops when the job's time is up (`signal`,
+   * `timeoutMs`: see `TimeLimit`).
+   */
   convert(
     input: Buffer,
     target: ConvertFormat,
-    options: { quality?: number; timeoutMs?: number } = {},
+    options: { quality?: number | undefined } & TimeLimit = {},
   ): Promise<ConvertResult> {
-    return convertImage(input, target, options, this.maxInputPixels, this.heic);
+    const { signal, timeoutMs, ...rest } = options;
+    return convertImage(input, target, rest, this.bounds, this.heic, { signal, timeoutMs });
   }
 
-  /** Resizes and encodes a variant (GET /media/render); see render.ts. */
-  render(input: Buffer, options: RenderOptions): Promise<RenderResult> {
-    return renderImage(input, options, this.maxInputPixels, this.heic);
+  /** Resizes and encodes a variant (GET /media/render); see render.ts. Stops as `convert` does. */
+  render(input: Buffer, options: RenderOptions, time: TimeLimit = {}): Promise<RenderResult> {
+    return renderImage(input, options, this.bounds, this.heic, time);
   }
 }

@@ -12,13 +12,26 @@
  *  - `contain` pads with transparency (white where the format has no alpha).
  *  - Metadata (EXIF with GPS, XMP, IPTC) is stripped unless kept on request;
  *    kept EXIF has its orientation reset, since the pixels are oriented.
+ *  - The variant's size is worked out from the header first (`renderedSize`):
+ *    a GIF or AVIF over its pixel bound is refused before any decoding, and
+ *    the encoders' effort follows it (encoders.ts).
  */
 import sharp from 'sharp';
-import type { ConvertFormat } from '@shared/media/formats';
-import type { RenderOptions } from '@shared/media/render-options';
-import { ENCODERS, FORMAT_MIME } from './convert';
+import { outputOf, outputTooLarge } from '@shared/media/formats';
+import { fixedRenderSize, type RenderOptions } from '@shared/media/render-options';
+import type { ImageBounds } from './convert';
+import { ENCODERS, FORMAT_MIME } from './encoders';
 import { decodeHeicWithin, type HeicDecoder } from './heic-pool';
-import { decodeOptions, readHeader, sharpError, tooManyPixels } from './sharp';
+import {
+  decodeOptions,
+  orientedSize,
+  readHeader,
+  sharpError,
+  timeoutError,
+  tooManyPixels,
+  withinTime,
+  type TimeLimit,
+} from './sharp';
 
 export interface RenderResult {
   data: Buffer;
@@ -27,49 +40,87 @@ export interface RenderResult {
   height: number;
 }
 
-const HAS_ALPHA: Readonly<Record<ConvertFormat, boolean>> = {
-  jpeg: false,
-  png: true,
-  webp: true,
-  avif: true,
-  tiff: true,
-  gif: true,
-};
+/**
+ * The size sharp's resize gives a (oriented) source of `source` with these
+ * options, never enlarged (`withoutEnlargement`): known before any pixel is
+ * decoded, so a slow format's bound is checked from the header. Within a
+ * pixel of sharp's own rounding (test/unit/render-size.test.ts).
+ */
+export function renderedSize(
+  source: { width: number; height: number },
+  o: Pick<RenderOptions, 'width' | 'height' | 'fit'>,
+): { width: number; height: number } {
+  const fixed = fixedRenderSize(o);
+  if (fixed) return fixed;
+  const { width: W, height: H } = source;
+  const scaled = (s: number) => ({
+    width: Math.max(1, Math.round(W * s)),
+    height: Math.max(1, Math.round(H * s)),
+  });
+  if (o.width === null && o.height === null) return { width: W, height: H };
+  if (o.height === null) return scaled(Math.min(1, o.width! / W));
+  if (o.width === null) return scaled(Math.min(1, o.height / H));
+  switch (o.fit) {
+    case 'inside':
+      return scaled(Math.min(1, o.width / W, o.height / H));
+    case 'outside':
+      return scaled(Math.min(1, Math.max(o.width / W, o.height / H)));
+    case 'cover':
+    case 'fill':
+    case 'contain':
+      // cover crops and fill stretches to the box, each side no larger than the source's.
+      return { width: Math.min(o.width, W), height: Math.min(o.height, H) };
+  }
+}
 
+/**
+ * Renders a variant. Images over `maxInputPixels`, and GIF or AVIF variants
+ * over their bound, are refused from the header; the work stops when the
+ * job's time is up (`time`).
+ */
 export async function renderImage(
   input: Buffer,
   options: RenderOptions,
-  maxInputPixels: number,
+  bounds: ImageBounds,
   decoder: HeicDecoder,
+  time: TimeLimit = {},
 ): Promise<RenderResult> {
+  const { maxInputPixels } = bounds;
   const meta = await readHeader(input, maxInputPixels);
   const width = meta.width;
   const height = meta.pageHeight ?? meta.height;
   if (width * height > maxInputPixels) throw tooManyPixels(width, height, maxInputPixels);
-
   const heic = meta.format === 'heif' && meta.compression === 'hevc';
-  let image = heic
-    ? sharp(await decodeHeicWithin(decoder, input, meta, undefined), decodeOptions(maxInputPixels))
-    : sharp(input, { ...decodeOptions(maxInputPixels), autoOrient: true });
-  if (options.width !== null || options.height !== null) {
-    const alpha = HAS_ALPHA[options.format] ? 0 : 1;
-    image = image.resize({
-      width: options.width ?? undefined,
-      height: options.height ?? undefined,
-      fit: options.fit,
-      withoutEnlargement: true,
-      background: { r: 255, g: 255, b: 255, alpha },
-    });
-  }
-  if (options.format === 'jpeg' && meta.hasAlpha) image = image.flatten({ background: '#ffffff' });
-  if (options.keepMetadata) image = image.keepMetadata();
+  const out = renderedSize(orientedSize(meta, heic), options);
+  const tooLarge = outputTooLarge(options.format, out.width, out.height, bounds.maxOutputPixels);
+  if (tooLarge) throw tooLarge;
+
   try {
-    const { data, info } = await ENCODERS[options.format](
-      image,
-      options.quality ?? undefined,
+    let image = heic
+      ? sharp(await decodeHeicWithin(decoder, input, meta, time), decodeOptions(maxInputPixels))
+      : sharp(input, { ...decodeOptions(maxInputPixels), autoOrient: true });
+    if (options.width !== null || options.height !== null) {
+      const alpha = outputOf(options.format).alpha ? 0 : 1;
+      image = image.resize({
+        width: options.width ?? undefined,
+        height: options.height ?? undefined,
+        fit: options.fit,
+        withoutEnlargement: true,
+        background: { r: 255, g: 255, b: 255, alpha },
+      });
+    }
+    if (options.format === 'jpeg' && meta.hasAlpha) {
+      image = image.flatten({ background: '#ffffff' });
+    }
+    if (options.keepMetadata) image = image.keepMetadata();
+    // Nothing more is started once the job's time is up (a long HEIC decode may have used it).
+    time.signal?.throwIfAborted();
+    const { data, info } = await withinTime(
+      ENCODERS[options.format](image, options.quality ?? undefined, out.width * out.height),
+      time,
     ).toBuffer({ resolveWithObject: true });
     return { data, mime: FORMAT_MIME[options.format], width: info.width, height: info.height };
   } catch (err) {
-    throw await sharpError(err, input, maxInputPixels);
+    throw timeoutError(err, time) ?? (await sharpError(err, input, maxInputPixels));
   }
 }

@@ -13,19 +13,13 @@
  *    'warning'. Odd EXIF and unusual markers (the corpus' tests-42 and
  *    invalid-image01137) convert at every level.
  */
-import sharp, { type Metadata } from 'sharp';
+import sharp, { type Metadata, type Sharp } from 'sharp';
 import { AppError, Errors } from '@shared/errors';
+import { IMAGE_DECODERS } from '@shared/media/formats';
 import { detectType } from '@shared/media/media-types';
 
-/** sharp formats the service accepts (SVG, which sharp also reads, is not one). */
-const ACCEPTED_FORMATS: ReadonlySet<string> = new Set([
-  'jpeg',
-  'png',
-  'webp',
-  'gif',
-  'tiff',
-  'heif',
-]);
+/** sharp formats the service accepts, from the formats table (SVG, which sharp also reads, is not one). */
+const ACCEPTED_FORMATS: ReadonlySet<string> = new Set(IMAGE_DECODERS);
 
 let sharpConfigured = false;
 
@@ -54,6 +48,44 @@ export function ensureSharpConfigured(): void {
   if (!sharpConfigured) configureSharp();
 }
 
+/**
+ * The job's time limit as image work sees it. sharp gets what is left as its
+ * own `timeout` (libvips stops the pipeline: decoding, resizing, the JPEG,
+ * PNG, TIFF and WebP encoders); HEIC decoding threads are ended when the
+ * signal aborts. The GIF palette quantisation and the AVIF encoder do not
+ * look at libvips' timeout once they start: they are bounded by pixels
+ * instead (`ENCODER_PIXEL_BOUNDS`, encoders.ts).
+ */
+export interface TimeLimit {
+  /** Aborted when the job's time is up; its reason is the job's error (422 PROCESSING_TIMEOUT). */
+  signal?: AbortSignal | undefined;
+  /** What was left of the job's time when the work started, in ms. */
+  timeoutMs?: number | undefined;
+}
+
+/** The pipeline stopped by libvips past the time left (whole seconds, at least one). */
+export function withinTime(image: Sharp, limit: TimeLimit): Sharp {
+  if (limit.timeoutMs === undefined) return image;
+  return image.timeout({ seconds: Math.max(1, Math.ceil(limit.timeoutMs / 1000)) });
+}
+
+/**
+ * The 422 PROCESSING_TIMEOUT when the job's time is up (its signal's reason)
+ * or `err` is sharp's own timeout; undefined for any other failure.
+ */
+export function timeoutError(err: unknown, limit: TimeLimit): AppError | undefined {
+  const reason: unknown = limit.signal?.aborted ? limit.signal.reason : undefined;
+  if (reason instanceof AppError) return reason;
+  if (reason !== undefined || (limit.timeoutMs !== undefined && isSharpTimeout(err))) {
+    return Errors.processingTimeout(limit.timeoutMs ?? 0);
+  }
+  return undefined;
+}
+
+/** libvips' "timeout: N% complete" (sharp's `timeout`), or an AbortSignal.timeout's reason. */
+const isSharpTimeout = (err: unknown) =>
+  err instanceof Error && (/^timeout: /i.test(err.message) || err.name === 'TimeoutError');
+
 /** How every image is decoded for a conversion. */
 export function decodeOptions(maxInputPixels: number) {
   return {
@@ -80,6 +112,19 @@ export async function readHeader(input: Buffer, maxInputPixels: number): Promise
     throw Errors.unsupportedType(`${meta.format.toUpperCase()} images are not accepted`);
   }
   return meta;
+}
+
+/**
+ * The first page's dimensions as the output shows them: EXIF orientations
+ * 5-8 (a quarter turn) swap them. Not for a HEIC, whose header already has
+ * the transformed dimensions (heic.ts).
+ */
+export function orientedSize(meta: Metadata, heic: boolean): { width: number; height: number } {
+  const width = meta.width;
+  const height = meta.pageHeight ?? meta.height;
+  return !heic && (meta.orientation ?? 1) >= 5
+    ? { width: height, height: width }
+    : { width, height };
 }
 
 /** The 422 for an image over the pixel limit, with its dimensions and the limit in `details`. */

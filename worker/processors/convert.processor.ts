@@ -23,8 +23,11 @@ export const convertProcessor: Processor<
     if (organization instanceof Error) throw organization;
     if (source instanceof Error) throw source;
     const input = await ctx.results.read(source.key, ctx.limits.maxFileSize);
+    job.signal.throwIfAborted();
+    // Stopped when the job's time is up; the write below drops a late result.
     const output = await ctx.images.convert(input, format, {
       ...(quality === undefined ? {} : { quality }),
+      signal: job.signal,
       timeoutMs: job.remainingMs(),
     });
     const record = await ctx.results.write({

@@ -16,7 +16,7 @@ const BATCH = 100;
 
 export const deleteFolderProcessor: Processor<
   'media.delete-folder',
-  'folders' | 'media' | 'deletion'
+  'folders' | 'media' | 'deletion' | 'events'
 > = {
   name: 'media.delete-folder',
   async process(job, ctx) {
@@ -32,7 +32,11 @@ export const deleteFolderProcessor: Processor<
       if (ids.length === 0) {
         // None left while the mark holds: removed. Should the mark have run out,
         // hold the folder again and look once more (unless it is gone).
-        if (await ctx.folders.removeHeld(organizationId, folderId)) break;
+        if (await ctx.folders.removeHeld(organizationId, folderId)) {
+          // Its folder.deleted event, recorded (the dispatcher's sweep does, should this fail).
+          await ctx.events.promoteFolders({ ids: [folderId] }).catch(() => undefined);
+          break;
+        }
         if (!(await hold())) break;
         continue;
       }

@@ -2,6 +2,7 @@
 import type { AnyProcessor } from '../registry';
 import { convertProcessor } from './convert.processor';
 import { deleteFolderProcessor } from './delete-folder.processor';
+import { eventDeliverProcessor } from './event-deliver.processor';
 import { mergePdfsProcessor } from './merge-pdfs.processor';
 import { metadataProcessor } from './metadata.processor';
 import { renderProcessor } from './render.processor';
@@ -12,4 +13,5 @@ export const PROCESSORS: readonly AnyProcessor[] = [
   renderProcessor,
   mergePdfsProcessor,
   deleteFolderProcessor,
+  eventDeliverProcessor,
 ];

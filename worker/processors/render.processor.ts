@@ -12,12 +12,18 @@
  * once never pass it). A render that is refused after writing (the bound
  * reached meanwhile, the source deleted, the time limit) removes its object
  * and gives its bytes back. Idempotent: a retry finds the variant recorded.
+ *
+ * Within the job's time limit: the render stops when it runs out (sharp's
+ * own timeout, the HEIC decoding thread ended), and a job whose time is up
+ * writes nothing: the signal is checked before the object and before the
+ * record, and what was written as it ran out is taken back.
  */
 import { Errors } from '@shared/errors';
 import type { StoredVariant } from '@shared/jobs';
 import { variantId, variantKey } from '@shared/media/render-options';
 import type { AddVariantOutcome } from '@shared/repositories/variants.repository';
-import type { Processor } from '../registry';
+import type { JobContext } from '../context';
+import type { Processor, ProcessorJob } from '../registry';
 import { requireOrganization } from './inputs';
 
 export const renderProcessor: Processor<
@@ -53,8 +59,12 @@ export const renderProcessor: Processor<
     if (quota !== null && usage.bytes >= quota) throw Errors.quotaExceeded(quota);
 
     const input = await ctx.results.read(key, ctx.limits.maxFileSize);
+    job.signal.throwIfAborted();
     const t1 = performance.now();
-    const output = await ctx.images.render(input, options);
+    const output = await ctx.images.render(input, options, {
+      signal: job.signal,
+      timeoutMs: job.remainingMs(),
+    });
     const t2 = performance.now();
     const variant: StoredVariant = {
       id,
@@ -64,6 +74,8 @@ export const renderProcessor: Processor<
       width: output.width,
       height: output.height,
     };
+    // A render that ended as the time ran out (the GIF and AVIF encoders cannot be stopped)
+    // has failed already: nothing of it is written.
     job.signal.throwIfAborted();
     const counted = { bytes: variant.bytes, files: 0, variantBytes: variant.bytes };
     if (!(await ctx.usage.reserve(organizationId, counted, quota))) {
@@ -119,6 +131,9 @@ export const renderProcessor: Processor<
         await undo();
         throw Errors.tooManyVariants(key, max, max);
     }
+    if (job.signal.aborted) {
+      await takeBack(job, ctx, variant, added === 'added' ? giveBack : undefined);
+    }
     const ms = (a: number, b: number) => Math.round(b - a);
     job.log.info(
       {
@@ -139,3 +154,35 @@ export const renderProcessor: Processor<
     return { variant };
   },
 };
+
+/**
+ * The job's time ran out while its variant was written (`giveBack` given: it
+ * was added to the record by this attempt, and counted): the variant is taken
+ * off the record, its bytes given back and its object removed, then the
+ * job's timeout is thrown. An object that another attempt has recorded (the
+ * same bytes) is left alone.
+ */
+async function takeBack(
+  job: ProcessorJob<'image.render'>,
+  ctx: Pick<JobContext, 'store' | 'variants'>,
+  variant: StoredVariant,
+  giveBack: (() => Promise<void>) | undefined,
+): Promise<never> {
+  const { organizationId, key } = job.data;
+  try {
+    if (giveBack) {
+      await ctx.variants.remove(organizationId, key, variant.id);
+      await giveBack();
+    }
+    const found = await ctx.variants.find(organizationId, key, variant.id);
+    if (!found?.variant) await ctx.store.remove(variant.key);
+  } catch (err) {
+    // Left for reconcile (a variant object without its record is found there).
+    job.log.warn(
+      { err, key: variant.key },
+      'could not take back a variant written as time ran out',
+    );
+  }
+  // The job's own error (422 PROCESSING_TIMEOUT): the signal has aborted.
+  throw job.signal.reason;
+}

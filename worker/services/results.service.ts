@@ -1,19 +1,19 @@
 /**
  * Writes a job's result (an object and its record) idempotently, keyed by the
  * job id: the object key is derived from the job id (a retry overwrites the
- * same object), and the record carries the job id under a unique index (a
+ * same object), and the record, made the one way files become records
+ * (shared/media-creation.ts), carries the job id under a unique index (a
  * retry finds the record instead of writing a second one). A result whose
  * folder is deleted while it is written is removed again once its record is
- * in, and the job fails with 404 FOLDER_NOT_FOUND (no record stays in a
- * folder that no longer exists).
+ * in, and the job fails with 404 FOLDER_NOT_FOUND. Also reads a job's inputs
+ * from storage, bounded.
  */
 import { createHash, webcrypto } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { isDuplicateKey } from '@shared/db/errors';
 import { Errors } from '@shared/errors';
 import type { Logger } from '@shared/logger';
 import { buildKey, keyBaseName } from '@shared/media/naming';
-import type { MediaDeletion } from '@shared/media-deletion';
+import type { MediaCreation } from '@shared/media-creation';
 import type { FoldersRepository } from '@shared/repositories/folders.repository';
 import type {
   MediaRecord,
@@ -21,7 +21,6 @@ import type {
   RequestOrigin,
 } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
-import type { Booking, UsageRepository } from '@shared/repositories/usage.repository';
 import type { ObjectStore } from '@shared/storage/object-store';
 
 export interface JobOutput {
@@ -59,11 +58,10 @@ export class ResultsService {
   constructor(
     private readonly deps: {
       store: ObjectStore;
-      media: MediaRepository;
-      folders: FoldersRepository;
-      usage: UsageRepository;
-      /** Removes a result whose folder was deleted while it was written. */
-      deletion: Pick<MediaDeletion, 'delete'>;
+      media: Pick<MediaRepository, 'findByJobId'>;
+      folders: Pick<FoldersRepository, 'findById'>;
+      /** Where the result becomes a record (booking, insert, events, clean-up). */
+      creation: MediaCreation;
       logger: Logger;
     },
   ) {}
@@ -81,122 +79,67 @@ export class ResultsService {
    */
   async write(output: JobOutput): Promise<MediaRecord> {
     output.signal?.throwIfAborted();
+    const { organization, jobId } = output;
     const folder =
       output.folderId === null
         ? null
-        : await this.deps.folders.findById(output.organization.id, output.folderId);
+        : await this.deps.folders.findById(organization.id, output.folderId);
     if (output.folderId !== null && !folder) throw Errors.folderNotFound(output.folderId);
     const key =
       output.key ??
       buildKey(
         {
-          orgSlug: output.organization.slug,
+          orgSlug: organization.slug,
           folderSlug: folder?.slug ?? null,
           baseName: keyBaseName(output.name),
           ext: output.ext,
         },
-        tokenOfJob(output.jobId),
+        tokenOfJob(jobId),
       );
-    // The record's id taken and the file booked under it (counted against the
-    // quota, refused atomically past it) while the object is written: the two
-    // MongoDB round trips run beside the storage write, not after it. The
-    // booking is given back and the object removed when either fails; should
-    // this process die before the record is in, the booking expires on its own.
-    const usage = { bytes: output.data.length, files: 1 };
-    const { id: orgId, quotaBytes } = output.organization;
-    let booking: Booking | null = null;
-    const release = () =>
-      this.deps.usage.cancel(booking ? [booking] : []).catch((err: unknown) => {
-        this.deps.logger.warn({ err, orgId }, 'could not give back a failed result’s usage');
-      });
-    // The checksum is computed on libuv's thread pool (on the event loop after the PUT it
-    // was the last step before the record: ~10 ms for a 5 MB PNG), and the PUT signs its
-    // payload with it rather than hashing the bytes again.
+    // The record's id taken and the file booked under it while the object is written: the
+    // MongoDB round trips run beside the storage write, not after it.
+    const file = this.deps.creation.start(organization);
+    file.book(output.data.length);
+    // The checksum is computed on libuv's thread pool, and the PUT signs its payload with
+    // it rather than hashing the bytes again.
     const digest = webcrypto.subtle
       .digest('SHA-256', output.data)
       .then((d) => Buffer.from(d).toString('hex'));
     digest.catch(() => undefined); // awaited below, or moot once the write has failed
     const [booked, put] = await Promise.allSettled([
-      this.deps.media
-        .nextId()
-        .then((id) => this.deps.usage.book(orgId, id, usage, quotaBytes))
-        .then((b) => (booking = b)),
-      this.deps.store.put(key, output.data, {
-        contentType: output.mimetype,
-        sha256: () => digest,
-      }),
+      file.booking!,
+      this.deps.store.put(key, output.data, { contentType: output.mimetype, sha256: () => digest }),
     ]);
-    if (booked.status === 'rejected' || !booked.value || put.status === 'rejected') {
-      await release();
-      if (put.status === 'fulfilled') await this.removeUnrecorded(key, output.jobId);
+    if (booked.status === 'rejected' || booked.value === null || put.status === 'rejected') {
+      await this.deps.creation.abandon([file]);
+      if (put.status === 'fulfilled') await this.removeUnrecorded(key, jobId);
       if (booked.status === 'rejected') throw booked.reason;
-      if (!booked.value) throw Errors.quotaExceeded(quotaBytes ?? 0);
+      if (booked.value === null) throw Errors.quotaExceeded(organization.quotaBytes ?? 0);
       throw (put as PromiseRejectedResult).reason;
     }
-    const held = booked.value;
-    if (output.signal?.aborted) {
-      // The job failed while the object was written: no record, so no object either.
-      await release();
-      await this.removeUnrecorded(key, output.jobId);
-      output.signal.throwIfAborted();
-    }
-    let record: MediaRecord;
-    try {
-      if (!(await this.deps.usage.keep([held], quotaBytes))) {
-        throw Errors.quotaExceeded(quotaBytes ?? 0);
-      }
-      record = await this.deps.media.insert(
+    const [record] = await this.deps.creation.commit(
+      organization,
+      [
         {
-          organizationId: output.organization.id,
-          folderId: folder?.id ?? null,
-          key,
-          name: output.name,
-          mimetype: output.mimetype,
-          bytes: output.data.length,
-          checksum: `sha256:${await digest}`,
-          metaData: output.origin,
-          createdBy: output.createdBy ?? null,
-          jobId: output.jobId,
+          file,
+          record: {
+            key,
+            name: output.name,
+            mimetype: output.mimetype,
+            bytes: output.data.length,
+            checksum: `sha256:${await digest}`,
+          },
         },
-        held.id,
-      );
-    } catch (err) {
-      // The insert may have landed before the failure was seen (a lost reply), or a
-      // concurrent attempt of the same job may have won: either way its record
-      // points at this key.
-      const written = await this.existing(output.jobId).catch(() => undefined);
-      if (written) {
-        // Another attempt's record (ours refused as a duplicate) counted itself; after a
-        // lost reply the record is ours and so is the count.
-        if (isDuplicateKey(err)) await release();
-        else this.settle(held);
-        return written;
-      }
-      await release();
-      // Certainly no record: remove the object (a retry writes it again).
-      if (written === null) await this.removeObject(key);
-      // Otherwise MongoDB could not even be asked; a retry settles the object, and
-      // after the last attempt the reconciliation command finds it.
-      throw err;
-    }
-    this.settle(held);
-    if (folder && !(await this.deps.folders.isLive(orgId, folder.id))) {
-      // The folder was deleted while the result was written: the result goes with it
-      // (a recursive delete that listed it already takes it itself).
-      await this.deps.deletion.delete(record);
-      throw Errors.folderNotFound(folder.id);
-    }
-    return record;
-  }
-
-  /**
-   * The booking's record is in: settled off the job's path (one that fails
-   * leaves a booking whose record exists, which its expiry only settles).
-   */
-  private settle(booking: Booking): void {
-    this.deps.usage.settle([booking]).catch((err: unknown) => {
-      this.deps.logger.debug({ err, id: booking.id }, 'booking not settled; its expiry will');
-    });
+      ],
+      {
+        folderId: folder?.id ?? null,
+        origin: output.origin,
+        createdBy: output.createdBy ?? null,
+        jobId,
+        ...(output.signal ? { signal: output.signal } : {}),
+      },
+    );
+    return record!;
   }
 
   /**

@@ -102,8 +102,8 @@ describe('quota: a file counted whose record never came', () => {
     const worker = await startWorker(api.env.env, { JOB_TIMEOUT_MS: '3000' });
     // The worker counts the result and writes its object, then never writes the
     // record: what a worker killed at that moment leaves behind.
-    const insert = worker.ctx.media.insert.bind(worker.ctx.media);
-    worker.ctx.media.insert = () => new Promise(() => undefined);
+    const insertAll = worker.ctx.media.insertAll.bind(worker.ctx.media);
+    worker.ctx.media.insertAll = () => new Promise(() => undefined);
     try {
       const converted = await fetch(`${api.url}/media/convert`, {
         method: 'POST',
@@ -127,7 +127,7 @@ describe('quota: a file counted whose record never came', () => {
         files: 1,
       });
     } finally {
-      worker.ctx.media.insert = insert;
+      worker.ctx.media.insertAll = insertAll;
       await worker.close();
       // The object the stopped write left (a real crash leaves it for reconcile).
       const recorded = new Set((await recordsOf(org)).map((r) => r.key));
@@ -432,7 +432,7 @@ describe('folders: writes committing into a folder deleted at the same moment', 
       const { key, id: sourceId } = source.body.data as { key: string; id: number };
       const folderId = (await api.ctx.models.Media.findOne({ id: sourceId }).lean())!.folderId!;
       // The conversion's record waits at the door until the folder is gone.
-      const door = gate(worker.ctx.media, 'insert');
+      const door = gate(worker.ctx.media, 'insertAll');
       try {
         const converted = call(api, org, 'POST', '/media/convert', {
           mediaKey: key,

@@ -46,7 +46,10 @@ let org: TestOrg;
 const stored = new Map<DamagedFile, Media>();
 
 beforeAll(async () => {
-  api = await startApi('corpusdamaged');
+  // corrupted.jpg is 3648 × 2736 (10 MP), past the default GIF bound (4 MP), which would
+  // refuse it (422 OUTPUT_TOO_LARGE) before any decode: raised here, so that every format
+  // meets its truncated pixels.
+  api = await startApi('corpusdamaged', { env: { MAX_GIF_OUTPUT_PIXELS: String(12_000_000) } });
   worker = await startWorker(api.env.env);
   org = await api.createOrg('damaged');
 }, 60_000);

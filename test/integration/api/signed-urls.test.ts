@@ -175,6 +175,9 @@ describe('POST /media/sign', () => {
       { mediaKey: keys.jpeg, render: { preset: 'thumbnail', w: 10 } },
       { mediaKey: keys.jpeg, render: { w: 0 } },
       { mediaKey: keys.jpeg, render: { fit: 'stretch' } },
+      { mediaKey: keys.jpeg, render: { size: 10 } },
+      { mediaKey: keys.jpeg, render: { media: keys.other } },
+      { mediaKey: keys.jpeg, render: 'thumbnail' },
     ]) {
       const { status, body: answer } = await sign(body);
       expect([JSON.stringify(body), status, answer.error]).toEqual([

@@ -401,9 +401,9 @@ describe('deletion and reconcile', () => {
       expect.objectContaining({ key: ghost, variant: true, temporary: false }),
     ]);
 
-    const { media, usage } = createRepositories(api.ctx.models);
+    const { media, usage, events } = createRepositories(api.ctx.models);
     const logger = createLogger({ level: 'silent' });
-    const deletion = new MediaDeletion({ media, usage, store: api.ctx.store, logger });
+    const deletion = new MediaDeletion({ media, usage, events, store: api.ctx.store, logger });
     const fixed = await new ReconcileService({ store: api.ctx.store, media, usage, deletion }).run({
       organization: org.organization,
       olderThanMs: 0,

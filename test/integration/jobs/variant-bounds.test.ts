@@ -80,9 +80,9 @@ async function recordedVariants(key: string) {
 
 /** Reconcile's usage check for one organization (no fix): the drift it finds. */
 async function usageDrift(org: TestOrg) {
-  const { media, usage, jobResults } = createRepositories(api.ctx.models);
+  const { media, usage, jobResults, events } = createRepositories(api.ctx.models);
   const logger = createLogger({ level: 'silent' });
-  const deletion = new MediaDeletion({ media, usage, store: api.ctx.store, logger });
+  const deletion = new MediaDeletion({ media, usage, events, store: api.ctx.store, logger });
   const report = await new ReconcileService({
     store: api.ctx.store,
     media,
@@ -230,9 +230,9 @@ it('reconcile lists a variant object its source’s record does not list', async
   // What a render cut off between its object and its record would leave.
   const stray = `.variants/${source.key}/unrecorded.webp`;
   await api.ctx.store.put(stray, Buffer.from('stray'), { contentType: 'image/webp' });
-  const { media, usage } = createRepositories(api.ctx.models);
+  const { media, usage, events } = createRepositories(api.ctx.models);
   const logger = createLogger({ level: 'silent' });
-  const deletion = new MediaDeletion({ media, usage, store: api.ctx.store, logger });
+  const deletion = new MediaDeletion({ media, usage, events, store: api.ctx.store, logger });
   const report = await new ReconcileService({ store: api.ctx.store, media, usage, deletion }).run({
     organization: org.organization,
     olderThanMs: 0,

@@ -53,6 +53,8 @@ const sampleErrors: Record<keyof typeof Errors, () => AppError> = {
   unavailable: () => Errors.unavailable('storage'),
   jobTimeout: () => Errors.jobTimeout('17', 'http://localhost:3000/jobs/17'),
   processingTimeout: () => Errors.processingTimeout(120_000),
+  outputTooLarge: () =>
+    Errors.outputTooLarge('GIF', 4032, 3024, 4_194_304, 'MAX_GIF_OUTPUT_PIXELS'),
   internal: () => Errors.internal(new Error('boom')),
 };
 
@@ -104,6 +106,22 @@ describe('error answers and api/openapi.yaml', () => {
       ['GET', '/media/metadata', Errors.jobTimeout(IMAGE_JOB, statusUrl(IMAGE_JOB))],
       ['GET', '/media/metadata', fromJob(Errors.processingTimeout(120_000))],
       ['POST', '/media/convert', fromJob(Errors.processingTimeout(120_000))],
+      [
+        'POST',
+        '/media/convert',
+        fromJob(Errors.outputTooLarge('GIF', 4032, 3024, 4_194_304, 'MAX_GIF_OUTPUT_PIXELS')),
+      ],
+      ['GET', '/media/render', fromJob(Errors.processingTimeout(120_000))],
+      [
+        'GET',
+        '/media/render',
+        fromJob(Errors.outputTooLarge('AVIF', 8000, 6000, 16_777_216, 'MAX_AVIF_OUTPUT_PIXELS')),
+      ],
+      [
+        'GET',
+        '/media/jobs/{id}',
+        fromJob(Errors.outputTooLarge('GIF', 4032, 3024, 4_194_304, 'MAX_GIF_OUTPUT_PIXELS')),
+      ],
       ['POST', '/media/merge-pdfs', fromJob(Errors.processingTimeout(120_000))],
       ['GET', '/media/jobs/{id}', fromJob(Errors.processingTimeout(120_000))],
       ['POST', '/media/convert', Errors.tooManyParts('At most 20 fields are accepted per request')],

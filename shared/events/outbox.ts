@@ -1,0 +1,305 @@
+/**
+ * The outbox: where domain events are recorded durably, and where a
+ * dispatcher takes them from. No dual write can split an event from its
+ * change:
+ *
+ * - an event of a change to a record or a folder is written in the same
+ *   update as the change (`pendingEvents` of the document: a record's insert
+ *   carries its `media.created`, a delete's mark its `media.deleted`, a
+ *   folder's removal its `folder.deleted`), then *promoted* here to the
+ *   events collection (upserted by its stable id, then pulled from the
+ *   document); a process that dies before promoting leaves it in the
+ *   document, where the dispatcher's sweep finds it;
+ * - a job's event (`job.completed`, `job.failed`) is derived from BullMQ's
+ *   own record of the job's end (worker/events/job-events.ts), idempotently.
+ *
+ * Recorded events wait with `dispatchedAt: null` until a dispatcher has
+ * queued a delivery for each listener (`claim`, then `dispatched`); a
+ * dispatcher that dies mid-way lets its claim lapse, and the next one queues
+ * again (deliveries are BullMQ jobs whose ids derive from the event and the
+ * listener, so none is queued twice while it exists).
+ */
+import type { EventDoc, FolderDoc, MediaDoc, Models } from '../db/models';
+import { db, isDuplicateKey } from '../db/errors';
+import type { DomainEvent, EventMap, EventType, MediaEventData, PendingEvent } from './events';
+
+/** The separator between a removed folder's name and its id (names hold no control characters). */
+export const REMOVED_NAME_SEPARATOR = '\u0000';
+
+export function mediaEventData(doc: MediaDoc): MediaEventData {
+  return {
+    id: doc.id,
+    organizationId: doc.organizationId,
+    folderId: doc.folderId ?? null,
+    key: doc.key,
+    name: doc.name,
+    mimetype: doc.mimetype,
+    bytes: doc.bytes,
+    checksum: doc.checksum,
+    jobId: doc.jobId ?? null,
+    createdAt: doc.createdAt.toISOString(),
+  };
+}
+
+/** Events recorded and not dispatched, and the oldest one's age (metrics). */
+export interface OutboxStats {
+  pending: number;
+  oldestSeconds: number;
+}
+
+export class EventOutbox {
+  constructor(
+    private readonly models: Pick<Models, 'Media' | 'Folder' | 'Event'>,
+    private readonly options: {
+      /** Called once events have been promoted (to wake a dispatcher up). */
+      onRecorded?: () => void;
+      now?: () => Date;
+    } = {},
+  ) {}
+
+  private now(): Date {
+    return this.options.now?.() ?? new Date();
+  }
+
+  /**
+   * Promotes the events pending in these media records (by id), or in any
+   * record whose oldest pending event is older than `before`: recorded here,
+   * then pulled from the record. Answers how many were recorded.
+   */
+  async promoteMedia(which: { ids: number[] } | { before: Date }, limit = 200): Promise<number> {
+    const docs = await db(() =>
+      this.models.Media.find({
+        'pendingEvents.0': { $exists: true },
+        ...('ids' in which
+          ? { id: { $in: which.ids } }
+          : { 'pendingEvents.at': { $lte: which.before } }),
+      })
+        .limit(limit)
+        .lean()
+        .exec(),
+    );
+    let recorded = 0;
+    for (const doc of docs) {
+      const pending = doc.pendingEvents ?? [];
+      const data = { media: mediaEventData(doc) };
+      recorded += await this.promote(pending, doc.organizationId, () => data);
+      await db(() =>
+        this.models.Media.updateOne(
+          { id: doc.id },
+          { $pull: { pendingEvents: { id: { $in: pending.map((e) => e.id) } } } },
+          { timestamps: false },
+        ).exec(),
+      );
+    }
+    if (recorded > 0) this.options.onRecorded?.();
+    return recorded;
+  }
+
+  /**
+   * The same for folders; a removed folder's document (kept only for its
+   * event) goes once its events are recorded.
+   */
+  async promoteFolders(which: { ids: number[] } | { before: Date }, limit = 200): Promise<number> {
+    const docs = await db(() =>
+      this.models.Folder.find({
+        'pendingEvents.0': { $exists: true },
+        ...('ids' in which
+          ? { id: { $in: which.ids } }
+          : { 'pendingEvents.at': { $lte: which.before } }),
+      })
+        .limit(limit)
+        .lean()
+        .exec(),
+    );
+    let recorded = 0;
+    for (const doc of docs) {
+      const pending = doc.pendingEvents ?? [];
+      const data = { folder: { id: doc.id, name: folderName(doc) } };
+      recorded += await this.promote(pending, doc.organizationId, () => data);
+      const ids = pending.map((e) => e.id);
+      if (doc.removedAt) {
+        await db(() =>
+          this.models.Folder.deleteOne({ id: doc.id, removedAt: { $ne: null } }).exec(),
+        );
+      } else {
+        await db(() =>
+          this.models.Folder.updateOne(
+            { id: doc.id },
+            { $pull: { pendingEvents: { id: { $in: ids } } } },
+            { timestamps: false },
+          ).exec(),
+        );
+      }
+    }
+    if (recorded > 0) this.options.onRecorded?.();
+    return recorded;
+  }
+
+  /** Records events (each once: one already recorded is left as it is). */
+  async record(events: DomainEvent[]): Promise<number> {
+    if (events.length === 0) return 0;
+    const docs = events.map((e) => this.docOf(e));
+    const inserted = await this.insertNew(docs);
+    if (inserted > 0) this.options.onRecorded?.();
+    return inserted;
+  }
+
+  private async promote<T extends EventType>(
+    pending: PendingEvent[],
+    organizationId: number,
+    data: () => EventMap[T],
+  ): Promise<number> {
+    return this.insertNew(
+      pending.map((e) =>
+        this.docOf({ id: e.id, type: e.type, organizationId, occurredAt: e.at, data: data() }),
+      ),
+    );
+  }
+
+  private docOf(e: DomainEvent): Omit<EventDoc, 'createdAt'> {
+    return {
+      _id: e.id,
+      type: e.type,
+      organizationId: e.organizationId,
+      occurredAt: e.occurredAt,
+      data: e.data,
+      dispatchedAt: null,
+      lockedUntil: null,
+    };
+  }
+
+  /** Inserts what is not recorded yet; answers how many were new. */
+  private async insertNew(docs: Omit<EventDoc, 'createdAt'>[]): Promise<number> {
+    if (docs.length === 0) return 0;
+    try {
+      const written = await db(() => this.models.Event.insertMany(docs, { ordered: false }));
+      return written.length;
+    } catch (err) {
+      // Recorded before (a promotion repeated after a crash): those stay as they are.
+      const writeErrors = (err as { writeErrors?: unknown[] }).writeErrors;
+      const inserted = (err as { insertedDocs?: unknown[] }).insertedDocs;
+      if (isDuplicateKey(err) || (writeErrors?.length && writeErrors.every(isDuplicateKey))) {
+        return inserted?.length ?? 0;
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * Takes up to `limit` undispatched events, oldest first, for `lockMs`
+   * (another dispatcher skips them meanwhile; a claim that lapses is taken
+   * again).
+   */
+  async claim(limit: number, lockMs: number): Promise<DomainEvent[]> {
+    const out: DomainEvent[] = [];
+    while (out.length < limit) {
+      const now = this.now();
+      const doc = await db(() =>
+        this.models.Event.findOneAndUpdate(
+          {
+            dispatchedAt: null,
+            $or: [{ lockedUntil: null }, { lockedUntil: { $lte: now } }],
+          },
+          { $set: { lockedUntil: new Date(now.getTime() + lockMs) } },
+          { sort: { occurredAt: 1 }, returnDocument: 'after', lean: true },
+        ).exec(),
+      );
+      if (!doc) break;
+      out.push(eventOf(doc));
+    }
+    return out;
+  }
+
+  /** Every listener of the event has its delivery queued. */
+  async dispatched(id: string): Promise<void> {
+    await db(() =>
+      this.models.Event.updateOne(
+        { _id: id },
+        { $set: { dispatchedAt: this.now(), lockedUntil: null } },
+      ).exec(),
+    );
+  }
+
+  /** Gives a claimed event back (its dispatch failed: another try takes it). */
+  async unclaim(id: string): Promise<void> {
+    await db(() =>
+      this.models.Event.updateOne({ _id: id }, { $set: { lockedUntil: null } }).exec(),
+    );
+  }
+
+  async get(id: string): Promise<DomainEvent | null> {
+    const doc = await db(() => this.models.Event.findById(id).lean().exec());
+    return doc ? eventOf(doc) : null;
+  }
+
+  /** Which of these event ids are recorded. */
+  async recordedIds(ids: string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const docs = await db(() =>
+      this.models.Event.find({ _id: { $in: ids } }, { _id: 1 })
+        .lean()
+        .exec(),
+    );
+    return new Set(docs.map((d) => d._id));
+  }
+
+  /** Events not dispatched yet (recorded, or pending in a document), and the oldest one's age. */
+  async stats(): Promise<OutboxStats> {
+    const now = this.now().getTime();
+    const [recorded, oldestRecorded, media, folders] = await Promise.all([
+      db(() => this.models.Event.countDocuments({ dispatchedAt: null }).exec()),
+      db(() =>
+        this.models.Event.findOne({ dispatchedAt: null }, { occurredAt: 1 })
+          .sort({ occurredAt: 1 })
+          .lean()
+          .exec(),
+      ),
+      this.pendingIn(this.models.Media),
+      this.pendingIn(this.models.Folder),
+    ]);
+    const oldest = [oldestRecorded?.occurredAt, media.oldest, folders.oldest]
+      .filter((d): d is Date => d instanceof Date)
+      .map((d) => d.getTime());
+    return {
+      pending: recorded + media.count + folders.count,
+      oldestSeconds: oldest.length ? Math.max(0, (now - Math.min(...oldest)) / 1000) : 0,
+    };
+  }
+
+  private async pendingIn(
+    model: Models['Media'] | Models['Folder'],
+  ): Promise<{ count: number; oldest: Date | undefined }> {
+    const docs = (await db(() =>
+      (model as Models['Media'])
+        .find({ 'pendingEvents.0': { $exists: true } }, { pendingEvents: 1 })
+        .limit(10_000)
+        .lean()
+        .exec(),
+    )) as { pendingEvents?: PendingEvent[] }[];
+    let count = 0;
+    let oldest: Date | undefined;
+    for (const doc of docs) {
+      for (const e of doc.pendingEvents ?? []) {
+        count++;
+        if (!oldest || e.at < oldest) oldest = e.at;
+      }
+    }
+    return { count, oldest };
+  }
+}
+
+function eventOf(doc: EventDoc): DomainEvent {
+  return {
+    id: doc._id,
+    type: doc.type,
+    organizationId: doc.organizationId,
+    occurredAt: doc.occurredAt,
+    data: doc.data as unknown as DomainEvent['data'],
+  };
+}
+
+/** A folder's name (a removed folder's document carries it before the separator). */
+export function folderName(doc: Pick<FolderDoc, 'name'>): string {
+  const at = doc.name.indexOf(REMOVED_NAME_SEPARATOR);
+  return at < 0 ? doc.name : doc.name.slice(0, at);
+}

@@ -1,0 +1,8 @@
+/**
+ * Every listener of the service's domain events, in one place (the registry
+ * checks them at boot). A new reaction to an event is one entry here: see
+ * docs/architecture.md, "Adding a listener".
+ */
+import type { Listener } from './listener';
+
+export const LISTENERS: readonly Listener[] = [];
