@@ -8,7 +8,7 @@
  */
 import { startApi, type TestApi, type TestOrg } from '../support/api';
 import { eventually } from '../support/eventually';
-import { fixture, form } from '../support/files';
+import { fixture } from '../support/files';
 import { startApiProcess, startWorkerProcess, type ServiceProcess } from '../support/processes';
 
 let harness: TestApi; // in-process, only to set up the organization and look behind the API
@@ -34,13 +34,7 @@ it('uploads whose API and worker were killed: every event recorded once and disp
   const file = fixture('xmp-BlueSquare.jpg');
   const ids: number[] = [];
   const upload = async () => {
-    const res = await fetch(`${api.url!}/media/upload`, {
-      method: 'POST',
-      headers: org.auth,
-      body: form([['file', file, 'blue.jpg']]),
-    });
-    expect(res.status).toBe(201);
-    ids.push(((await res.json()) as { data: { id: number } }).data.id);
+    ids.push((await org.uploadRecord(file, 'blue.jpg', { via: api.url! })).id);
   };
   // Uploads at once; the worker dies while it dispatches, the API right after its answers.
   await Promise.all(Array.from({ length: 20 }, upload));
