@@ -229,6 +229,7 @@ describe('queue selection', () => {
 
   it('every job name belongs to a queue a worker can take', () => {
     expect(JOB_NAMES.sort()).toEqual([
+      'event.deliver',
       'image.convert',
       'image.metadata',
       'image.render',
