@@ -132,10 +132,13 @@ export const tenancy: Benchmark = {
     const orderRounds = quick ? 1 : 2;
     const floodClients = quick ? 2 : 6;
     const side = quick ? 1024 : 4096;
-    // Clients wait as they would in production: a job not done in 30 s answers 504.
-    await stack.setApiEnv({ JOB_WAIT_MS: '30000' });
+    // Clients wait as they would in production: a job not done in 30 s answers 504. Every
+    // width of the flood is a new variant: no cap on a source's variants stops it early.
+    const apiEnv = { JOB_WAIT_MS: '30000', RENDER_MAX_VARIANTS: '10000' };
+    await stack.setApiEnv(apiEnv);
     // As docker-compose runs them: two workers at the default concurrency (2 jobs each).
-    await stack.setWorkers(2);
+    const workerEnv = { RENDER_MAX_VARIANTS: apiEnv.RENDER_MAX_VARIANTS };
+    await stack.setWorkers(2, workerEnv);
 
     const [photo] = await uploadPhotos(ctx, [PHOTO]);
     const metadataPath = `/media/metadata?mediaKey=${encodeURIComponent(photo!)}`;
@@ -164,9 +167,13 @@ export const tenancy: Benchmark = {
     // Flood: distinct widths to GIF and AVIF, every request a first render.
     ctx.log(`tenancy: flood, ${floodClients} clients of one organization`);
     const floodDone = forMs(floodMs);
+    // GIFs up to 2047 px wide (3.1 MP, within MAX_GIF_OUTPUT_PIXELS), AVIFs up to 4095 px.
     const render = (client: number, n: number, dispatcher: Agent) => {
-      const width = 600 + ((client * 997 + n * 13) % 1000);
-      const format = (client + n) % 2 ? 'gif' : 'avif';
+      const gif = (client + n) % 2 === 1;
+      const width = gif
+        ? 1000 + ((client * 997 + n * 13) % 1048)
+        : 2000 + ((client * 997 + n * 13) % 2096);
+      const format = gif ? 'gif' : 'avif';
       return request(
         `${stack.url}/media/render?media=${encodeURIComponent(big)}&w=${width}&format=${format}`,
         { headers: flooder, dispatcher },
@@ -179,7 +186,7 @@ export const tenancy: Benchmark = {
     await resetQueues(stack);
 
     // Order: one organization's own mix, gated and FIFO, alternating.
-    await stack.setWorkers(2);
+    await stack.setWorkers(2, workerEnv);
     const mix = (c: number, _n: number, dispatcher: Agent) =>
       c % 2
         ? request(`${stack.url}${metadataPath}`, { headers: stack.auth, dispatcher })
@@ -197,8 +204,8 @@ export const tenancy: Benchmark = {
         ['gated', {}, gated],
         ['fifo', { JOB_QUEUED_PER_SLOT: '100000' }, fifo],
       ] as const) {
-        await stack.setApiEnv({ JOB_WAIT_MS: '30000', ...env });
-        await stack.setWorkers(2, env);
+        await stack.setApiEnv({ ...apiEnv, ...env });
+        await stack.setWorkers(2, { ...workerEnv, ...env });
         ctx.log(`tenancy: order, ${name}, round ${r + 1}/${orderRounds}`);
         const run = await loop(32, forMs(orderMs), mix);
         into.push(percentile(run.latencies, 99));
@@ -272,7 +279,8 @@ export const tenancy: Benchmark = {
 **Flood.** One organization's ${floodClients} clients ask, one request at a
 time each, first renders of a ${side} × ${(side * 3) / 4} noisy JPEG
 (${(noisy.length / 1024 / 1024).toFixed(1)} MiB; noise is the worst case for
-every encoder) to GIF and AVIF at distinct widths from 600 to 1599 px, for
+every encoder) to GIF at distinct widths from 1000 to 2047 px and to AVIF from
+2000 to 4095 px (\`RENDER_MAX_VARIANTS\` raised so every one is new work), for
 ${floodMs / 1000} s, while another organization asks \`GET /media/metadata\` of
 \`${PHOTO}\` one request at a time. The same client alone first
 (${quietMs / 1000} s) gives the quiet figure. Two workers at the default
