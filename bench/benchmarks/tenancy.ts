@@ -23,7 +23,7 @@ import { bars } from '../lib/charts';
 import type { BenchmarkResult, Table } from '../lib/report';
 import { target } from '../lib/report';
 import { percentile, ratios, stat } from '../lib/stats';
-import type { Stack } from '../lib/stack';
+import { deleteKeys, type Stack } from '../lib/stack';
 import { uploadPhotos } from './convert';
 
 const PHOTO = 'Reconyx_HC500_Hyperfire.jpg'; // 2048x1536, 416 KiB
@@ -76,18 +76,7 @@ async function resetQueues(stack: Stack): Promise<void> {
       await queue.close();
     }
     for (const pattern of ['gate', 'pending']) {
-      let cursor = '0';
-      do {
-        const [next, keys] = await redis.scan(
-          cursor,
-          'MATCH',
-          `${stack.config.queuePrefix}:${pattern}*`,
-          'COUNT',
-          1000,
-        );
-        cursor = next;
-        if (keys.length) await redis.del(...keys);
-      } while (cursor !== '0');
+      await deleteKeys(redis, `${stack.config.queuePrefix}:${pattern}*`);
     }
   } finally {
     redis.disconnect();

@@ -16,7 +16,7 @@ import type { Client } from 'minio';
 import { createDataContext, type DataContext } from '../../api/context';
 import { loadConfig, type Config } from '../../shared/config';
 import { createLogger } from '../../shared/logger';
-import { createRedis } from '../../shared/queue/redis';
+import { createRedis, type RedisConnection } from '../../shared/queue/redis';
 import { createS3Client } from '../../shared/storage/s3-client';
 import { S3ObjectStore } from '../../shared/storage/s3-object-store';
 import { freePort, stopProcess, waitFor } from '../../test/support/services/process';
@@ -219,22 +219,21 @@ export class Stack {
     const redis = createRedis(this.config.redisUrl!, 'producer', createLogger({ level: 'warn' }));
     try {
       await redis.ping().catch(() => once(redis, 'ready'));
-      let cursor = '0';
-      do {
-        const [next, keys] = await redis.scan(
-          cursor,
-          'MATCH',
-          `${this.config.queuePrefix}:*`,
-          'COUNT',
-          1000,
-        );
-        cursor = next;
-        if (keys.length) await redis.del(...keys);
-      } while (cursor !== '0');
+      await deleteKeys(redis, `${this.config.queuePrefix}:*`);
     } finally {
       redis.disconnect();
     }
   }
+}
+
+/** Deletes every key matching `pattern` (SCAN, a thousand at a time). */
+export async function deleteKeys(redis: RedisConnection, pattern: string): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    cursor = next;
+    if (keys.length) await redis.del(...keys);
+  } while (cursor !== '0');
 }
 
 /** Every API and worker process started, killed if the benchmark exits without stopping them. */

@@ -41,6 +41,24 @@ export function mediaEventData(doc: MediaDoc): MediaEventData {
   };
 }
 
+/** Which documents' pending events to promote: these ids, or any pending since before a time. */
+type Which = { ids: number[] } | { before: Date };
+
+/** Documents with pending events, of `which`. */
+function withPending(which: Which) {
+  return {
+    'pendingEvents.0': { $exists: true },
+    ...('ids' in which
+      ? { id: { $in: which.ids } }
+      : { 'pendingEvents.at': { $lte: which.before } }),
+  };
+}
+
+/** The update that takes promoted events out of their document. */
+function pull(pending: PendingEvent[]) {
+  return { $pull: { pendingEvents: { id: { $in: pending.map((e) => e.id) } } } };
+}
+
 /** Events recorded and not dispatched, and the oldest one's age (metrics). */
 export interface OutboxStats {
   pending: number;
@@ -50,11 +68,7 @@ export interface OutboxStats {
 export class EventOutbox {
   constructor(
     private readonly models: Pick<Models, 'Media' | 'Folder' | 'Event'>,
-    private readonly options: {
-      /** Called once events have been promoted (to wake a dispatcher up). */
-      onRecorded?: () => void;
-      now?: () => Date;
-    } = {},
+    private readonly options: { now?: () => Date } = {},
   ) {}
 
   private now(): Date {
@@ -66,32 +80,18 @@ export class EventOutbox {
    * record whose oldest pending event is older than `before`: recorded here,
    * then pulled from the record. Answers how many were recorded.
    */
-  async promoteMedia(which: { ids: number[] } | { before: Date }, limit = 200): Promise<number> {
+  async promoteMedia(which: Which, limit = 200): Promise<number> {
     const docs = await db(() =>
-      this.models.Media.find({
-        'pendingEvents.0': { $exists: true },
-        ...('ids' in which
-          ? { id: { $in: which.ids } }
-          : { 'pendingEvents.at': { $lte: which.before } }),
-      })
-        .limit(limit)
-        .lean()
-        .exec(),
+      this.models.Media.find(withPending(which)).limit(limit).lean().exec(),
     );
     let recorded = 0;
     for (const doc of docs) {
       const pending = doc.pendingEvents ?? [];
-      const data = { media: mediaEventData(doc) };
-      recorded += await this.promote(pending, doc.organizationId, () => data);
+      recorded += await this.promote(pending, doc.organizationId, { media: mediaEventData(doc) });
       await db(() =>
-        this.models.Media.updateOne(
-          { id: doc.id },
-          { $pull: { pendingEvents: { id: { $in: pending.map((e) => e.id) } } } },
-          { timestamps: false },
-        ).exec(),
+        this.models.Media.updateOne({ id: doc.id }, pull(pending), { timestamps: false }).exec(),
       );
     }
-    if (recorded > 0) this.options.onRecorded?.();
     return recorded;
   }
 
@@ -99,59 +99,41 @@ export class EventOutbox {
    * The same for folders; a removed folder's document (kept only for its
    * event) goes once its events are recorded.
    */
-  async promoteFolders(which: { ids: number[] } | { before: Date }, limit = 200): Promise<number> {
+  async promoteFolders(which: Which, limit = 200): Promise<number> {
     const docs = await db(() =>
-      this.models.Folder.find({
-        'pendingEvents.0': { $exists: true },
-        ...('ids' in which
-          ? { id: { $in: which.ids } }
-          : { 'pendingEvents.at': { $lte: which.before } }),
-      })
-        .limit(limit)
-        .lean()
-        .exec(),
+      this.models.Folder.find(withPending(which)).limit(limit).lean().exec(),
     );
     let recorded = 0;
     for (const doc of docs) {
       const pending = doc.pendingEvents ?? [];
       const data = { folder: { id: doc.id, name: folderName(doc) } };
-      recorded += await this.promote(pending, doc.organizationId, () => data);
-      const ids = pending.map((e) => e.id);
+      recorded += await this.promote(pending, doc.organizationId, data);
       if (doc.removedAt) {
         await db(() =>
           this.models.Folder.deleteOne({ id: doc.id, removedAt: { $ne: null } }).exec(),
         );
       } else {
         await db(() =>
-          this.models.Folder.updateOne(
-            { id: doc.id },
-            { $pull: { pendingEvents: { id: { $in: ids } } } },
-            { timestamps: false },
-          ).exec(),
+          this.models.Folder.updateOne({ id: doc.id }, pull(pending), { timestamps: false }).exec(),
         );
       }
     }
-    if (recorded > 0) this.options.onRecorded?.();
     return recorded;
   }
 
   /** Records events (each once: one already recorded is left as it is). */
   async record(events: DomainEvent[]): Promise<number> {
-    if (events.length === 0) return 0;
-    const docs = events.map((e) => this.docOf(e));
-    const inserted = await this.insertNew(docs);
-    if (inserted > 0) this.options.onRecorded?.();
-    return inserted;
+    return this.insertNew(events.map((e) => this.docOf(e)));
   }
 
   private async promote<T extends EventType>(
     pending: PendingEvent[],
     organizationId: number,
-    data: () => EventMap[T],
+    data: EventMap[T],
   ): Promise<number> {
     return this.insertNew(
       pending.map((e) =>
-        this.docOf({ id: e.id, type: e.type, organizationId, occurredAt: e.at, data: data() }),
+        this.docOf({ id: e.id, type: e.type, organizationId, occurredAt: e.at, data }),
       ),
     );
   }
