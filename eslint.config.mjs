@@ -67,6 +67,36 @@ export default tseslint.config(
     },
   },
   {
+    // The API's services and the domain helpers they use never see HTTP or the queue
+    // library: routes hand them a caller and a typed input (docs/architecture.md).
+    // (This block replaces the one above for these files, so it repeats its dev/ rule.)
+    files: ['api/services/**/*.ts', 'api/domain/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^(@dev(/|$)|(\\.\\./)+dev(/|$))',
+              message:
+                'api/, worker/ and shared/ are production code and must not import dev/ (development tooling, never shipped); see docs/architecture.md.',
+            },
+            {
+              regex: '^(express|busboy|bullmq|passport)(/|$)',
+              message:
+                'Services take (caller, input): HTTP and the queue library stay in routes, middleware and shared/queue (docs/architecture.md).',
+            },
+            {
+              regex: '^(@api/|\\.\\./)(routes|middleware|http|forms|cli|app|main)(/|$)',
+              message:
+                'Imports point one way, transport → services → adapters: a service or domain helper never imports the transport (docs/architecture.md).',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     files: ['test/**/*.ts', 'bench/**/*.ts'],
     rules: {
       '@typescript-eslint/no-non-null-assertion': 'off',

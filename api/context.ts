@@ -23,7 +23,7 @@ import { BullJobQueue } from '@shared/queue/job-queue';
 import { JobHandoff } from '@shared/queue/handoff';
 import { createRedis, waitForRedis, type RedisConnection } from '@shared/queue/redis';
 import { InvalidationPublisher, subscribeInvalidations } from '@shared/queue/invalidations';
-import { AuthCache } from './services/auth-cache';
+import { AuthCache } from './domain/auth-cache';
 import { DownloadService } from './services/download.service';
 import { RenderService } from './services/render.service';
 import { FoldersService } from './services/folders.service';
@@ -135,7 +135,7 @@ export async function createApiContext(
   const metrics = createApiMetrics({
     queueCounts: () => made.queue?.counts() ?? Promise.reject(new Error('no queue yet')),
   });
-  // Authentication reads from memory; changes arrive through Redis (api/services/auth-cache.ts).
+  // Authentication reads from memory; changes arrive through Redis (api/domain/auth-cache.ts).
   const cache = config.authCacheMs > 0 ? new AuthCache(config.authCacheMs) : undefined;
   const data = await createDataContext(config, logger, metrics, cache);
   const subscription =

@@ -16,7 +16,13 @@ import type { Request } from 'express';
 import busboy, { type Busboy } from 'busboy';
 import type { Readable } from 'node:stream';
 import { Errors, isAppError, type AppError } from '@shared/errors';
-import type { FormFields, FormFile, FormHandlers, FormLimits, FormReader } from '../services/form';
+import type {
+  FormFields,
+  FormFile,
+  FormHandlers,
+  FormLimits,
+  FormReader,
+} from '../domain/streamed-form';
 
 export function isMultipart(req: Request): boolean {
   return /^multipart\/form-data\b/i.test(req.headers['content-type'] ?? '');

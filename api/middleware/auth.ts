@@ -14,7 +14,7 @@ import type { Request, RequestHandler } from 'express';
 import passport from 'passport';
 import { Strategy as BearerStrategy, type VerifyFunctionWithRequest } from 'passport-http-bearer';
 import { Errors } from '@shared/errors';
-import type { Caller } from '../services/caller';
+import type { Caller } from '../domain/caller';
 import type { BeforeLookup, Principal, Scope, TokensService } from '../services/tokens.service';
 import { originOf } from './request-context';
 

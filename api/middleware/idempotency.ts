@@ -29,7 +29,7 @@ import type { Request, RequestHandler, Response } from 'express';
 import { Errors } from '@shared/errors';
 import type { Logger } from '@shared/logger';
 import { closeAfterAnswer } from '../forms/multipart-form';
-import { respondToJob } from '../routes/job-answer';
+import { respondToJob } from '../http/job-answer';
 import type { Claim, IdempotencyService } from '../services/idempotency.service';
 import { principalOf } from './auth';
 

@@ -2,7 +2,7 @@
  * Signed-URL access for GET (and HEAD) routes: a request to one of `paths`
  * that carries a `signature` query parameter is verified instead of asking
  * for a bearer token (bearerAuth lets it through). The signature covers the
- * path, every query parameter and the expiry (api/services/url-signature.ts);
+ * path, every query parameter and the expiry (api/domain/url-signature.ts);
  * a request that passes reads the signing organization's records with the
  * `read` scope only, and its answers may be cached publicly until the expiry
  * (`cacheControlFor`). Mount it before bearerAuth, for every route signed URLs
@@ -17,7 +17,7 @@
 import type { Request, RequestHandler } from 'express';
 import { secondsUntil, type SignedUrlService } from '../services/signed-urls.service';
 import type { Scope } from '../services/tokens.service';
-import { SIGNATURE_PARAM } from '../services/url-signature';
+import { SIGNATURE_PARAM } from '../domain/url-signature';
 
 declare module 'express-serve-static-core' {
   interface Request {

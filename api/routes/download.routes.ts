@@ -16,7 +16,7 @@ import type { MediaRecord } from '@shared/repositories/media.repository';
 import { principalOf } from '../middleware/auth';
 import { cacheControlFor } from '../middleware/signed-url';
 import type { DownloadService } from '../services/download.service';
-import { noneMatch, requestedRange } from './byte-ranges';
+import { noneMatch, requestedRange } from '../http/byte-ranges';
 import { RouteTable, type RouteGuards } from './route-table';
 
 /**

@@ -9,11 +9,11 @@ import express, { Router, type Request } from 'express';
 import { z } from 'zod';
 import { principalOf } from '../middleware/auth';
 import { requestIdOf } from '../middleware/request-context';
-import { success } from '../respond';
+import { success } from '../http/respond';
 import type { FoldersService } from '../services/folders.service';
-import { respondToJob } from './job-answer';
+import { respondToJob } from '../http/job-answer';
 import { RouteTable, type RouteGuards } from './route-table';
-import { parseInput } from './validate';
+import { parseInput } from '../http/validate';
 
 const nameBody = z.object({ name: z.string({ error: 'name is required' }) }).strict();
 

@@ -14,9 +14,9 @@ import { principalOf } from '../middleware/auth';
 import { originOf, requestIdOf } from '../middleware/request-context';
 import type { JobsService } from '../services/jobs.service';
 import type { JobRequest, MediaJobsService } from '../services/media-jobs.service';
-import { respondToJob } from './job-answer';
+import { respondToJob } from '../http/job-answer';
 import { RouteTable, type RouteGuards } from './route-table';
-import { parseInput } from './validate';
+import { parseInput } from '../http/validate';
 
 const FORMAT_NAMES = CONVERT_FORMAT_NAMES;
 

@@ -9,11 +9,11 @@ import { Router, type NextFunction, type Request } from 'express';
 import { z } from 'zod';
 import type { Config } from '@shared/config';
 import { principalOf } from '../middleware/auth';
-import { success } from '../respond';
-import { toMediaView } from '../services/media-view';
+import { success } from '../http/respond';
+import { toMediaView } from '../domain/media-view';
 import type { MediaRef, MediaService } from '../services/media.service';
 import { RouteTable, type RouteGuards } from './route-table';
-import { parseInput } from './validate';
+import { parseInput } from '../http/validate';
 
 const MIME_TYPE = /^[a-z]+\/[a-z0-9][a-z0-9.+-]*$/i;
 

@@ -24,7 +24,7 @@ import type { ApiMetrics } from '@shared/metrics';
 import { principalOf } from '../middleware/auth';
 import { requestIdOf } from '../middleware/request-context';
 import { variantTag, type RenderService } from '../services/render.service';
-import { noneMatch, requestedRange } from './byte-ranges';
+import { noneMatch, requestedRange } from '../http/byte-ranges';
 import { RouteTable, type Cost, type RouteGuards } from './route-table';
 
 /** How long a browser may keep a bearer-fetched variant without asking (it never changes). */

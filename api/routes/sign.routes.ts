@@ -9,10 +9,10 @@ import express, { Router } from 'express';
 import { z } from 'zod';
 import { Errors } from '@shared/errors';
 import { principalOf } from '../middleware/auth';
-import { success } from '../respond';
+import { success } from '../http/respond';
 import type { SignedUrlService } from '../services/signed-urls.service';
 import { RouteTable, type RouteGuards } from './route-table';
-import { parseInput } from './validate';
+import { parseInput } from '../http/validate';
 
 /** Keys one request may sign. */
 export const MAX_SIGNED_KEYS = 100;

@@ -11,11 +11,11 @@ import type { Config } from '@shared/config';
 import type { ApiMetrics } from '@shared/metrics';
 import { multipartForm } from '../forms/multipart-form';
 import { callerOf } from '../middleware/auth';
-import { success } from '../respond';
-import { toMediaView } from '../services/media-view';
+import { success } from '../http/respond';
+import { toMediaView } from '../domain/media-view';
 import type { UploadService } from '../services/upload.service';
 import { RouteTable, type RouteGuards } from './route-table';
-import { parseInput } from './validate';
+import { parseInput } from '../http/validate';
 
 const base64Body = z
   .object({

@@ -17,7 +17,7 @@ import type { JobQueue, JobSnapshot } from '@shared/queue/job-queue';
 import type { MediaRepository } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
 import type { StoredResults } from '@shared/stored-results';
-import { toMediaView, type MediaView } from './media-view';
+import { toMediaView, type MediaView } from '../domain/media-view';
 
 export type JobAnswer =
   /** The job finished: what the endpoint answers (metadata, or the new record). */

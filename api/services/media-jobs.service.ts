@@ -21,7 +21,7 @@ import type { Organization } from '@shared/repositories/organizations.repository
 import { isRenderableType } from '@shared/media/formats';
 import { convertIsHeavy, mergeIsHeavy } from '@shared/media/work';
 import type { FoldersService } from './folders.service';
-import { lastField, type FormReader } from './form';
+import { lastField, type FormReader } from '../domain/streamed-form';
 import type { IngestService } from './ingest.service';
 import type { JobAnswer, JobsService } from './jobs.service';
 

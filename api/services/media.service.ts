@@ -18,7 +18,7 @@ import type { Organization } from '@shared/repositories/organizations.repository
 import type { UsageRepository } from '@shared/repositories/usage.repository';
 import type { VariantsRepository } from '@shared/repositories/variants.repository';
 import type { ObjectStore } from '@shared/storage/object-store';
-import { decodeCursor, encodeCursor, listingKey } from './list-cursor';
+import { decodeCursor, encodeCursor, listingKey } from '../domain/list-cursor';
 
 export interface ListQuery {
   folderId?: number | undefined;

@@ -1,6 +1,6 @@
 /**
  * Signed URLs: a download (or render) URL of a record, with the organization,
- * an expiry and an HMAC-SHA256 signature (api/services/url-signature.ts), that
+ * an expiry and an HMAC-SHA256 signature (api/domain/url-signature.ts), that
  * works without a bearer token until it expires, for as long as the record
  * exists. The first key of URL_SIGNING_KEYS signs, every one verifies.
  */
@@ -14,7 +14,7 @@ import type {
   OrganizationsRepository,
 } from '@shared/repositories/organizations.repository';
 import type { RenderService } from './render.service';
-import { checkSignature, EXPIRES_PARAM, ORG_PARAM, signedQuery } from './url-signature';
+import { checkSignature, EXPIRES_PARAM, ORG_PARAM, signedQuery } from '../domain/url-signature';
 
 export type Disposition = 'inline' | 'attachment';
 

@@ -12,9 +12,9 @@ import type { MediaCreation, NewFile } from '@shared/media-creation';
 import type { Folder } from '@shared/repositories/folders.repository';
 import type { MediaRecord } from '@shared/repositories/media.repository';
 import type { UsageRepository } from '@shared/repositories/usage.repository';
-import type { Caller } from './caller';
+import type { Caller } from '../domain/caller';
 import type { FolderSpec, FoldersService } from './folders.service';
-import { lastField, type FormFields, type FormReader } from './form';
+import { lastField, type FormFields, type FormReader } from '../domain/streamed-form';
 import type { IngestService, QuotaBudget, StoredObject } from './ingest.service';
 
 /** A data URL upload's input, as the client sent it. */

@@ -14,7 +14,7 @@ import type { AddressInfo } from 'node:net';
 import { createApp } from '../../../api/app';
 import { createHttpServer } from '../../../api/http-server';
 import { SignedUrlService } from '../../../api/services/signed-urls.service';
-import { signedQuery } from '../../../api/services/url-signature';
+import { signedQuery } from '../../../api/domain/url-signature';
 import type { Config } from '../../../shared/config';
 import sharp from 'sharp';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
