@@ -4,6 +4,13 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 import prettier from 'eslint-config-prettier';
 
+/** Production code never imports development tooling (dev/): see the block that uses it. */
+const NO_DEV_IMPORTS = {
+  regex: '^(@dev(/|$)|(\\.\\./)+dev(/|$))',
+  message:
+    'api/, worker/ and shared/ are production code and must not import dev/ (development tooling, never shipped); see docs/architecture.md.',
+};
+
 export default tseslint.config(
   {
     ignores: [
@@ -44,13 +51,7 @@ export default tseslint.config(
       'no-restricted-imports': [
         'error',
         {
-          patterns: [
-            {
-              regex: '^(@dev(/|$)|(\\.\\./)+dev(/|$))',
-              message:
-                'api/, worker/ and shared/ are production code and must not import dev/ (development tooling, never shipped); see docs/architecture.md.',
-            },
-          ],
+          patterns: [NO_DEV_IMPORTS],
         },
       ],
       // The same for import() and require(), which no-restricted-imports does not see.
@@ -76,11 +77,7 @@ export default tseslint.config(
         'error',
         {
           patterns: [
-            {
-              regex: '^(@dev(/|$)|(\\.\\./)+dev(/|$))',
-              message:
-                'api/, worker/ and shared/ are production code and must not import dev/ (development tooling, never shipped); see docs/architecture.md.',
-            },
+            NO_DEV_IMPORTS,
             {
               regex: '^(express|busboy|bullmq|passport)(/|$)',
               message:

@@ -51,25 +51,31 @@ export interface DataContext {
 }
 
 export interface ApiContext extends DataContext {
-  /** Every queue (for the dashboard). */
+  /** Every queue (the dashboard shows them when DASHBOARD_USER/PASSWORD are set). */
   queues: Queue[];
   store: ObjectStore;
   queue: BullJobQueue;
-  /** The API's own fail-fast Redis connection (rate limits, idempotency keys); undefined without REDIS_URL. */
+  /**
+   * The API's own fail-fast Redis connection: where the per-token rate limit
+   * counts and `Idempotency-Key` entries live; undefined without REDIS_URL.
+   */
   redis: RedisConnection | undefined;
   /** `Idempotency-Key` entries (in Redis). */
   idempotency: IdempotencyService;
   media: MediaRepository;
   uploads: UploadService;
   downloads: DownloadService;
+  /** Renders (GET /media/render). */
   renders: RenderService;
   jobs: JobsService;
   mediaJobs: MediaJobsService;
   mediaService: MediaService;
   folders: FoldersService;
+  /** Signs URLs (POST /media/sign) and verifies signed requests. */
   signedUrls: SignedUrlService;
+  /** HTTP latency and bytes stored, served on GET /metrics. */
   metrics: ApiMetrics;
-  /** What GET /readyz checks. */
+  /** The dependencies GET /readyz checks (MongoDB, Redis, storage). */
   readiness: ReadinessChecks;
 }
 
@@ -246,7 +252,6 @@ export async function createApiContext(
         ingest,
         folders,
         limits: {
-          maxFileSize: config.limits.maxFileSize,
           maxMergeInputs: config.limits.maxMergeInputs,
           maxMergeBytes: config.limits.maxMergeBytes,
         },
@@ -256,7 +261,6 @@ export async function createApiContext(
         folders,
         creation,
         usage,
-        maxFileSize: config.limits.maxFileSize,
         maxBase64Size: config.limits.maxBase64Size,
       }),
       mediaService: new MediaService({

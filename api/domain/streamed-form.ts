@@ -1,61 +1,40 @@
 /**
- * What services see of a form (a multipart request): file parts as streams,
- * in form order, and text fields. The transport implements `FormReader`
- * (api/forms/multipart-form.ts); services decide the limits and what each
- * part means, and never touch the request itself.
+ * What services see of a multipart form: its file parts as streams, in form
+ * order, then its text fields, typed. The route declares the form (which
+ * names its file parts and text fields have, their limits, what is refused:
+ * api/forms/form-spec.ts) and the transport reads it; the service decides
+ * what each file becomes and never sees a field name or the request.
  */
 import type { Readable } from 'node:stream';
 
-export interface FormLimits {
-  /** Largest file, bytes. */
-  maxFileSize: number;
-  maxFiles: number;
-  /** What the files are, in the 413 message when there are too many ("merge inputs"); default "files". */
-  filesNoun?: string;
-  maxFields?: number;
-  maxFieldSize?: number;
-  /** Parts of any kind (files, fields, parts the parser skips); default maxFiles + maxFields. */
-  maxParts?: number;
-  maxHeaderPairs?: number;
-}
-
 export interface FormFile {
-  field: string;
   /** The client's filename, decoded as UTF-8; empty when the part had none. */
   filename: string;
   declaredType: string;
   stream: Readable;
 }
 
-/** Field name → every value sent under it, in order. */
-export type FormFields = Map<string, string[]>;
-
-export interface FormHandlers<T> {
-  /** Called for each file part, with the fields seen so far. Must consume the stream or reject. */
-  onFile(part: FormFile, fieldsSoFar: FormFields): Promise<T>;
+export interface FormHandlers<Fields, Item, T> {
   /**
-   * Called with the name of each field before its value is looked at (so an
-   * unknown or misplaced field is refused as such even when its value is over
-   * the size limit); throw an AppError to refuse the request.
+   * Called for each file part, in form order, with the text fields read so
+   * far (only those sent before it). Must consume the stream or reject.
    */
-  acceptField?(name: string): void;
-  /** Called for each field within the size limit; throw an AppError to refuse the request. */
-  onField?(name: string, value: string): void;
+  onFile(file: FormFile, fieldsSoFar: Partial<Fields>): Promise<T>;
+  /**
+   * Called for each entry of the form's list field, in form order among the
+   * files (a merge's stored keys); throw an AppError to refuse the request.
+   */
+  onItem?(item: Item): void;
 }
 
 /**
- * Reads a form, calling the handlers in form order, and resolves with its
- * fields and what the file handlers returned. The first failure (a limit, a
- * malformed body, a handler that rejects, the client going away) stops the
- * read and rejects with that AppError once every handler has settled.
+ * A form as it streams, read once by the service it is handed to: resolves
+ * with its text fields and what `onFile` returned for each file. The first
+ * failure (a limit, a malformed body, a refused field, a handler that
+ * rejects, the client going away) stops the read and rejects with that
+ * AppError once every handler has settled, so the service can clean up what
+ * was stored.
  */
-export type FormReader = <T>(
-  limits: FormLimits,
-  handlers: FormHandlers<T>,
-) => Promise<{ fields: FormFields; files: T[] }>;
-
-/** The last value of a field (fields are taken as sent). */
-export function lastField(fields: FormFields, name: string): string | undefined {
-  const values = fields.get(name);
-  return values?.[values.length - 1];
+export interface StreamedForm<Fields, Item = never> {
+  read<T>(handlers: FormHandlers<Fields, Item, T>): Promise<{ fields: Fields; files: T[] }>;
 }

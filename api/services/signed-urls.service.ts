@@ -13,6 +13,7 @@ import type {
   Organization,
   OrganizationsRepository,
 } from '@shared/repositories/organizations.repository';
+import type { Caller } from '../domain/caller';
 import type { RenderService } from './render.service';
 import { checkSignature, EXPIRES_PARAM, ORG_PARAM, signedQuery } from '../domain/url-signature';
 
@@ -72,8 +73,9 @@ export class SignedUrlService {
     return this.deps.now?.() ?? new Date();
   }
 
-  /** Signs a URL for each key; every key must name a record of the organization (else 404). */
-  async sign(org: Organization, request: SignRequest): Promise<SignedUrls> {
+  /** Signs a URL for each key; every key must name a record of the caller's organization (else 404). */
+  async sign(caller: Pick<Caller, 'organization'>, request: SignRequest): Promise<SignedUrls> {
+    const org = caller.organization;
     const signing = this.deps.signing;
     if (!signing) throw Errors.signedUrlsDisabled();
     const expiresIn = request.expiresIn ?? Math.min(DEFAULT_EXPIRES_IN, signing.maxExpiresIn);

@@ -419,10 +419,13 @@ describe('a signed URL is refused', () => {
       renders: api.ctx.renders,
       now: () => new Date(Date.now() - 3_600_000),
     });
-    const signed = await anHourAgo.sign(alpha.organization, {
-      mediaKeys: [keys.jpeg],
-      expiresIn: 60,
-    });
+    const signed = await anHourAgo.sign(
+      { organization: alpha.organization },
+      {
+        mediaKeys: [keys.jpeg],
+        expiresIn: 60,
+      },
+    );
     const body = await refusedAs(signed.urls[0]!.url, 'SIGNED_URL_EXPIRED');
     expect(body.expiredAt).toBe(signed.expiresAt);
     // An expired URL changed to expire later is not valid either.
