@@ -6,7 +6,7 @@ import prettier from 'eslint-config-prettier';
 
 /** Production code never imports development tooling (dev/): see the block that uses it. */
 const NO_DEV_IMPORTS = {
-  regex: '^(@dev(/|$)|(\\.\\./)+dev(/|$))',
+  regex: '^(@dev(/|$)|@media/|(\\.\\./)+dev(/|$))',
   message:
     'api/, worker/ and shared/ are production code and must not import dev/ (development tooling, never shipped); see docs/architecture.md.',
 };
@@ -19,7 +19,7 @@ export default tseslint.config(
       'node_modules/**',
       '.data/**',
       'eslint.config.mjs',
-      'jest.config.js',
+      '**/jest.config.js',
       // Generated from api/openapi.yaml and compiled under --strict by its own test.
       'test/support/generated-client/**',
     ],
@@ -44,8 +44,9 @@ export default tseslint.config(
   },
   {
     // Production code never imports development tooling (dev/: the launcher, the
-    // embedded services, the MongoDB stand-in): it is not built into dist/ and
-    // its dependencies are not installed in the images (docs/architecture.md).
+    // embedded services, and the packages @media/mongo-standin and
+    // @media/swift-s3): it is not built into dist/ and its dependencies are not
+    // installed in the images (docs/architecture.md).
     files: ['api/**/*.ts', 'worker/**/*.ts', 'shared/**/*.ts'],
     rules: {
       'no-restricted-imports': [
@@ -61,7 +62,7 @@ export default tseslint.config(
           'ImportExpression > Literal.source',
           "CallExpression[callee.name='require'] > Literal",
         ].map((node) => ({
-          selector: `${node}[value=/^(@dev(\\/|$)|(\\.\\.\\/)+dev(\\/|$))/]`,
+          selector: `${node}[value=/^(@dev(\\/|$)|@media\\/|(\\.\\.\\/)+dev(\\/|$))/]`,
           message: 'api/, worker/ and shared/ are production code and must not load dev/.',
         })),
       ],
@@ -101,13 +102,19 @@ export default tseslint.config(
     },
   },
   {
-    // Plain ESM scripts (run by tests in their own Node process): linted without type information.
-    files: ['**/*.mjs'],
+    // Plain scripts (ESM ones run by tests in their own Node process, the dev
+    // packages' CommonJS commands): linted without type information.
+    files: ['**/*.mjs', 'dev/*/bin/*.js'],
     ...tseslint.configs.disableTypeChecked,
     languageOptions: {
       ...tseslint.configs.disableTypeChecked.languageOptions,
-      globals: { process: 'readonly', URL: 'readonly' },
+      globals: { process: 'readonly', URL: 'readonly', require: 'readonly' },
     },
+  },
+  {
+    // A dev package's command is CommonJS: it registers tsx, then requires its TypeScript entry.
+    files: ['dev/*/bin/*.js'],
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
   prettier,
 );

@@ -1,11 +1,15 @@
-// Four tiers share one runner (docs/testing.md): `unit` (nothing outside the
-// repository: no services, no corpus beside it), `integration` (real Redis, S3
-// and MongoDB, resolved once by test/support/global-setup.ts), `e2e` (real
-// processes: the launcher, killed workers, the production build, the load
-// smoke, services going down) and `bench` (the benchmark suite's quick mode).
-// The last three share the global setup: jest runs it once per run however
-// many of them are selected. Tests are transpiled by SWC; `npm run typecheck`
-// is what type-checks them.
+// Five tiers share one runner (docs/testing.md): `unit` (nothing outside the
+// repository: no services, no tools, no corpus beside it), `deploy` (the
+// deployment files, checked with `kubectl` and `promtool`), `integration` (real
+// Redis, S3 and MongoDB, resolved once by test/support/global-setup.ts), `e2e`
+// (real processes: the launcher, killed workers, the production build, the
+// load smoke, services going down) and `bench` (the benchmark suite's quick
+// mode). The last three share the global setup: jest runs it once per run
+// however many of them are selected. Beside them, the development packages
+// under dev/ bring their own tests and jest configuration (`mongo-standin`,
+// `swift-s3`): projects here too, so `npm test` runs them, and runnable on
+// their own. Tests are transpiled by SWC; `npm run typecheck` is what
+// type-checks them.
 /** @type {import('jest').Config['projects'][number]} */
 const common = {
   transform: { '^.+\\.(t|j)s$': ['@swc/jest', { jsc: { target: 'es2022' } }] },
@@ -40,6 +44,7 @@ const withServices = {
 module.exports = {
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
+    { ...common, displayName: 'deploy', testMatch: ['<rootDir>/test/deploy/**/*.test.ts'] },
     {
       ...withServices,
       displayName: 'integration',
@@ -47,6 +52,9 @@ module.exports = {
     },
     { ...withServices, displayName: 'e2e', testMatch: ['<rootDir>/test/e2e/**/*.test.ts'] },
     { ...withServices, displayName: 'bench', testMatch: ['<rootDir>/test/bench/**/*.test.ts'] },
+    // The development packages' own tests (dev/*/jest.config.js).
+    '<rootDir>/dev/mongo-standin',
+    '<rootDir>/dev/swift-s3',
   ],
   testTimeout: 60_000,
 };

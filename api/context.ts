@@ -9,6 +9,7 @@ import { connectMongo, pingMongo } from '@shared/db/connection';
 import { createModels, syncIndexes, type Models } from '@shared/db/models';
 import type { Logger } from '@shared/logger';
 import { BackgroundTasks } from '@shared/background';
+import type { EventOutbox } from '@shared/events/outbox';
 import { MediaCreation } from '@shared/media-creation';
 import { MediaDeletion } from '@shared/media-deletion';
 import { createApiMetrics, type ApiMetrics, type DependencyMetrics } from '@shared/metrics';
@@ -137,9 +138,10 @@ export async function createApiContext(
   overrides: { store?: ObjectStore } = {},
 ): Promise<ApiContext> {
   // The queue depth gauge reads the queue (made below, timed by these metrics) on each scrape.
-  const made: { queue?: BullJobQueue } = {};
+  const made: { queue?: BullJobQueue; events?: EventOutbox } = {};
   const metrics = createApiMetrics({
     queueCounts: () => made.queue?.counts() ?? Promise.reject(new Error('no queue yet')),
+    eventStats: () => made.events?.stats() ?? Promise.reject(new Error('no outbox yet')),
   });
   // Authentication reads from memory; changes arrive through Redis (api/domain/auth-cache.ts).
   const cache = config.authCacheMs > 0 ? new AuthCache(config.authCacheMs) : undefined;
@@ -189,6 +191,7 @@ export async function createApiContext(
       events: data.repositories.events,
     });
     const events = data.repositories.events;
+    made.events = events;
     const deletion = new MediaDeletion({ media, usage, store, events, logger });
     // Work off the answers' path (settling bookings, recording events): the shutdown waits for it.
     const background = new BackgroundTasks(logger);

@@ -24,6 +24,7 @@ import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
+import { startMongoStandin } from '@media/mongo-standin';
 import { ConfigError, loadConfig, type Config } from '@shared/config';
 import { createLogger, type Logger } from '@shared/logger';
 import { startMongod } from './embedded/mongo';
@@ -38,7 +39,6 @@ import {
   stopLeftovers,
   writeState,
 } from './embedded/state';
-import { startMongoStandin } from './mongo-standin/server';
 
 /** The database name the embedded MongoDB gets. */
 const DATABASE = 'media';
@@ -106,7 +106,7 @@ async function startServices(config: Config, dataDir: string, logger: Logger): P
             '!! MongoDB: no MONGODB_URI and no mongod, so the in-process STAND-IN runs.  !!',
             '!! Records live in memory and are LOST when `npm start` stops (the files  !!',
             '!! stay on disk without their records). For data that lasts, set          !!',
-            '!! MONGODB_URI or install mongod. Development only (docs/mongo-standin.md)  !!',
+            '!! MONGODB_URI or install mongod. Development only (dev/mongo-standin).     !!',
             '!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!',
             '',
           ].join('\n'),

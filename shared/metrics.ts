@@ -118,6 +118,8 @@ export interface ApiMetricsOptions {
   queueCounts?: () => Promise<Record<QueueName, Record<string, number>>>;
   /** How long a scrape waits for the queue counts (default 1 s). */
   queueCountsTimeoutMs?: number;
+  /** Read on each scrape for the domain events' gauges; a failure or timeout omits them. */
+  eventStats?: () => Promise<{ pending: number; oldestSeconds: number }>;
 }
 
 export function createApiMetrics(options: ApiMetricsOptions = {}): ApiMetrics {
@@ -166,6 +168,37 @@ export function createApiMetrics(options: ApiMetricsOptions = {}): ApiMetrics {
         for (const [queue, states] of Object.entries(counts)) {
           for (const [state, n] of Object.entries(states)) this.set({ queue, state }, n);
         }
+      },
+    });
+  }
+  const { eventStats } = options;
+  if (eventStats) {
+    // One read per scrape serves both gauges (the first to collect reads, the other reuses it).
+    let reading: Promise<{ pending: number; oldestSeconds: number } | undefined> | undefined;
+    const read = () => {
+      reading ??= withTimeout(eventStats(), options.queueCountsTimeoutMs ?? 1_000, 'MongoDB')
+        .catch(() => undefined)
+        .finally(() => setImmediate(() => (reading = undefined)));
+      return reading;
+    };
+    new Gauge({
+      name: 'media_events_pending',
+      help: 'Domain events recorded or pending in their documents and not dispatched yet',
+      registers: [registry],
+      async collect() {
+        this.reset();
+        const stats = await read();
+        if (stats) this.set(stats.pending);
+      },
+    });
+    new Gauge({
+      name: 'media_events_oldest_pending_seconds',
+      help: 'Age of the oldest domain event not dispatched yet (0 when none)',
+      registers: [registry],
+      async collect() {
+        this.reset();
+        const stats = await read();
+        if (stats) this.set(stats.oldestSeconds);
       },
     });
   }

@@ -19,6 +19,7 @@ import { createRedis } from '../../shared/queue/redis';
 import { createLogger } from '../../shared/logger';
 import { QUEUE_NAMES } from '../../shared/config';
 import type { Benchmark, BenchContext } from '../lib/benchmark';
+import { bars } from '../lib/charts';
 import type { BenchmarkResult, Table } from '../lib/report';
 import { target } from '../lib/report';
 import { percentile, ratios, stat } from '../lib/stats';
@@ -284,7 +285,26 @@ fair gate as configured and with \`JOB_QUEUED_PER_SLOT=100000\` (every job to
 the workers at once: the queue's own first-in first-out order), alternating,
 ${orderRounds} round(s) each. p99 over every answer of a round.`,
       tables: [table, floodTable, orderTable],
-      charts: [],
+      charts: [
+        {
+          id: 'tenancy',
+          title: 'Another organization’s metadata, quiet and during one organization’s flood',
+          spec: bars({
+            title: 'Another organization’s metadata latency, ms',
+            yTitle: 'ms',
+            format: '.0f',
+            data: [
+              ['quiet', quiet.latencies],
+              ['during the flood', during.latencies],
+            ].flatMap(([group, l]) =>
+              (['p50', 'p99'] as const).map((series) => {
+                const v = percentile(l as number[], series === 'p50' ? 50 : 99);
+                return { group: group as string, series, median: v, min: v, max: v };
+              }),
+            ),
+          }),
+        },
+      ],
       targets: [
         target(
           'another organization’s metadata p99 during the flood − quiet',

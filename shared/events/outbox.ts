@@ -243,48 +243,45 @@ export class EventOutbox {
     return new Set(docs.map((d) => d._id));
   }
 
-  /** Events not dispatched yet (recorded, or pending in a document), and the oldest one's age. */
+  /**
+   * Events not dispatched yet (recorded, or pending in a document), and the
+   * oldest one's age: three aggregations, one per collection.
+   */
   async stats(): Promise<OutboxStats> {
-    const now = this.now().getTime();
-    const [recorded, oldestRecorded, media, folders] = await Promise.all([
-      db(() => this.models.Event.countDocuments({ dispatchedAt: null }).exec()),
+    type Summary = { n: number; oldest: Date | null }[];
+    const summarise = (field: string, unwind: boolean) => [
+      ...(unwind ? [{ $unwind: '$pendingEvents' }] : []),
+      { $group: { _id: null, n: { $sum: 1 }, oldest: { $min: field } } },
+    ];
+    const pendingInDocs = { 'pendingEvents.0': { $exists: true } };
+    const [recorded, media, folders] = await Promise.all([
       db(() =>
-        this.models.Event.findOne({ dispatchedAt: null }, { occurredAt: 1 })
-          .sort({ occurredAt: 1 })
-          .lean()
-          .exec(),
+        this.models.Event.aggregate<Summary[number]>([
+          { $match: { dispatchedAt: null } },
+          ...summarise('$occurredAt', false),
+        ]).exec(),
       ),
-      this.pendingIn(this.models.Media),
-      this.pendingIn(this.models.Folder),
+      db(() =>
+        this.models.Media.aggregate<Summary[number]>([
+          { $match: pendingInDocs },
+          ...summarise('$pendingEvents.at', true),
+        ]).exec(),
+      ),
+      db(() =>
+        this.models.Folder.aggregate<Summary[number]>([
+          { $match: pendingInDocs },
+          ...summarise('$pendingEvents.at', true),
+        ]).exec(),
+      ),
     ]);
-    const oldest = [oldestRecorded?.occurredAt, media.oldest, folders.oldest]
-      .filter((d): d is Date => d instanceof Date)
-      .map((d) => d.getTime());
+    const all = [...recorded, ...media, ...folders];
+    const oldest = all.flatMap((s) => (s.oldest ? [new Date(s.oldest).getTime()] : []));
     return {
-      pending: recorded + media.count + folders.count,
-      oldestSeconds: oldest.length ? Math.max(0, (now - Math.min(...oldest)) / 1000) : 0,
+      pending: all.reduce((n, s) => n + s.n, 0),
+      oldestSeconds: oldest.length
+        ? Math.max(0, (this.now().getTime() - Math.min(...oldest)) / 1000)
+        : 0,
     };
-  }
-
-  private async pendingIn(
-    model: Models['Media'] | Models['Folder'],
-  ): Promise<{ count: number; oldest: Date | undefined }> {
-    const docs = (await db(() =>
-      (model as Models['Media'])
-        .find({ 'pendingEvents.0': { $exists: true } }, { pendingEvents: 1 })
-        .limit(10_000)
-        .lean()
-        .exec(),
-    )) as { pendingEvents?: PendingEvent[] }[];
-    let count = 0;
-    let oldest: Date | undefined;
-    for (const doc of docs) {
-      for (const e of doc.pendingEvents ?? []) {
-        count++;
-        if (!oldest || e.at < oldest) oldest = e.at;
-      }
-    }
-    return { count, oldest };
   }
 }
 

@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
 import { startApi, type TestApi } from '../support/api';
-import { fixture, form } from '../support/files';
+import { fixture } from '../support/files';
 import { startApiProcess, type ServiceProcess } from '../support/processes';
 
 const CHROMIUM = process.env.CHROMIUM_BIN ?? 'chromium';
@@ -107,13 +107,7 @@ it('a page on another origin shows a signed image in <img>, at its natural size'
   });
   const org = await harness.createOrg('browserpage');
   const image = fixture('Canon_40D.jpg');
-  const uploaded = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', image, 'photo.jpg']]),
-  });
-  expect(uploaded.status).toBe(201);
-  const { key } = ((await uploaded.json()) as { data: { key: string } }).data;
+  const key = await org.upload(image, 'photo.jpg', { via: api.url });
   const signedRes = await fetch(`${api.url}/media/sign`, {
     method: 'POST',
     headers: { ...org.auth, 'Content-Type': 'application/json' },

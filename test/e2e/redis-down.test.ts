@@ -54,16 +54,6 @@ const json = (body: unknown): RequestInit => ({
   body: JSON.stringify(body),
 });
 
-async function upload(bytes: Buffer, name: string) {
-  const res = await fetch(`${api.url!}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', bytes, name]]),
-  });
-  expect(res.status).toBe(201);
-  return ((await res.json()) as { data: { key: string; checksum: string } }).data;
-}
-
 async function readyz() {
   const res = await fetch(`${api.url!}/readyz`);
   return { status: res.status, body: (await res.json()) as Readiness };
@@ -83,8 +73,8 @@ beforeAll(async () => {
     JOB_WAIT_MS: String(JOB_WAIT_MS),
   };
   [api, worker] = await Promise.all([startApiProcess(env), startWorkerProcess(env)]);
-  image = await upload(fixture('Canon_40D.jpg'), 'canon.jpg');
-  pdf = await upload(fixture('minimal-document.pdf'), 'doc.pdf');
+  image = await org.uploadRecord('Canon_40D.jpg', 'canon.jpg', { via: api.url! });
+  pdf = await org.uploadRecord('minimal-document.pdf', 'doc.pdf', { via: api.url! });
 }, 120_000);
 
 afterAll(async () => {
@@ -154,7 +144,7 @@ it('Redis going away: job endpoints answer 503 at once, uploads and downloads go
 
   // Uploads and downloads need no queue.
   const bytes = fixture('xmp-BlueSquare.jpg');
-  const stored = await upload(bytes, 'during.jpg');
+  const stored = await org.uploadRecord(bytes, 'during.jpg', { via: api.url! });
   expect(stored.checksum).toBe(sha256(bytes));
   const download = await fetch(
     `${api.url!}/media/download?media=${encodeURIComponent(stored.key)}`,

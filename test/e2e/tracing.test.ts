@@ -14,7 +14,6 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startApi, type TestApi, type TestOrg } from '../support/api';
 import { eventually } from '../support/eventually';
-import { fixture, form } from '../support/files';
 import { startApiProcess, startWorkerProcess, type ServiceProcess } from '../support/processes';
 
 /** A span as the collector stand-in keeps it. */
@@ -124,13 +123,7 @@ afterAll(async () => {
 }, 60_000);
 
 it('one trace from the HTTP request through the queue to the worker, with storage, MongoDB and Redis spans', async () => {
-  const up = await fetch(`${api.url!}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', fixture('Canon_40D.jpg'), 'Canon_40D.jpg']]),
-  });
-  expect(up.status).toBe(201);
-  const { key } = ((await up.json()) as { data: { key: string } }).data;
+  const key = await org.upload('Canon_40D.jpg', 'Canon_40D.jpg', { via: api.url! });
   const meta = await fetch(`${api.url!}/media/metadata?mediaKey=${encodeURIComponent(key)}`, {
     headers: org.auth,
   });

@@ -8,7 +8,7 @@
  */
 import { startApi, type TestApi, type TestOrg } from '../support/api';
 import { eventually } from '../support/eventually';
-import { corpusFile, form } from '../support/files';
+import { corpusFile } from '../support/files';
 import { startApiProcess, startWorkerProcess, type ServiceProcess } from '../support/processes';
 
 type Body<T> = { statusCode: number; data: T; error?: string; jobId?: string };
@@ -39,13 +39,7 @@ afterAll(async () => {
 
 it('a worker killed mid-job: the job completes once, elsewhere', async () => {
   const bytes = corpusFile('images/tests-42_IndexError.jpg');
-  const up = await fetch(`${api.url!}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', bytes, 'largest.jpg']]),
-  });
-  expect(up.status).toBe(201);
-  const source = ((await up.json()) as Body<{ key: string }>).data;
+  const source = await org.uploadRecord(bytes, 'largest.jpg', { via: api.url! });
 
   const convert = fetch(`${api.url!}/media/convert`, {
     method: 'POST',
@@ -90,12 +84,9 @@ it('a worker killed mid-job: the job completes once, elsewhere', async () => {
 
 it('a worker sent SIGTERM mid-job finishes the job, then exits cleanly', async () => {
   const worker = workers[workers.length - 1]!;
-  const up = await fetch(`${api.url!}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', corpusFile('images/hdr-iphone_hdr_YES.jpg'), 'phone.jpg']]),
+  const source = await org.uploadRecord(corpusFile('images/hdr-iphone_hdr_YES.jpg'), 'phone.jpg', {
+    via: api.url!,
   });
-  const source = ((await up.json()) as Body<{ key: string }>).data;
   const convert = fetch(`${api.url!}/media/convert`, {
     method: 'POST',
     headers: { ...org.auth, 'Content-Type': 'application/json' },

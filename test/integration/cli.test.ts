@@ -5,7 +5,7 @@
  * offboarding that leaves nothing of it behind.
  */
 import { runCli } from '../support/cli';
-import { startApi, type TestApi } from '../support/api';
+import { startApi, uploadThrough, type TestApi } from '../support/api';
 import { fixture, form } from '../support/files';
 import { startWorker } from '../support/worker';
 
@@ -146,21 +146,9 @@ it('deletes an organization and everything it had, and nothing of another', asyn
   };
   const other = await api.createOrg('staying');
   const auth = { Authorization: `Bearer ${created.token}` };
-  const upload = async (headers: Record<string, string>, name: string, folder?: string) => {
-    const res = await fetch(`${api.url}/media/upload`, {
-      method: 'POST',
-      headers,
-      body: form([
-        ...(folder ? [['folder', folder] as const] : []),
-        ['file', fixture('Canon_40D.jpg'), name],
-      ]),
-    });
-    expect(res.status).toBe(201);
-    return ((await res.json()) as { data: { key: string } }).data.key;
-  };
-  await upload(auth, 'a.jpg', 'Album');
-  await upload(auth, 'b.jpg');
-  const kept = await upload(other.auth, 'kept.jpg');
+  await uploadThrough(api.url, auth, 'Canon_40D.jpg', 'a.jpg', { folder: 'Album' });
+  await uploadThrough(api.url, auth, 'Canon_40D.jpg', 'b.jpg');
+  const kept = await other.upload('Canon_40D.jpg', 'kept.jpg');
   // A merged PDF (at the bucket's root) and a job still queued.
   const worker = await startWorker(api.env.env);
   try {

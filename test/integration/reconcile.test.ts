@@ -41,16 +41,6 @@ async function reconcile(...args: string[]): Promise<Report> {
   return JSON.parse(out.stdout) as Report;
 }
 
-async function upload(org: TestOrg, bytes: Buffer, name: string): Promise<string> {
-  const res = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', bytes, name]]),
-  });
-  expect(res.status).toBe(201);
-  return ((await res.json()) as { data: { key: string } }).data.key;
-}
-
 /** Opens a multipart upload with one part, as a put cut off by an outage leaves it. */
 async function openMultipartUpload(key: string): Promise<void> {
   const client = createS3Client(api.env.config.s3!);
@@ -83,7 +73,7 @@ beforeAll(async () => {
     [other, 'xmp-BlueSquare.jpg', 'theirs.jpg'],
   ] as const) {
     const bytes = fixture(file);
-    good.push({ key: await upload(org, bytes, name), bytes, org });
+    good.push({ key: await org.upload(bytes, name), bytes, org });
   }
   // One orphan of each kind.
   await api.ctx.store.put(orphans.object, fixture('Canon_40D.jpg'), { contentType: 'image/jpeg' });
@@ -94,7 +84,7 @@ beforeAll(async () => {
     contentType: 'image/png',
   });
   await openMultipartUpload(orphans.upload);
-  orphans.recordKey = await upload(mine, fixture('orientation-landscape_6.jpg'), 'gone.jpg');
+  orphans.recordKey = await mine.upload('orientation-landscape_6.jpg', 'gone.jpg');
   await api.ctx.store.remove(orphans.recordKey);
   // Storage times have one-second granularity (Swift rounds them up): let a
   // second pass, so "--older-than 0" sees everything made above.

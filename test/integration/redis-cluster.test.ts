@@ -11,7 +11,6 @@ import { Redis } from 'ioredis';
 import { ConfigError, loadConfig } from '../../shared/config';
 import { startApi, type TestApi, type TestOrg } from '../support/api';
 import { uniqueSuffix } from '../support/context';
-import { fixture, form } from '../support/files';
 import { startRedisCluster, type RedisCluster } from '../support/services/redis-cluster';
 import { startWorker, type TestWorker } from '../support/worker';
 
@@ -66,13 +65,7 @@ it('refuses a cluster URL without a hash-tagged QUEUE_PREFIX, naming the variabl
 });
 
 it('uploads, then runs a metadata job and a conversion through a worker on the cluster', async () => {
-  const upload = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', fixture('Canon_40D.jpg'), 'Canon_40D.jpg']]),
-  });
-  expect(upload.status).toBe(201);
-  const { key } = ((await upload.json()) as Body<{ key: string }>).data;
+  const key = await org.upload('Canon_40D.jpg');
 
   const metadata = await fetch(`${api.url}/media/metadata?mediaKey=${encodeURIComponent(key)}`, {
     headers: org.auth,

@@ -14,7 +14,6 @@ import type { ReadableSpan } from '@opentelemetry/sdk-trace';
 import { loadConfig } from '../../shared/config';
 import { currentJobTrace, startTracing } from '../../shared/tracing';
 import { startApi, type TestApi, type TestOrg } from '../support/api';
-import { fixture, form } from '../support/files';
 import { startTestTracing, type TestTracing } from '../support/tracing';
 import { startWorker, type TestWorker } from '../support/worker';
 
@@ -40,13 +39,7 @@ const traceOf = (s: ReadableSpan) => s.spanContext().traceId;
 const dbSystem = (s: ReadableSpan) => s.attributes['db.system.name'] ?? s.attributes['db.system'];
 
 it('the worker span is in the request trace, a child of its HTTP span through the job', async () => {
-  const up = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', fixture('Canon_40D.jpg'), 'Canon_40D.jpg']]),
-  });
-  expect(up.status).toBe(201);
-  const { key } = ((await up.json()) as { data: { key: string } }).data;
+  const key = await org.upload('Canon_40D.jpg');
   const res = await fetch(`${api.url}/media/convert`, {
     method: 'POST',
     headers: { ...org.auth, 'Content-Type': 'application/json' },
@@ -90,15 +83,7 @@ it('the worker span is in the request trace, a child of its HTTP span through th
 
 it('puts the W3C traceparent of the active span into a job', async () => {
   const jobs = api.ctx.queue;
-  const { key } = (
-    (await (
-      await fetch(`${api.url}/media/upload`, {
-        method: 'POST',
-        headers: org.auth,
-        body: form([['file', fixture('Canon_40D.jpg'), 'Canon_40D.jpg']]),
-      })
-    ).json()) as { data: { key: string } }
-  ).data;
+  const key = await org.upload('Canon_40D.jpg');
   const res = await fetch(`${api.url}/media/metadata?mediaKey=${encodeURIComponent(key)}`, {
     headers: { ...org.auth, Prefer: 'respond-async' },
   });

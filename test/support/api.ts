@@ -2,7 +2,8 @@
  * Starts the real API (createApiContext + createApp) on a free port against
  * the test services, with a bucket and database of its own, and gives tests
  * what they need to look behind it: the models, the object store, and a way
- * to make organizations with tokens.
+ * to make organizations with tokens that upload files through the API
+ * (`TestOrg.upload`, the one helper for a file a test needs stored).
  */
 import { once } from 'node:events';
 import type { Server } from 'node:http';
@@ -24,13 +25,104 @@ import {
   type IsolatedEnv,
 } from './context';
 import { eventually } from './eventually';
+import { fixture } from './files';
+import { expectMatchesSpec } from './openapi';
 import { hostPortOf, startTcpProxy, type TcpProxy } from './tcp-proxy';
+
+/** A record as `POST /media/upload` answers it (`data`; without `folderId`, as the interface shows it). */
+export interface UploadedMedia {
+  id: number;
+  organizationId: number;
+  name: string;
+  url: string;
+  key: string;
+  bucket: string;
+  mimetype: string;
+  size: number;
+  bytes: number;
+  checksum: string;
+  metaData: Record<string, unknown>;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** What `TestOrg.upload` sends beside the file. */
+export interface UploadOptions {
+  /** The `folder` field (a folder name, found or created), sent before the file. */
+  folder?: string;
+  /** The `folderId` field, sent before the file. */
+  folderId?: number | string;
+  /** Headers beside the organization's Authorization (Idempotency-Key, User-Agent, …). */
+  headers?: Record<string, string>;
+  /**
+   * The base URL of another API on the same services to send it to (an API
+   * process, a second replica); default: the API that made the organization.
+   */
+  via?: string;
+}
 
 export interface TestOrg {
   organization: Organization;
   token: string;
   tokenId: string;
   auth: { Authorization: string };
+  /**
+   * Uploads `file` (bytes, or the name of a file in test/fixtures) through
+   * `POST /media/upload` as `name` (default: the fixture's name, or
+   * `file.bin`), expects 201 with an answer as api/openapi.yaml describes it,
+   * and answers the stored file's key. For tests that need a file stored; a
+   * test of the upload itself sends its own request.
+   */
+  upload(file: Buffer | string, name?: string, options?: UploadOptions): Promise<string>;
+  /** The same, answering the whole record. */
+  uploadRecord(
+    file: Buffer | string,
+    name?: string,
+    options?: UploadOptions,
+  ): Promise<UploadedMedia>;
+}
+
+/** `TestOrg.uploadRecord` for an organization's Authorization header on the API at `url`. */
+export async function uploadThrough(
+  url: string,
+  auth: { Authorization: string },
+  file: Buffer | string,
+  name?: string,
+  options: UploadOptions = {},
+): Promise<UploadedMedia> {
+  const bytes = typeof file === 'string' ? fixture(file) : file;
+  const fd = new FormData();
+  if (options.folder !== undefined) fd.append('folder', options.folder);
+  if (options.folderId !== undefined) fd.append('folderId', String(options.folderId));
+  fd.append('file', new Blob([bytes]), name ?? (typeof file === 'string' ? file : 'file.bin'));
+  const res = await fetch(`${options.via ?? url}/media/upload`, {
+    method: 'POST',
+    headers: { ...options.headers, ...auth },
+    body: fd,
+  });
+  const body = (await res.json()) as { data: UploadedMedia };
+  // The body is in the failure message: a refused upload says why.
+  expect({ status: res.status, body }).toMatchObject({ status: 201 });
+  expectMatchesSpec('POST', '/media/upload', res.status, body, res.headers);
+  return body.data;
+}
+
+/** A TestOrg for an organization and one of its tokens, uploading to the API at `url`. */
+export function testOrg(
+  url: string,
+  organization: Organization,
+  token: { token: string; tokenId: string },
+): TestOrg {
+  const auth = { Authorization: `Bearer ${token.token}` };
+  return {
+    organization,
+    token: token.token,
+    tokenId: token.tokenId,
+    auth,
+    uploadRecord: (file, name, options) => uploadThrough(url, auth, file, name, options),
+    upload: async (file, name, options) =>
+      (await uploadThrough(url, auth, file, name, options)).key,
+  };
 }
 
 export interface TestApi {
@@ -85,12 +177,7 @@ export async function startApi(
     server,
     async createOrg(slug = `org-${uniqueSuffix(3)}`) {
       const { organization, token } = await ctx.organizations.create(slug, `Org ${slug}`);
-      return {
-        organization,
-        token: token.token,
-        tokenId: token.tokenId,
-        auth: { Authorization: `Bearer ${token.token}` },
-      };
+      return testOrg(url, organization, token);
     },
     issueExpiredToken(organizationId, name = 'expired') {
       const anHourAgo = () => new Date(Date.now() - 3_600_000);

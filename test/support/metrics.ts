@@ -14,3 +14,10 @@ export async function dependencyCalls(
   const found = text.split('\n').find((l) => l.startsWith(line));
   return found ? Number(found.slice(line.length)) : 0;
 }
+
+/** A gauge without labels, as /metrics reads it (undefined when absent). */
+export async function gauge(baseUrl: string, name: string): Promise<number | undefined> {
+  const text = await (await fetch(`${baseUrl}/metrics`)).text();
+  const found = text.split('\n').find((l) => l.startsWith(`${name} `));
+  return found ? Number(found.slice(name.length + 1)) : undefined;
+}

@@ -10,7 +10,6 @@
  */
 import { signedQuery } from '../../../api/domain/url-signature';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
-import { fixture, form } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker, type TestWorker } from '../../support/worker';
 
@@ -23,16 +22,6 @@ let api: TestApi;
 let plain: TestApi;
 let org: TestOrg;
 const keys = { jpeg: '', pdf: '' };
-
-async function upload(bytes: Buffer, name: string): Promise<string> {
-  const res = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', bytes, name]]),
-  });
-  expect(res.status).toBe(201);
-  return ((await res.json()) as { data: { key: string } }).data.key;
-}
 
 async function signed(body: Record<string, unknown>): Promise<string> {
   const res = await fetch(`${api.url}/media/sign`, {
@@ -66,8 +55,8 @@ beforeAll(async () => {
     },
   });
   org = await api.createOrg('browser');
-  keys.jpeg = await upload(fixture('Canon_40D.jpg'), 'photo.jpg');
-  keys.pdf = await upload(fixture('minimal-document.pdf'), 'contract.pdf');
+  keys.jpeg = await org.upload('Canon_40D.jpg', 'photo.jpg');
+  keys.pdf = await org.upload('minimal-document.pdf', 'contract.pdf');
 });
 afterAll(() => api.close());
 

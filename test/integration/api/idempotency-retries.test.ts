@@ -235,19 +235,8 @@ describe('a job-backed request retried with its key', () => {
     // No worker yet: the first requests' jobs wait, and a synchronous one answers 504.
     api = await startApi('idem-jobs', { env: { JOB_WAIT_MS: '500' } });
     org = await api.createOrg('jobs');
-    const upload = async (bytes: Buffer, name: string) => {
-      const fd = new FormData();
-      fd.append('file', new Blob([bytes]), name);
-      const res = await fetch(`${api.url}/media/upload`, {
-        method: 'POST',
-        headers: org.auth,
-        body: fd,
-      });
-      expect(res.status).toBe(201);
-      return ((await res.json()) as { data: { key: string } }).data;
-    };
-    source = await upload(jpeg, 'source.jpg');
-    corrupt = await upload(fixture('corpus/images/corrupted.jpg'), 'corrupt.jpg');
+    source = await org.uploadRecord(jpeg, 'source.jpg');
+    corrupt = await org.uploadRecord('corpus/images/corrupted.jpg', 'corrupt.jpg');
   });
   afterAll(async () => {
     await worker?.close();
@@ -333,14 +322,7 @@ describe('keys belong to a token', () => {
     `Bearer ${(await api.ctx.tokens.issue(org.organization.id, { scopes })).token}`;
 
   it('a delete-only or write-only token replaying a read token’s POST /media/sign key gets 403, no URL', async () => {
-    const fd = new FormData();
-    fd.append('file', new Blob([jpeg]), 'signed.jpg');
-    const stored = await fetch(`${api.url}/media/upload`, {
-      method: 'POST',
-      headers: org.auth,
-      body: fd,
-    });
-    const { key: mediaKey } = ((await stored.json()) as { data: { key: string } }).data;
+    const mediaKey = await org.upload(jpeg, 'signed.jpg');
     const key = randomUUID();
     const body = { mediaKey, expiresIn: 3600 };
 

@@ -9,9 +9,9 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { runCli } from '../../support/cli';
-import { startApi, type TestApi, type TestOrg } from '../../support/api';
+import { startApi, type TestApi, type TestOrg, type UploadedMedia } from '../../support/api';
 import { eventually } from '../../support/eventually';
-import { fixture, form } from '../../support/files';
+import { fixture } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker, type TestWorker } from '../../support/worker';
 
@@ -50,20 +50,13 @@ async function call<T = Json>(
   return { status: res.status, body: parsed };
 }
 
-const upload = async (name: string, bytes = fixture('Canon_40D.jpg'), folder?: string) => {
-  const { status, body } = await call<Media>(
-    'POST',
-    '/media/upload',
-    form([...(folder ? [['folder', folder] as const] : []), ['file', bytes, name]]),
-  );
-  expect(status).toBe(201);
-  return body.data;
-};
+const upload = (name: string, bytes = fixture('Canon_40D.jpg'), folder?: string) =>
+  org.uploadRecord(bytes, name, folder ? { folder } : {});
 
 const list = (query = '') => call<Page>('GET', `/media${query ? `?${query}` : ''}`);
 
 describe('GET /media', () => {
-  let made: Media[] = [];
+  let made: UploadedMedia[] = [];
   beforeAll(async () => {
     made = [];
     for (let i = 0; i < 7; i++)

@@ -130,8 +130,7 @@ describe('quota', () => {
 
   it('counts job results: a conversion past the quota is refused, leaving nothing', async () => {
     const org = await api.createOrg('quota-job');
-    const source = await post(org, '/media/upload', form([['file', jpeg, 'src.jpg']]));
-    const key = (source.body.data as { key: string }).key;
+    const key = await org.upload(jpeg, 'src.jpg');
     await api.ctx.organizations.setQuota(org.organization.id, jpeg.length + 10);
     const converted = await post(org, '/media/convert', { mediaKey: key, format: 'png' });
     expect([converted.status, converted.body.error]).toEqual([413, 'QUOTA_EXCEEDED']);
@@ -145,9 +144,7 @@ describe('Idempotency-Key', () => {
   let source: { key: string };
   beforeAll(async () => {
     org = await api.createOrg('retrier');
-    source = (await post(org, '/media/upload', form([['file', jpeg, 'source.jpg']]))).body.data as {
-      key: string;
-    };
+    source = await org.uploadRecord(jpeg, 'source.jpg');
   });
 
   const jobCount = async () => {

@@ -18,7 +18,7 @@ import { signedQuery } from '../../../api/domain/url-signature';
 import type { Config } from '../../../shared/config';
 import sharp from 'sharp';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
-import { fixture, form } from '../../support/files';
+import { fixture } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker } from '../../support/worker';
 
@@ -39,16 +39,6 @@ let beta: TestOrg;
 const jpeg = fixture('Canon_40D.jpg');
 const pdf = fixture('minimal-document.pdf');
 const keys = { jpeg: '', pdf: '', other: '', beta: '' };
-
-async function upload(org: TestOrg, bytes: Buffer, name: string): Promise<string> {
-  const res = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', bytes, name]]),
-  });
-  expect(res.status).toBe(201);
-  return ((await res.json()) as { data: { key: string } }).data.key;
-}
 
 /** POST /media/sign on `base` (default: the API), checked against the spec. */
 async function sign(body: Json, org: TestOrg = alpha, base = api.url) {
@@ -113,10 +103,10 @@ beforeAll(async () => {
   });
   alpha = await api.createOrg('signer');
   beta = await api.createOrg('stranger');
-  keys.jpeg = await upload(alpha, jpeg, 'photo.jpg');
-  keys.pdf = await upload(alpha, pdf, 'contract.pdf');
-  keys.other = await upload(alpha, jpeg, 'other.jpg');
-  keys.beta = await upload(beta, jpeg, 'theirs.jpg');
+  keys.jpeg = await alpha.upload(jpeg, 'photo.jpg');
+  keys.pdf = await alpha.upload(pdf, 'contract.pdf');
+  keys.other = await alpha.upload(jpeg, 'other.jpg');
+  keys.beta = await beta.upload(jpeg, 'theirs.jpg');
 });
 afterAll(async () => {
   for (const server of servers) {
@@ -445,7 +435,7 @@ describe('a signed URL is refused', () => {
   });
 
   it('once its record is deleted (404 MEDIA_NOT_FOUND)', async () => {
-    const doomed = await upload(alpha, jpeg, 'doomed.jpg');
+    const doomed = await alpha.upload(jpeg, 'doomed.jpg');
     const signed = (await sign({ mediaKey: doomed })).data.url!;
     expect((await get(signed)).res.status).toBe(200);
     const deleted = await fetch(`${api.url}/media/record?media=${doomed}`, {

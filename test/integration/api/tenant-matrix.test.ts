@@ -101,15 +101,6 @@ beforeAll(async () => {
   });
   alpha = await api.createOrg('alpha');
   beta = await api.createOrg('beta');
-  const upload = async (fd: FormData) => {
-    const res = await fetch(`${api.url}/media/upload`, {
-      method: 'POST',
-      headers: alpha.auth,
-      body: fd,
-    });
-    expect(res.status).toBe(201);
-    return ((await res.json()) as { data: { key: string; id: number } }).data;
-  };
   const folder = async (name: string) => {
     const res = await fetch(`${api.url}/media/folders`, {
       method: 'POST',
@@ -120,16 +111,11 @@ beforeAll(async () => {
     return ((await res.json()) as { data: { id: number } }).data.id;
   };
   const doomed = [
-    await upload(form([['file', fixture('Canon_40D.jpg'), 'doomed-by-key.jpg']])),
-    await upload(form([['file', fixture('Canon_40D.jpg'), 'doomed-by-id.jpg']])),
+    await alpha.uploadRecord('Canon_40D.jpg', 'doomed-by-key.jpg'),
+    await alpha.uploadRecord('Canon_40D.jpg', 'doomed-by-id.jpg'),
   ];
-  const jpeg = await upload(
-    form([
-      ['folder', 'private'],
-      ['file', fixture('Canon_40D.jpg'), 'secret.jpg'],
-    ]),
-  );
-  const pdf = await upload(form([['file', fixture('minimal-document.pdf'), 'contract.pdf']]));
+  const jpeg = await alpha.uploadRecord('Canon_40D.jpg', 'secret.jpg', { folder: 'private' });
+  const pdf = await alpha.uploadRecord('minimal-document.pdf', 'contract.pdf');
   // A stored variant of the JPEG (this file runs no worker): the render control streams it.
   const options = normalizeRenderOptions({
     width: 10,

@@ -20,9 +20,9 @@ import { pendingEvent, type DomainEvent, type EventType } from '../../../shared/
 import { newJobId } from '../../../shared/jobs';
 import { deliveryUuid } from '../../../worker/events/dispatcher';
 import type { Listener } from '../../../worker/listeners/listener';
-import { startApi, type TestApi, type TestOrg } from '../../support/api';
+import { startApi, type TestApi } from '../../support/api';
 import { eventually } from '../../support/eventually';
-import { fixture, form } from '../../support/files';
+import { gauge } from '../../support/metrics';
 import { startWorker, type TestWorker } from '../../support/worker';
 
 let api: TestApi;
@@ -53,16 +53,6 @@ afterAll(async () => {
   await worker.close();
   await api.close();
 });
-
-async function upload(org: TestOrg, file = 'xmp-BlueSquare.jpg', fields: [string, string][] = []) {
-  const res = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([...fields, ['file', fixture(file), file]]),
-  });
-  expect(res.status).toBe(201);
-  return ((await res.json()) as { data: { id: number; key: string } }).data;
-}
 
 /** Waits until the listener has been handed each of these events, then checks each came once. */
 async function expectDeliveredOnce(ids: string[]): Promise<DomainEvent[]> {
@@ -95,7 +85,7 @@ async function expectDeliveredOnce(ids: string[]): Promise<DomainEvent[]> {
 describe('each change records its event, delivered once to each listener', () => {
   it('an upload: media.created with the record', async () => {
     const org = await api.createOrg('ev-upload');
-    const media = await upload(org);
+    const media = await org.uploadRecord('xmp-BlueSquare.jpg');
     const [created] = await expectDeliveredOnce([`media.created:${media.id}`]);
     expect(created).toMatchObject({
       type: 'media.created',
@@ -109,7 +99,7 @@ describe('each change records its event, delivered once to each listener', () =>
 
   it('a delete: media.deleted; a recursive folder delete: each file, then folder.deleted', async () => {
     const org = await api.createOrg('ev-delete');
-    const alone = await upload(org);
+    const alone = await org.uploadRecord('xmp-BlueSquare.jpg');
     const res = await fetch(`${api.url}/media/record?media=${encodeURIComponent(alone.key)}`, {
       method: 'DELETE',
       headers: org.auth,
@@ -119,8 +109,8 @@ describe('each change records its event, delivered once to each listener', () =>
     expect(deleted!.data).toMatchObject({ media: { id: alone.id, key: alone.key } });
 
     const inFolder = [
-      await upload(org, 'xmp-BlueSquare.jpg', [['folder', 'Trip']]),
-      await upload(org, 'Canon_40D.jpg', [['folder', 'Trip']]),
+      await org.uploadRecord('xmp-BlueSquare.jpg', 'xmp-BlueSquare.jpg', { folder: 'Trip' }),
+      await org.uploadRecord('Canon_40D.jpg', 'Canon_40D.jpg', { folder: 'Trip' }),
     ];
     const folders = await fetch(`${api.url}/media/folders`, { headers: org.auth });
     const folder = (
@@ -150,7 +140,7 @@ describe('each change records its event, delivered once to each listener', () =>
 
   it('a conversion: media.created and job.completed; a refused one: job.failed', async () => {
     const org = await api.createOrg('ev-jobs');
-    const source = await upload(org);
+    const source = await org.uploadRecord('xmp-BlueSquare.jpg');
     const call = (format: string) =>
       fetch(`${api.url}/media/convert`, {
         method: 'POST',
@@ -193,7 +183,7 @@ describe('each change records its event, delivered once to each listener', () =>
 describe('a process killed at any step: every event dispatched, none twice to a listener', () => {
   async function orgWithRecord() {
     const org = await api.createOrg(`ev-crash-${randomUUID().slice(0, 6)}`);
-    const media = await upload(org);
+    const media = await org.uploadRecord('xmp-BlueSquare.jpg');
     await expectDeliveredOnce([`media.created:${media.id}`]);
     return { org, media };
   }
@@ -242,6 +232,29 @@ describe('a process killed at any step: every event dispatched, none twice to a 
       { uncapped: true },
     );
     await expectDeliveredOnce([id]);
+  });
+});
+
+describe('metrics', () => {
+  it('say how many events wait and how old the oldest is', async () => {
+    const org = await api.createOrg('ev-metrics');
+    const id = `media.deleted:${randomUUID()}-held`;
+    await api.ctx.repositories.events.record([
+      {
+        ...event(id, 'media.deleted', org.organization.id, { media: {} }),
+        occurredAt: new Date(Date.now() - 120_000),
+      },
+    ]);
+    // Claimed by a dispatcher at work on it (so the running one leaves it be).
+    await api.ctx.models.Event.updateOne(
+      { _id: id },
+      { $set: { lockedUntil: new Date(Date.now() + 60_000) } },
+    );
+    expect(await gauge(api.url, 'media_events_pending')).toBeGreaterThanOrEqual(1);
+    expect(await gauge(api.url, 'media_events_oldest_pending_seconds')).toBeGreaterThanOrEqual(120);
+    await api.ctx.models.Event.updateOne({ _id: id }, { $set: { lockedUntil: null } });
+    await expectDeliveredOnce([id]);
+    await eventually(async () => expect(await gauge(api.url, 'media_events_pending')).toBe(0));
   });
 });
 

@@ -48,7 +48,7 @@ beforeAll(async () => {
   org = await api.createOrg('bombs');
   worker = await startWorkerProcess({ ...api.env.env, WORKER_CONCURRENCY: '1' });
   // Warm the worker (sharp, pdf-lib, the queue connections) so the baseline is its working size.
-  const warm = await upload(fixture('Canon_40D.jpg'), 'warm.jpg');
+  const warm = await org.upload('Canon_40D.jpg', 'warm.jpg');
   expect((await job('GET', '/media/metadata', { mediaKey: warm })).status).toBe(200);
   expect((await job('POST', '/media/convert', { mediaKey: warm, format: 'png' })).status).toBe(201);
   expect((await merge([[fixture('minimal-document.pdf'), 'warm.pdf']])).status).toBe(201);
@@ -112,19 +112,6 @@ async function measured<T extends { status: number }>(
 
 // ---------------------------------------------------------------------------
 // The API
-
-async function upload(bytes: Buffer, name: string): Promise<string> {
-  const fd = new FormData();
-  fd.append('file', new Blob([bytes]), name);
-  const res = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: fd,
-  });
-  const body = (await res.json()) as Body;
-  expect(res.status).toBe(201); // upload sniffs the first bytes only
-  return body.data!.key!;
-}
 
 async function job(method: 'GET' | 'POST', path: string, fields: Record<string, string>) {
   const res =
@@ -223,7 +210,7 @@ describe('image bombs: metadata answers from the header, convert refuses (422), 
   ])('%s', async (what, make, format) => {
     const bytes = await make();
     expect(bytes.length).toBeLessThan(400 * 1024);
-    const key = await upload(bytes, `bomb.${format}`);
+    const key = await org.upload(bytes, `bomb.${format}`);
 
     const meta = await measured(`${what}: metadata`, bytes.length, () =>
       job('GET', '/media/metadata', { mediaKey: key }),
@@ -465,7 +452,7 @@ describe('PDF bombs through /media/merge-pdfs', () => {
       [fixture('pdflatex-4-pages.pdf'), 'b.pdf'],
     ]);
     expect(ok.status).toBe(201);
-    const key = await upload(fixture('xmp-BlueSquare.jpg'), 'after.jpg');
+    const key = await org.upload('xmp-BlueSquare.jpg', 'after.jpg');
     expect((await job('POST', '/media/convert', { mediaKey: key, format: 'png' })).status).toBe(
       201,
     );

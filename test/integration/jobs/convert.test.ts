@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import sharp from 'sharp';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
-import { CORPUS, corpusFile, form, sha256 } from '../../support/files';
+import { CORPUS, corpusFile, sha256 } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker, type TestWorker } from '../../support/worker';
 
@@ -36,16 +36,6 @@ afterAll(async () => {
   await worker.close();
   await api.close();
 });
-
-async function upload(bytes: Buffer, name: string): Promise<Media> {
-  const res = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', bytes, name]]),
-  });
-  expect(res.status).toBe(201);
-  return ((await res.json()) as Body<Media>).data;
-}
 
 async function convert(key: string, format: string) {
   const res = await fetch(`${api.url}/media/convert`, {
@@ -75,7 +65,7 @@ const cases = images.map((file, i) => [file, FORMATS[i % FORMATS.length]!] as co
 
 describe('POST /media/convert', () => {
   it('records the converted bytes’ SHA-256 as the record’s checksum', async () => {
-    const source = await upload(corpusFile('images/Canon_40D.jpg'), 'canon.jpg');
+    const source = await org.uploadRecord(corpusFile('images/Canon_40D.jpg'), 'canon.jpg');
     const { status, body } = await convert(source.key, 'png');
     expect(status).toBe(201);
     const record = await api.ctx.models.Media.findOne({ key: body.data.key }).lean();
@@ -86,7 +76,7 @@ describe('POST /media/convert', () => {
     'converts %s to %s, oriented',
     async (file, format) => {
       const bytes = corpusFile(`images/${file}`);
-      const source = await upload(bytes, file);
+      const source = await org.uploadRecord(bytes, file);
       const { status, body } = await convert(source.key, format);
       const [width, height] = await orientedSize(bytes);
       const bound = (api.env.config.limits.maxOutputPixels as Record<string, number>)[format];
@@ -114,7 +104,10 @@ describe('POST /media/convert', () => {
   it.each(['jpeg', 'png', 'webp'])(
     'decodes the phone HEIC and converts it to %s',
     async (format) => {
-      const source = await upload(corpusFile('images/heic-IMG_5195.HEIC'), 'IMG_5195.HEIC');
+      const source = await org.uploadRecord(
+        corpusFile('images/heic-IMG_5195.HEIC'),
+        'IMG_5195.HEIC',
+      );
       const { status, body } = await convert(source.key, format);
       expect(status).toBe(201);
       const meta = await sharp(await download(body.data.key)).metadata();
@@ -125,7 +118,7 @@ describe('POST /media/convert', () => {
   );
 
   it('answers 422 for corrupted.jpg, 400 for an unknown format or quality', async () => {
-    const broken = await upload(corpusFile('images/corrupted.jpg'), 'corrupted.jpg');
+    const broken = await org.uploadRecord(corpusFile('images/corrupted.jpg'), 'corrupted.jpg');
     const r422 = await convert(broken.key, 'png');
     expect([r422.status, r422.body.error]).toEqual([422, 'UNREADABLE_MEDIA']);
     const bad = await convert(broken.key, 'bmp');
@@ -154,7 +147,7 @@ describe('HEIC off the event loop (issue 15, point 4)', () => {
    */
   it('converts an 8.5 MP HEIC while the event loop and /readyz keep answering', async () => {
     const heic = corpusFile('images/heic-IMG_5195.HEIC'); // 2,566 × 3,313
-    const source = await upload(heic, 'IMG_5195.HEIC');
+    const source = await org.uploadRecord(heic, 'IMG_5195.HEIC');
     const { width, height } = await sharp(heic).metadata();
 
     // /readyz asked every 25 ms while the job runs: the slowest answer is kept.

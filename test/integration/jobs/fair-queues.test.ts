@@ -13,7 +13,6 @@ import { Queue } from 'bullmq';
 import sharp from 'sharp';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { eventually } from '../../support/eventually';
-import { form } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker, type TestWorker } from '../../support/worker';
 
@@ -43,16 +42,6 @@ afterAll(async () => {
   await api.close();
 });
 
-async function upload(org: TestOrg, name: string): Promise<string> {
-  const res = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', tiny, name]]),
-  });
-  expect(res.status).toBe(201);
-  return ((await res.json()) as Body).data.key;
-}
-
 async function convertAsync(org: TestOrg, key: string) {
   const res = await fetch(`${api.url}/media/convert`, {
     method: 'POST',
@@ -79,12 +68,7 @@ describe('an organization’s unfinished jobs are capped', () => {
     try {
       const [greedy, other] = [await capped.createOrg('greedy'), await capped.createOrg('other')];
       const send = async (org: TestOrg) => {
-        const up = await fetch(`${capped.url}/media/upload`, {
-          method: 'POST',
-          headers: org.auth,
-          body: form([['file', tiny, 'red.png']]),
-        });
-        const key = ((await up.json()) as Body).data.key;
+        const key = await org.upload(tiny, 'red.png');
         const res = await fetch(`${capped.url}/media/convert`, {
           method: 'POST',
           headers: { ...org.auth, 'Content-Type': 'application/json', Prefer: 'respond-async' },
@@ -127,8 +111,8 @@ describe('an organization’s unfinished jobs are capped', () => {
 describe('queues stay fair', () => {
   it('another organization’s metadata request runs ahead of a 200-conversion backlog', async () => {
     const [flood, quiet] = [await api.createOrg('flood'), await api.createOrg('quiet')];
-    const floodKey = await upload(flood, 'flood.png');
-    const quietKey = await upload(quiet, 'quiet.png');
+    const floodKey = await flood.upload(tiny, 'flood.png');
+    const quietKey = await quiet.upload(tiny, 'quiet.png');
     for (let i = 0; i < 200; i++) {
       const queued = await convertAsync(flood, floodKey);
       expect(queued.status).toBe(202);
@@ -187,7 +171,7 @@ describe('queues stay fair', () => {
 describe('one organization’s jobs keep their order', () => {
   it('jobs queued while earlier ones of the organization run start in the order they came', async () => {
     const org = await api.createOrg('ordered');
-    const key = await upload(org, 'ordered.png');
+    const key = await org.upload(tiny, 'ordered.png');
     const worker = await startWorker(api.env.env, { WORKER_CONCURRENCY: '1' });
     const sent: string[] = [];
     const send = async (n: number) => {
@@ -238,14 +222,8 @@ describe('heavy jobs leave slots to other organizations', () => {
     })
       .jpeg({ quality: 95 })
       .toBuffer();
-    const up = await fetch(`${api.url}/media/upload`, {
-      method: 'POST',
-      headers: heavy.auth,
-      body: form([['file', noisy, 'noisy.jpg']]),
-    });
-    expect(up.status).toBe(201);
-    const heavyKey = ((await up.json()) as Body).data.key;
-    const lightKey = await upload(light, 'light.png');
+    const heavyKey = await heavy.upload(noisy, 'noisy.jpg');
+    const lightKey = await light.upload(tiny, 'light.png');
 
     const worker = await startWorker(api.env.env, {
       WORKER_CONCURRENCY: '2',

@@ -76,16 +76,6 @@ async function forge<N extends JobName>(name: N, queueName: 'image' | 'pdf', dat
   }
 }
 
-async function upload(org: TestOrg, bytes: Buffer, name: string): Promise<string> {
-  const res = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', bytes, name]]),
-  });
-  expect(res.status).toBe(201);
-  return ((await res.json()) as { data: { key: string } }).data.key;
-}
-
 async function download(org: TestOrg, key: string): Promise<{ status: number; sha: string }> {
   const res = await fetch(`${api.url}/media/download?media=${encodeURIComponent(key)}`, {
     headers: org.auth,
@@ -109,12 +99,12 @@ describe('a job written into Redis by hand', () => {
   const image = fixture('Canon_40D.jpg');
 
   it('cannot read or remove another organization’s objects', async () => {
-    const victimPdf = await upload(victim, pdf, 'secret.pdf');
-    const victimImage = await upload(victim, image, 'secret.jpg');
+    const victimPdf = await victim.upload(pdf, 'secret.pdf');
+    const victimImage = await victim.upload(image, 'secret.jpg');
     // A temporary input of the victim's (as a merge in flight has): written straight to the store.
     const victimTemporary = `${victim.organization.slug}/.tmp/${randomUUID()}.pdf`;
     await api.ctx.store.put(victimTemporary, pdf, { contentType: 'application/pdf' });
-    const ownPdf = await upload(attacker, pdf, 'mine.pdf');
+    const ownPdf = await attacker.upload(pdf, 'mine.pdf');
     const attackerRecords = await recordsOf(attacker);
 
     // Reads the victim's PDF into a merge of the attacker's.

@@ -16,7 +16,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import sharp from 'sharp';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { eventually } from '../../support/eventually';
-import { corpusFile, fixture, form } from '../../support/files';
+import { corpusFile } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker, type TestWorker } from '../../support/worker';
 
@@ -30,16 +30,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await api.close();
 });
-
-async function upload(bytes: Buffer, name: string): Promise<string> {
-  const res = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', bytes, name]]),
-  });
-  expect(res.status).toBe(201);
-  return ((await res.json()) as { data: { key: string } }).data.key;
-}
 
 async function render(key: string, query: Record<string, string>) {
   const params = new URLSearchParams({ media: key, ...query });
@@ -95,8 +85,8 @@ describe('a 1 s limit', () => {
     })
       .jpeg({ quality: 40 })
       .toBuffer();
-    noisy = await upload(bytes, 'noisy.jpg');
-    small = await upload(fixture('Canon_40D.jpg'), 'small.jpg');
+    noisy = await org.upload(bytes, 'noisy.jpg');
+    small = await org.upload('Canon_40D.jpg', 'small.jpg');
   }, 60_000);
   afterAll(async () => {
     await worker.close();
@@ -169,7 +159,7 @@ describe('a 500 ms limit and a HEIC', () => {
 
   it('ends the decoding thread of a HEIC render past the limit, and stores no variant', async () => {
     // 8.5 MP from an iPhone: its decode alone takes 0.5-1 s on a decoding thread.
-    const heic = await upload(corpusFile('images/heic-IMG_5195.HEIC'), 'phone.heic');
+    const heic = await org.upload(corpusFile('images/heic-IMG_5195.HEIC'), 'phone.heic');
     expect(worker.heicThreads()).toBe(0);
     // The thread is seen while the render runs: the decode did start.
     let seen = 0;

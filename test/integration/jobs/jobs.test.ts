@@ -5,7 +5,7 @@
  */
 import { JOB_NAMES } from '../../../shared/jobs';
 import { convertProcessor } from '../../../worker/processors/convert.processor';
-import { startApi, type TestApi, type TestOrg } from '../../support/api';
+import { startApi, type TestApi, type TestOrg, type UploadedMedia } from '../../support/api';
 import { eventually } from '../../support/eventually';
 import { corpusFile, fixture, form } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
@@ -17,21 +17,13 @@ type Body<T> = { statusCode: number; message: string; data: T; error?: string; j
 let api: TestApi;
 let org: TestOrg;
 let other: TestOrg;
-let source: Media;
+let source: UploadedMedia;
 
 beforeAll(async () => {
   api = await startApi('jobs', { env: { JOB_WAIT_MS: '20000' } });
   org = await api.createOrg('jobs');
   other = await api.createOrg('others');
-  const res = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([
-      ['folder', 'shots'],
-      ['file', fixture('Canon_40D.jpg'), 'Canon 40D.jpg'],
-    ]),
-  });
-  source = ((await res.json()) as Body<Media>).data;
+  source = await org.uploadRecord('Canon_40D.jpg', 'Canon 40D.jpg', { folder: 'shots' });
 });
 afterAll(() => api.close());
 
@@ -57,12 +49,7 @@ describe('with no worker running', () => {
     const slow = await startApi('jobs504', { env: { JOB_WAIT_MS: '300' } });
     try {
       const o = await slow.createOrg('late');
-      const up = await fetch(`${slow.url}/media/upload`, {
-        method: 'POST',
-        headers: o.auth,
-        body: form([['file', fixture('Canon_40D.jpg'), 'a.jpg']]),
-      });
-      const key = ((await up.json()) as Body<Media>).data.key;
+      const key = await o.upload('Canon_40D.jpg', 'a.jpg');
       const res = await fetch(`${slow.url}/media/convert`, {
         method: 'POST',
         headers: { ...o.auth, ...json },
@@ -165,12 +152,7 @@ describe('with a worker', () => {
   });
 
   it('maps refusals from the worker to their 4xx, with the job id', async () => {
-    const corrupt = await fetch(`${api.url}/media/upload`, {
-      method: 'POST',
-      headers: org.auth,
-      body: form([['file', corpusFile('images/corrupted.jpg'), 'broken.jpg']]),
-    });
-    const key = ((await corrupt.json()) as Body<Media>).data.key;
+    const key = await org.upload(corpusFile('images/corrupted.jpg'), 'broken.jpg');
     const { res, body } = await call('POST', '/media/convert', {
       headers: json,
       body: convertBody('png', key),
@@ -247,6 +229,7 @@ describe('queue selection', () => {
 
   it('every job name belongs to a queue a worker can take', () => {
     expect(JOB_NAMES.sort()).toEqual([
+      'event.deliver',
       'image.convert',
       'image.metadata',
       'image.render',

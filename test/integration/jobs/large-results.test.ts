@@ -12,7 +12,6 @@ import { Redis } from 'ioredis';
 import sharp from 'sharp';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { eventually } from '../../support/eventually';
-import { form } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker, type TestWorker } from '../../support/worker';
 
@@ -59,13 +58,7 @@ it('keeps a 5 MB XMP out of Redis and answers with it exactly, once', async () =
     .toBuffer();
   const expected = (await sharp(png).metadata()).xmp!;
   expect(expected.length).toBeGreaterThan(5 * 1024 * 1024);
-  const up = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', png, 'xmp.png']]),
-  });
-  expect(up.status).toBe(201);
-  const key = ((await up.json()) as { data: { key: string } }).data.key;
+  const key = await org.upload(png, 'xmp.png');
   const url = `${api.url}/media/metadata?mediaKey=${encodeURIComponent(key)}`;
   const results = `${org.organization.slug}/.results/`;
 

@@ -50,7 +50,7 @@ beforeAll(async () => {
   other = await api.createOrg('merge-total-other');
   worker = await startWorkerProcess({ ...api.env.env, ...env, WORKER_CONCURRENCY: '3' });
   for (let i = 0; i < INPUTS; i++)
-    keys.push(await upload(org, largePdf(INPUT_BYTES), `big-${i}.pdf`));
+    keys.push(await org.upload(largePdf(INPUT_BYTES), `big-${i}.pdf`));
   // Warm the worker (pdf-lib, the queue connections) so the figures are the attack's own.
   const warm = await merge(other, [], [[fixture('minimal-document.pdf'), 'warm.pdf']]);
   expect(warm.status).toBe(201);
@@ -82,19 +82,6 @@ async function peakDuring<T>(
   figures.push(`${what}: worker RSS ${before} MB before, peak ${peak} MB (+${peak - before} MB)`);
   expect(worker.child.exitCode).toBeNull();
   return { result, growthMb: peak - before };
-}
-
-async function upload(who: TestOrg, bytes: Buffer, name: string): Promise<string> {
-  const fd = new FormData();
-  fd.append('file', new Blob([bytes]), name);
-  const res = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: who.auth,
-    body: fd,
-  });
-  const body = (await res.json()) as Body;
-  expect(res.status).toBe(201);
-  return body.data!.key!;
 }
 
 async function merge(who: TestOrg, mediaKeys: string[], files: [Buffer, string][] = []) {

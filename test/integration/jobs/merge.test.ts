@@ -46,17 +46,6 @@ async function pageSizes(bytes: Buffer): Promise<[number, number][]> {
   return doc.getPages().map((p) => [Math.round(p.getWidth()), Math.round(p.getHeight())]);
 }
 
-async function upload(bytes: Buffer, name: string): Promise<Media> {
-  const fd = new FormData();
-  fd.append('file', new Blob([bytes]), name);
-  const res = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: fd,
-  });
-  return ((await res.json()) as Body<Media>).data;
-}
-
 type Part = { file: Buffer; name: string } | { key: string } | { field: string; value: string };
 
 async function merge(parts: Part[]) {
@@ -90,7 +79,10 @@ describe('POST /media/merge-pdfs', () => {
   it('merges uploaded parts and stored keys in form order, an input twice if given twice', async () => {
     const a = await pdfWithPages([100, 100], [110, 110]);
     const b = await pdfWithPages([200, 300]);
-    const c = await upload(await pdfWithPages([400, 500], [410, 510], [420, 520]), 'c.pdf');
+    const c = await org.uploadRecord(
+      await pdfWithPages([400, 500], [410, 510], [420, 520]),
+      'c.pdf',
+    );
     const puts = await storagePuts();
     const { status, body } = await merge([
       { file: a, name: 'a.pdf' },
@@ -169,7 +161,7 @@ describe('POST /media/merge-pdfs', () => {
   });
 
   it('refuses inputs that are not PDFs (415), unknown keys (404), no inputs (400)', async () => {
-    const image = await upload(fixture('Canon_40D.jpg'), 'photo.jpg');
+    const image = await org.uploadRecord('Canon_40D.jpg', 'photo.jpg');
     const notPdf = await merge([{ file: fixture('Canon_40D.jpg'), name: 'photo.jpg' }]);
     expect([notPdf.status, notPdf.body.error]).toEqual([415, 'UNSUPPORTED_MEDIA_TYPE']);
     const storedImage = await merge([
@@ -185,8 +177,8 @@ describe('POST /media/merge-pdfs', () => {
   });
 
   it('accepts mediaKeys as one JSON array', async () => {
-    const one = await upload(await pdfWithPages([300, 300]), 'one.pdf');
-    const two = await upload(await pdfWithPages([600, 600]), 'two.pdf');
+    const one = await org.uploadRecord(await pdfWithPages([300, 300]), 'one.pdf');
+    const two = await org.uploadRecord(await pdfWithPages([600, 600]), 'two.pdf');
     const { status, body } = await merge([
       { field: 'mediaKeys', value: JSON.stringify([two.key, one.key]) },
     ]);

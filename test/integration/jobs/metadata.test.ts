@@ -7,7 +7,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import sharp from 'sharp';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
-import { CORPUS, corpusFile, fixture, form } from '../../support/files';
+import { CORPUS, corpusFile, form } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker, type TestWorker } from '../../support/worker';
 
@@ -28,16 +28,6 @@ afterAll(async () => {
   await api.close();
 });
 
-async function upload(bytes: Buffer, name: string): Promise<string> {
-  const res = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', bytes, name]]),
-  });
-  expect(res.status).toBe(201);
-  return ((await res.json()) as Body<{ key: string }>).data.key;
-}
-
 async function metadataOf(key: string): Promise<{ status: number; body: Body<Metadata> }> {
   const res = await fetch(`${api.url}/media/metadata?mediaKey=${encodeURIComponent(key)}`, {
     headers: org.auth,
@@ -55,7 +45,7 @@ const images = readdirSync(join(CORPUS, 'images')).filter((f) => !f.endsWith('.m
 describe('GET /media/metadata', () => {
   it.each(images)('reports what sharp reads from %s', async (file) => {
     const bytes = corpusFile(`images/${file}`);
-    const key = await upload(bytes, file);
+    const key = await org.upload(bytes, file);
     const { status, body } = await metadataOf(key);
     expect(status).toBe(200);
     const expected = (await sharp(bytes).metadata()) as unknown as Record<string, unknown>;
@@ -89,23 +79,25 @@ describe('GET /media/metadata', () => {
   });
 
   it('shows exif where the corpus says so, and orientation', async () => {
-    const canon = await metadataOf(await upload(corpusFile('images/Canon_40D.jpg'), 'c.jpg'));
+    const canon = await metadataOf(await org.upload(corpusFile('images/Canon_40D.jpg'), 'c.jpg'));
     expect(canon.body.data.exif).toMatchObject({ type: 'Buffer' });
     expect(canon.body.data.hasProfile).toBe(true);
     const olympus = await metadataOf(
-      await upload(corpusFile('images/exif-org-olympus-d320l.jpg'), 'o.jpg'),
+      await org.upload(corpusFile('images/exif-org-olympus-d320l.jpg'), 'o.jpg'),
     );
     expect(olympus.body.data.exif).toBeUndefined();
     const six = await metadataOf(
-      await upload(corpusFile('images/orientation-landscape_6.jpg'), 'six.jpg'),
+      await org.upload(corpusFile('images/orientation-landscape_6.jpg'), 'six.jpg'),
     );
     expect(six.body.data.orientation).toBe(6);
-    const xmp = await metadataOf(await upload(corpusFile('images/xmp-BlueSquare.jpg'), 'x.jpg'));
+    const xmp = await metadataOf(
+      await org.upload(corpusFile('images/xmp-BlueSquare.jpg'), 'x.jpg'),
+    );
     expect(xmp.body.data.xmp).toMatchObject({ type: 'Buffer' });
   });
 
   it('takes mediaKey from a multipart or JSON body too', async () => {
-    const key = await upload(fixture('Canon_40D.jpg'), 'body.jpg');
+    const key = await org.upload('Canon_40D.jpg', 'body.jpg');
     const multipart = await fetch(`${api.url}/media/metadata`, {
       headers: org.auth,
       body: form([['mediaKey', key]]),
@@ -148,7 +140,7 @@ describe('GET /media/metadata', () => {
   });
 
   it('answers 415 for a PDF, 404 for an unknown key, 400 without a key', async () => {
-    const pdf = await upload(fixture('minimal-document.pdf'), 'doc.pdf');
+    const pdf = await org.upload('minimal-document.pdf', 'doc.pdf');
     const r415 = await metadataOf(pdf);
     expect([r415.status, r415.body.error]).toEqual([415, 'UNSUPPORTED_MEDIA_TYPE']);
     const r404 = await metadataOf('meta/nothing.jpg');

@@ -9,7 +9,7 @@ import { PRODUCER_COMMAND_TIMEOUT_MS } from '../../../shared/queue/redis';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { redisUrl } from '../../support/context';
 import { eventually } from '../../support/eventually';
-import { fixture, form } from '../../support/files';
+import { fixture } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 import { hostPortOf, startTcpProxy, type TcpProxy } from '../../support/tcp-proxy';
 
@@ -26,13 +26,7 @@ beforeAll(async () => {
   proxy = await startTcpProxy(target.host, target.port);
   api = await startApi('redis-hung', { env: { REDIS_URL: proxy.via(redisUrl()) } });
   org = await api.createOrg();
-  const res = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', fixture('Canon_40D.jpg'), 'Canon_40D.jpg']]),
-  });
-  expect(res.status).toBe(201);
-  key = ((await res.json()) as { data: { key: string } }).data.key;
+  key = await org.upload('Canon_40D.jpg');
 });
 
 afterAll(async () => {
@@ -81,12 +75,7 @@ it('answers the job endpoints 503 within the bound while Redis hangs, serves upl
     });
     expect(download.status).toBe(200);
     expect(Buffer.from(await download.arrayBuffer())).toEqual(fixture('Canon_40D.jpg'));
-    const upload = await fetch(`${api.url}/media/upload`, {
-      method: 'POST',
-      headers: org.auth,
-      body: form([['file', fixture('Canon_40D.jpg'), 'again.jpg']]),
-    });
-    expect(upload.status).toBe(201);
+    await org.upload('Canon_40D.jpg', 'again.jpg'); // 201
   } finally {
     proxy.thaw();
   }

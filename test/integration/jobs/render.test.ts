@@ -21,7 +21,7 @@ import { ReconcileService } from '../../../api/services/reconcile.service';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { reconcileNow } from '../../support/context';
 import { eventually } from '../../support/eventually';
-import { CORPUS, corpusFile, fixture, form } from '../../support/files';
+import { CORPUS, corpusFile } from '../../support/files';
 import { dependencyCalls } from '../../support/metrics';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker, type TestWorker } from '../../support/worker';
@@ -60,20 +60,6 @@ afterAll(async () => {
   await worker.close();
   await api.close();
 });
-
-async function upload(bytes: Buffer, name: string, folder?: string): Promise<Media> {
-  const fields: (readonly [string, string] | readonly [string, Buffer, string])[] = [
-    ['file', bytes, name],
-  ];
-  if (folder) fields.push(['folder', folder]);
-  const res = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form(fields),
-  });
-  expect(res.status).toBe(201);
-  return ((await res.json()) as Body<Media>).data;
-}
 
 async function render(
   key: string,
@@ -137,7 +123,7 @@ describe('every corpus image type to every format and fit', () => {
     '%s',
     async (file) => {
       const bytes = corpusFile(`images/${file}`);
-      const source = await upload(bytes, file);
+      const source = await org.uploadRecord(bytes, file);
       // HEIC is measured after decoding (sharp reads its header as HEIF).
       const [sw, sh] = await orientedSize(bytes);
       const cases = FORMATS.flatMap((format) => FITS.map((fit) => ({ format, fit })));
@@ -166,7 +152,7 @@ describe('every corpus image type to every format and fit', () => {
   it('renders every readable corpus image as the thumbnail preset; a corrupt one is a 422', async () => {
     const files = readdirSync(join(CORPUS, 'images'));
     for (const file of files) {
-      const source = await upload(corpusFile(`images/${file}`), file);
+      const source = await org.uploadRecord(corpusFile(`images/${file}`), file);
       const { res, bytes, body } = await render(source.key, { preset: 'thumbnail', format: 'png' });
       if (file === 'corrupted.jpg') {
         expect([file, res.status, body?.error]).toEqual([file, 422, 'UNREADABLE_MEDIA']);
@@ -184,7 +170,7 @@ describe('every corpus image type to every format and fit', () => {
 
 describe('metadata', () => {
   it('strips EXIF (GPS included) unless asked to keep it; orientation is applied either way', async () => {
-    const source = await upload(corpusFile('images/gps-DSCN0010.jpg'), 'gps.jpg');
+    const source = await org.uploadRecord(corpusFile('images/gps-DSCN0010.jpg'), 'gps.jpg');
     const stripped = await sharp(
       (await render(source.key, { w: 100, format: 'jpeg' })).bytes,
     ).metadata();
@@ -195,7 +181,10 @@ describe('metadata', () => {
     // The GPS IFD pointer (tag 0x8825; this EXIF is little-endian).
     expect(kept.exif?.includes(Buffer.from([0x25, 0x88]))).toBe(true);
 
-    const portrait = await upload(corpusFile('images/orientation-portrait_8.jpg'), 'p.jpg');
+    const portrait = await org.uploadRecord(
+      corpusFile('images/orientation-portrait_8.jpg'),
+      'p.jpg',
+    );
     const out = await sharp(
       (await render(portrait.key, { w: 90, format: 'jpeg', metadata: 'keep' })).bytes,
     ).metadata();
@@ -207,7 +196,7 @@ describe('metadata', () => {
 
 describe('format=auto', () => {
   it('picks AVIF, WebP or JPEG from Accept and answers Vary: Accept', async () => {
-    const source = await upload(fixture('Canon_40D.jpg'), 'canon.jpg');
+    const source = await org.uploadRecord('Canon_40D.jpg', 'canon.jpg');
     const cases: [string, string][] = [
       ['image/avif,image/webp,*/*;q=0.8', 'image/avif'],
       ['image/webp,*/*', 'image/webp'],
@@ -225,7 +214,7 @@ describe('format=auto', () => {
 
 describe('stored variants', () => {
   it('serves the second request from storage with no job: same bytes, ETag, 304, Range', async () => {
-    const source = await upload(fixture('xmp-BlueSquare.jpg'), 'blue.jpg');
+    const source = await org.uploadRecord('xmp-BlueSquare.jpg', 'blue.jpg');
     const before = await renderCounts();
     const first = await render(source.key, { w: 40, h: 40, format: 'webp' });
     expect(first.res.status).toBe(200);
@@ -272,7 +261,7 @@ describe('stored variants', () => {
   }, 60_000);
 
   it('makes one job for 20 identical first requests at once', async () => {
-    const source = await upload(corpusFile('images/gps-DSCN0010.jpg'), 'many.jpg');
+    const source = await org.uploadRecord(corpusFile('images/gps-DSCN0010.jpg'), 'many.jpg');
     const answers = await Promise.all(
       Array.from({ length: 20 }, () => render(source.key, { w: 64, format: 'avif' })),
     );
@@ -294,7 +283,10 @@ const storageReads = () => dependencyCalls(api.url, 'storage', 'get');
 
 describe('the first answer from the worker’s hands', () => {
   it('answers a first render with the bytes its worker handed over, with no storage read', async () => {
-    const source = await upload(corpusFile('images/exif-org-olympus-d320l.jpg'), 'hand.jpg');
+    const source = await org.uploadRecord(
+      corpusFile('images/exif-org-olympus-d320l.jpg'),
+      'hand.jpg',
+    );
     const reads = await storageReads();
     const first = await render(source.key, { w: 120, format: 'webp' });
     expect(first.res.status).toBe(200);
@@ -316,7 +308,7 @@ describe('the first answer from the worker’s hands', () => {
   }, 60_000);
 
   it('answers a Range of a first render from the handed-over bytes', async () => {
-    const source = await upload(corpusFile('images/gps-DSCN0010.jpg'), 'range.jpg');
+    const source = await org.uploadRecord(corpusFile('images/gps-DSCN0010.jpg'), 'range.jpg');
     const partial = await render(source.key, { w: 100, format: 'png' }, { Range: 'bytes=0-7' });
     expect(partial.res.status).toBe(206);
     expect(partial.bytes.equals(Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]))).toBe(true);
@@ -325,7 +317,10 @@ describe('the first answer from the worker’s hands', () => {
   }, 60_000);
 
   it('reads a variant over RENDER_HANDOFF_MAX_BYTES back from storage', async () => {
-    const source = await upload(corpusFile('images/Reconyx_HC500_Hyperfire.jpg'), 'big.jpg');
+    const source = await org.uploadRecord(
+      corpusFile('images/Reconyx_HC500_Hyperfire.jpg'),
+      'big.jpg',
+    );
     const reads = await storageReads();
     const first = await render(source.key, { w: 1000, format: 'png' });
     expect(first.res.status).toBe(200);
@@ -340,8 +335,10 @@ describe('the first answer from the worker’s hands', () => {
 
 describe('deletion and reconcile', () => {
   it('deleting a source removes its variants; so does a recursive folder delete', async () => {
-    const alone = await upload(fixture('Canon_40D.jpg'), 'alone.jpg');
-    const inFolder = await upload(fixture('Canon_40D.jpg'), 'in-folder.jpg', 'Renders');
+    const alone = await org.uploadRecord('Canon_40D.jpg', 'alone.jpg');
+    const inFolder = await org.uploadRecord('Canon_40D.jpg', 'in-folder.jpg', {
+      folder: 'Renders',
+    });
     for (const key of [alone.key, inFolder.key]) {
       for (const w of [20, 30])
         expect((await render(key, { w, format: 'png' })).res.status).toBe(200);
@@ -372,12 +369,7 @@ describe('deletion and reconcile', () => {
 
   it('offboarding an organization removes its variants, left-over ones included', async () => {
     const leaving = await api.createOrg('rend-leaving');
-    const res = await fetch(`${api.url}/media/upload`, {
-      method: 'POST',
-      headers: leaving.auth,
-      body: form([['file', fixture('Canon_40D.jpg'), 'leaving.jpg']]),
-    });
-    const { key } = ((await res.json()) as Body<Media>).data;
+    const key = await leaving.upload('Canon_40D.jpg', 'leaving.jpg');
     const rendered = await fetch(`${api.url}/media/render?media=${key}&w=30&format=webp`, {
       headers: leaving.auth,
     });
@@ -397,7 +389,7 @@ describe('deletion and reconcile', () => {
   }, 60_000);
 
   it('reconcile knows variants of live sources, and cleans those whose source is gone', async () => {
-    const source = await upload(fixture('Canon_40D.jpg'), 'kept.jpg');
+    const source = await org.uploadRecord('Canon_40D.jpg', 'kept.jpg');
     expect((await render(source.key, { w: 25, format: 'jpeg' })).res.status).toBe(200);
     const ghost = `.variants/${org.organization.slug}/gone-abc.jpg/xyz.jpg`;
     await api.ctx.store.put(ghost, Buffer.from('variant of nothing'), {
@@ -428,7 +420,7 @@ describe('deletion and reconcile', () => {
 describe('refusals', () => {
   let key: string;
   beforeAll(async () => {
-    key = (await upload(fixture('Canon_40D.jpg'), 'bounds.jpg')).key;
+    key = (await org.uploadRecord('Canon_40D.jpg', 'bounds.jpg')).key;
   });
 
   it.each([
@@ -450,7 +442,7 @@ describe('refusals', () => {
 
   it('refuses a PDF (415), an unknown key and another organization’s (404), with no job', async () => {
     const before = (await renderJobs()).length;
-    const pdf = await upload(fixture('minimal-document.pdf'), 'doc.pdf');
+    const pdf = await org.uploadRecord('minimal-document.pdf', 'doc.pdf');
     expect((await render(pdf.key, { w: 10 })).res.status).toBe(415);
     expect((await render(`${org.organization.slug}/nothing.jpg`, { w: 10 })).res.status).toBe(404);
     const other = await api.createOrg('rend-other');

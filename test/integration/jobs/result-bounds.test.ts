@@ -14,7 +14,6 @@
 import sharp from 'sharp';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { eventually } from '../../support/eventually';
-import { form } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker, type TestWorker } from '../../support/worker';
 
@@ -59,16 +58,6 @@ async function xmpPng(mb: number): Promise<Buffer> {
     .toBuffer();
 }
 
-async function upload(org: TestOrg, bytes: Buffer, name: string): Promise<string> {
-  const res = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', bytes, name]]),
-  });
-  expect(res.status).toBe(201);
-  return ((await res.json()) as Body<{ key: string }>).data.key;
-}
-
 async function metadata(org: TestOrg, key: string, headers: Record<string, string> = {}) {
   const res = await fetch(`${api.url}/media/metadata?mediaKey=${encodeURIComponent(key)}`, {
     headers: { ...org.auth, ...headers },
@@ -109,7 +98,7 @@ it('removes a result once read, and an unread one once expired; usage shows it m
   const org = await api.createOrg('rb-expiry');
   const png = await xmpPng(1);
   const expected = (await sharp(png).metadata()).xmp!;
-  const key = await upload(org, png, 'xmp.png');
+  const key = await org.upload(png, 'xmp.png');
 
   // Read by the waiting request: gone at once.
   const sync = await metadata(org, key);
@@ -149,7 +138,7 @@ it('refuses a result over RESULT_MAX_BYTES (413), and one past the organizationâ
 
 async function boundsTest() {
   const org = await api.createOrg('rb-bounds');
-  const huge = await upload(org, await xmpPng(2), 'huge.png');
+  const huge = await org.upload(await xmpPng(2), 'huge.png');
   const tooLarge = await metadata(org, huge);
   expect([tooLarge.status, tooLarge.body.error, tooLarge.body.limit]).toEqual([
     413,
@@ -159,7 +148,7 @@ async function boundsTest() {
   expect(tooLarge.body.jobId).toMatch(/^image-/);
   await expectNoResults(org, 2_000);
 
-  const key = await upload(org, await xmpPng(1), 'xmp.png');
+  const key = await org.upload(await xmpPng(1), 'xmp.png');
   const first = await metadata(org, key, { Prefer: 'respond-async' });
   expect(first.status).toBe(202);
   const firstJob = first.body.data.jobId!;
@@ -183,7 +172,7 @@ async function boundsTest() {
   expect(await api.objectKeys(`${org.organization.slug}/.results/`)).toHaveLength(1);
   // Another organization is not affected.
   const other = await api.createOrg('rb-other');
-  const otherKey = await upload(other, await xmpPng(1), 'other.png');
+  const otherKey = await other.upload(await xmpPng(1), 'other.png');
   expect((await metadata(other, otherKey)).status).toBe(200);
 
   // Read through its status URL, the first is removed and frees its room at once.
@@ -198,7 +187,7 @@ async function boundsTest() {
 
 it('leaves nothing past expiry of a request that answered 504', async () => {
   const org = await api.createOrg('rb-timeout');
-  const key = await upload(org, await xmpPng(1), 'xmp.png');
+  const key = await org.upload(await xmpPng(1), 'xmp.png');
   // No worker: the request waits JOB_WAIT_MS, then 504 with the job id; the job stays queued.
   await worker.close();
   const timedOut = await metadata(org, key);

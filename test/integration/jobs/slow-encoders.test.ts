@@ -17,7 +17,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import sharp from 'sharp';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
-import { corpusFile, fixture, form } from '../../support/files';
+import { corpusFile } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker, type TestWorker } from '../../support/worker';
 
@@ -39,22 +39,12 @@ beforeAll(async () => {
   api = await startApi('slow-encoders', { env: BOUNDS });
   worker = await startWorker(api.env.env);
   org = await api.createOrg('bounds');
-  photo = await upload(corpusFile('images/gps-DSCN0010.jpg'), 'photo.jpg');
+  photo = await org.upload(corpusFile('images/gps-DSCN0010.jpg'), 'photo.jpg');
 }, 60_000);
 afterAll(async () => {
   await worker.close();
   await api.close();
 });
-
-async function upload(bytes: Buffer, name: string): Promise<string> {
-  const res = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', bytes, name]]),
-  });
-  expect(res.status).toBe(201);
-  return ((await res.json()) as { data: { key: string } }).data.key;
-}
 
 async function convert(key: string, format: string) {
   const res = await fetch(`${api.url}/media/convert`, {
@@ -122,7 +112,7 @@ describe('conversions', () => {
   }, 60_000);
 
   it('converts an image within the bounds', async () => {
-    const small = await upload(fixture('Canon_40D.jpg'), 'small.jpg'); // 100 × 68
+    const small = await org.upload('Canon_40D.jpg', 'small.jpg'); // 100 × 68
     for (const format of ['gif', 'avif']) {
       const { status, body } = await convert(small, format);
       expect([format, status]).toEqual([format, 201]);
@@ -162,7 +152,7 @@ describe('renders', () => {
   }, 60_000);
 
   it('answers format=auto with WebP where AVIF is over its bound, AVIF where it is within', async () => {
-    const source = await upload(corpusFile('images/gps-DSCN0010.jpg'), 'auto.jpg');
+    const source = await org.upload(corpusFile('images/gps-DSCN0010.jpg'), 'auto.jpg');
     const accept = 'image/avif,image/webp,*/*';
     // From the job's refusal: 400 × 300 = 120,000 > 90,000.
     const large = await render(source, { w: '400' }, accept);

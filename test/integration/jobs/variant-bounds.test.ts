@@ -19,7 +19,7 @@ import { createRepositories } from '../../../shared/repositories';
 import { ReconcileService } from '../../../api/services/reconcile.service';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { eventually } from '../../support/eventually';
-import { fixture, form } from '../../support/files';
+import { fixture } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker, type TestWorker } from '../../support/worker';
 
@@ -52,16 +52,6 @@ afterAll(async () => {
   await worker?.close();
   await api.close();
 });
-
-async function upload(org: TestOrg, bytes: Buffer, name: string) {
-  const res = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', bytes, name]]),
-  });
-  expect(res.status).toBe(201);
-  return ((await res.json()) as Body<{ key: string; id: number; bytes: number }>).data;
-}
 
 async function render(org: TestOrg, key: string, options: Record<string, string | number>) {
   const query = new URLSearchParams({ media: key });
@@ -105,7 +95,7 @@ async function usageDrift(org: TestOrg) {
 
 it('never records more than RENDER_MAX_VARIANTS for renders at once: objects and record both', async () => {
   const org = await api.createOrg('vb-race');
-  const source = await upload(org, fixture('Canon_40D.jpg'), 'race.jpg');
+  const source = await org.uploadRecord('Canon_40D.jpg', 'race.jpg');
   // Twelve distinct first renders, all past the API's check (no variant yet) and queued
   // before any worker runs: only the worker can stop them.
   const widths = Array.from({ length: 12 }, (_, i) => 10 + i);
@@ -161,7 +151,7 @@ it('counts a variant’s bytes against the quota: past it 413 and nothing stored
   worker ??= await startWorker(api.env.env);
   const org = await api.createOrg('vb-quota');
   const jpeg = fixture('orientation-landscape_6.jpg');
-  const source = await upload(org, jpeg, 'quota.jpg');
+  const source = await org.uploadRecord(jpeg, 'quota.jpg');
   // Room for the source and a thumbnail, not for the source again as a PNG.
   const quota = source.bytes + 20_000;
   await api.ctx.organizations.setQuota(org.organization.id, quota);
@@ -236,7 +226,7 @@ it('counts a variant’s bytes against the quota: past it 413 and nothing stored
 
 it('reconcile lists a variant object its source’s record does not list', async () => {
   const org = await api.createOrg('vb-stray');
-  const source = await upload(org, fixture('Canon_40D.jpg'), 'stray.jpg');
+  const source = await org.uploadRecord('Canon_40D.jpg', 'stray.jpg');
   // What a render cut off between its object and its record would leave.
   const stray = `.variants/${source.key}/unrecorded.webp`;
   await api.ctx.store.put(stray, Buffer.from('stray'), { contentType: 'image/webp' });

@@ -8,10 +8,7 @@
  */
 import { corpusFile } from '../../support/files';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
-import { fixture, form } from '../../support/files';
 import { startWorker, type TestWorker } from '../../support/worker';
-
-type Media = { key: string; bytes: number };
 
 /** The samples of a Prometheus text exposition: `name{labels}` → value. */
 function samples(text: string): Map<string, number> {
@@ -54,18 +51,8 @@ afterAll(async () => {
   await api.close();
 });
 
-async function upload(name: string): Promise<Media> {
-  const res = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', fixture(name), name]]),
-  });
-  expect(res.status).toBe(201);
-  return ((await res.json()) as { data: Media }).data;
-}
-
 it('API: route-labelled latency, bytes stored, queue depths and process metrics', async () => {
-  const record = await upload('Canon_40D.jpg');
+  const record = await org.uploadRecord('Canon_40D.jpg');
   // A job status lookup: labelled by its pattern, not its id.
   await fetch(`${api.url}/media/jobs/image-00000000-0000-4000-8000-000000000000`, {
     headers: org.auth,
@@ -114,7 +101,7 @@ it('API: route-labelled latency, bytes stored, queue depths and process metrics'
 });
 
 it('API: downloads count the bytes they send; readiness checks are timed per dependency', async () => {
-  const record = await upload('Canon_40D.jpg');
+  const record = await org.uploadRecord('Canon_40D.jpg');
   const before = find(await scrape(api.url), 'media_bytes_served_total')[0]?.[1] ?? 0;
   const whole = await fetch(`${api.url}/media/download?media=${encodeURIComponent(record.key)}`, {
     headers: org.auth,
@@ -145,7 +132,7 @@ it('API: downloads count the bytes they send; readiness checks are timed per dep
 });
 
 it('worker: a conversion records its duration as completed', async () => {
-  const { key } = await upload('Canon_40D.jpg');
+  const { key } = await org.uploadRecord('Canon_40D.jpg');
   const res = await fetch(`${api.url}/media/convert`, {
     method: 'POST',
     headers: { ...org.auth, 'Content-Type': 'application/json' },
@@ -187,12 +174,7 @@ it('worker: a conversion records its duration as completed', async () => {
 });
 
 it('worker: a refused job counts as a failure with its error code', async () => {
-  const res = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', corpusFile('images/corrupted.jpg'), 'corrupted.jpg']]),
-  });
-  const { key } = ((await res.json()) as { data: Media }).data;
+  const key = await org.upload(corpusFile('images/corrupted.jpg'), 'corrupted.jpg');
   const convert = await fetch(`${api.url}/media/convert`, {
     method: 'POST',
     headers: { ...org.auth, 'Content-Type': 'application/json' },

@@ -11,7 +11,6 @@ import { Queue } from 'bullmq';
 import sharp from 'sharp';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { eventually } from '../../support/eventually';
-import { form } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker } from '../../support/worker';
 
@@ -54,13 +53,7 @@ it('held jobs are the backlog beside waiting ones, reported waiting to clients, 
   })
     .png()
     .toBuffer();
-  const up = await fetch(`${api.url}/media/upload`, {
-    method: 'POST',
-    headers: org.auth,
-    body: form([['file', png, 'blue.png']]),
-  });
-  expect(up.status).toBe(201);
-  const key = ((await up.json()) as Body).data.key;
+  const key = await org.upload(png, 'blue.png');
 
   const jobIds: string[] = [];
   for (let i = 0; i < 5; i++) {

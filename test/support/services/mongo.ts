@@ -3,16 +3,16 @@
  * testcontainers; else a real `mongod` through mongodb-memory-server (a system
  * binary from MONGOMS_SYSTEM_BINARY or the PATH, or its download where the
  * internet is reachable); else the wire-compatible in-process stand-in
- * (dev/mongo-standin), which speaks the same protocol over TCP.
+ * (the @media/mongo-standin package, dev/mongo-standin), which speaks the same
+ * protocol over TCP.
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { startMongoStandin } from '@media/mongo-standin';
 import { dockerAvailable } from './docker';
 import { startMongod } from '../../../dev/embedded/mongo';
 import type { ResolvedService } from './types';
-import { startMongoStandin } from '../../../dev/mongo-standin/server';
 import { stopProcess } from './process';
 
 export interface ResolveMongoOptions {
@@ -52,7 +52,7 @@ export async function resolveMongo(
   const standin = await startMongoStandin();
   return {
     value: { uri: standin.uri },
-    backend: `in-process MongoDB wire stand-in at ${standin.uri} (no Docker engine, no mongod; see docs/mongo-standin.md)`,
+    backend: `in-process MongoDB wire stand-in at ${standin.uri} (no Docker engine, no mongod; see dev/mongo-standin/README.md)`,
     stop: () => standin.close(),
   };
 }
@@ -71,15 +71,14 @@ async function tryMemoryServer(): Promise<ResolvedService<{ uri: string }> | und
   };
 }
 
-/** `npm run mongo-standin` as a child process on a free port; its first line of output is its URI. */
+/** The `mongo-standin` command as a child process on a free port; its first line of output is its URI. */
 async function startStandinProcess(): Promise<ResolvedService<{ uri: string }>> {
-  const root = join(__dirname, '..', '..', '..');
+  const command = require.resolve('@media/mongo-standin/bin/mongo-standin.js');
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'dev/mongo-standin/main.ts', '--port', '0'],
+    [command, '--port', '0'],
     // The IPC channel ties its life to this process's: it stops when the channel closes.
     {
-      cwd: root,
       env: { ...process.env, LOG_LEVEL: 'warn' },
       stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
     },
@@ -95,7 +94,7 @@ async function startStandinProcess(): Promise<ResolvedService<{ uri: string }>> 
   child.channel?.unref();
   return {
     value: { uri },
-    backend: `MongoDB wire stand-in process (pid ${child.pid}) at ${uri} (no Docker engine, no mongod; see docs/mongo-standin.md)`,
+    backend: `MongoDB wire stand-in process (pid ${child.pid}) at ${uri} (no Docker engine, no mongod; see dev/mongo-standin/README.md)`,
     stop: () => stopProcess(child),
   };
 }

@@ -1,14 +1,15 @@
 /**
  * S3 storage for the tests: S3_ENDPOINT (+ keys) if set; else a MinIO
  * container through testcontainers; else a `minio` binary from the PATH; else
- * OpenStack Swift with its s3api middleware from Debian's packages.
+ * OpenStack Swift with its s3api middleware from Debian's packages (the
+ * @media/swift-s3 package, dev/swift-s3).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { startSwift, swiftAvailable } from '@media/swift-s3';
 import { dockerAvailable } from './docker';
 import { freePort, spawn, stopProcess, waitFor, which } from './process';
-import { startSwift, swiftAvailable } from './swift';
 import type { ResolvedService, S3Endpoint } from './types';
 
 const MINIO_USER = 'minioadmin';

@@ -1,6 +1,6 @@
 /**
- * One mongoose suite for whatever MongoDB the harness resolved: a real server
- * (MONGODB_URI, a container, mongod) or the in-process wire stand-in. It
+ * One mongoose suite, run against a fresh stand-in, or against a real server
+ * when MONGODB_URI names one (test/support.ts). It
  * asserts only what real MongoDB does, so it passing against the stand-in
  * means the service's mongoose code cannot tell the difference.
  * mongoose-compat-updates.test.ts and mongoose-compat-queries.test.ts hold the
@@ -8,10 +8,11 @@
  */
 import mongoose, { Schema, type Connection, type Model, type Types } from 'mongoose';
 
-import { mongoUriFor, uniqueSuffix } from '../support/context';
+import { mongoTarget, uniqueSuffix, type MongoTarget } from './support';
 
 const dbName = `compat_${uniqueSuffix()}`;
-const uri = mongoUriFor(dbName);
+let target: MongoTarget;
+let uri: string;
 
 interface CounterDoc {
   _id: string;
@@ -77,6 +78,8 @@ let Item: Model<ItemDoc>;
 const commands: string[] = [];
 
 beforeAll(async () => {
+  target = await mongoTarget();
+  uri = target.uri(dbName);
   conn = await mongoose.createConnection(uri, { monitorCommands: true }).asPromise();
   conn.getClient().on('commandStarted', (event) => commands.push(event.commandName));
   ({ Counter, Item } = modelsOn(conn));
@@ -86,6 +89,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await conn?.dropDatabase();
   await conn?.close();
+  await target?.close();
 });
 
 describe('integer counters', () => {

@@ -530,7 +530,7 @@ async function writeConfigs(dir: string, ports: Ports, user: string): Promise<vo
  * launch.py <parent pid> ring-builder <swift-ring-builder path> <JSON list of argument lists>
  * launch.py <parent pid> swift <swift_dir> <server script> <conf> -v
  */
-const LAUNCHER = `"""Starts one process of a private test Swift (written by test/support/services/swift.ts)."""
+const LAUNCHER = `"""Starts one process of a private test Swift (written by dev/swift-s3/src/swift.ts)."""
 import ctypes
 import os
 import runpy

@@ -1,8 +1,8 @@
 /**
  * The MongoDB wire stand-in at the protocol level: its own instance on an
  * ephemeral port, raw sockets for the handshake, OP_MSG details and malformed
- * input, the driver for command behaviour, and the `npm run mongo-standin`
- * entry point as a separate process.
+ * input, the driver for command behaviour, and the `mongo-standin` command
+ * (this package's `npm start`) as a separate process.
  */
 import { spawn } from 'node:child_process';
 import net from 'node:net';
@@ -11,8 +11,8 @@ import path from 'node:path';
 import { BSON, Double, Int32, Long } from 'bson';
 import mongoose from 'mongoose';
 
-import { startMongoStandin, type MongoStandin } from '../../dev/mongo-standin/server';
-import { eventually } from '../support/eventually';
+import { startMongoStandin, type MongoStandin } from '../src';
+import { eventually } from './support';
 
 type Doc = Record<string, unknown>;
 
@@ -36,7 +36,8 @@ type Client = InstanceType<typeof MongoClient>;
 const OP_REPLY = 1;
 const OP_QUERY = 2004;
 const OP_MSG = 2013;
-const repoRoot = path.resolve(__dirname, '../..');
+/** The package's directory, where `npm start` runs the `mongo-standin` command. */
+const packageDir = path.resolve(__dirname, '..');
 
 // --- raw wire messages ---------------------------------------------------------
 
@@ -857,8 +858,8 @@ describe('what the stand-in does not emulate is refused, never ignored', () => {
 
 describe('TTL monitor', () => {
   it('deletes documents whose TTL index date is older than expireAfterSeconds', async () => {
-    const { removeExpired } = await import('../../dev/mongo-standin/ttl-monitor');
-    const { StorageEngine } = await import('../../dev/mongo-standin/storage-engine');
+    const { removeExpired } = await import('../src/ttl-monitor');
+    const { StorageEngine } = await import('../src/storage-engine');
     const engine = new StorageEngine();
     const store = engine.createCollection('ttl', 'sessions');
     store.createIndex({ key: { at: 1 }, name: 'at_1', expireAfterSeconds: 60 });
@@ -872,12 +873,12 @@ describe('TTL monitor', () => {
   });
 });
 
-describe('npm run mongo-standin', () => {
+describe('the mongo-standin command (npm start)', () => {
   it('prints its URI as the first line, serves a client, and stops on SIGTERM', async () => {
     const port = await freePort();
-    const child = spawn('npm', ['run', '--silent', 'mongo-standin', '--', '--port', String(port)], {
-      cwd: repoRoot,
-      detached: true, // its own process group: npm, sh, tsx and node get the signal together
+    const child = spawn('npm', ['start', '--silent', '--', '--port', String(port)], {
+      cwd: packageDir,
+      detached: true, // its own process group: npm, sh and node get the signal together
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const exited = new Promise<number | null>((resolve) =>

@@ -1,8 +1,8 @@
 /**
  * Query, projection and command semantics where a lenient stand-in would hide
  * product bugs, asserted as real MongoDB (7.0) behaves, for whatever MongoDB
- * the harness resolved (a real server, or the in-process stand-in, see
- * docs/mongo-standin.md): positional and $elemMatch projections, collations,
+ * the suite runs against (a fresh stand-in, or the real server MONGODB_URI
+ * names; see README.md): positional and $elemMatch projections, collations,
  * $type, $all, filters validated on a missing collection, the order of an
  * inclusion projection, and the server commands mongoose and its tests use
  * (serverStatus, collMod, setParameter, create). Updates are
@@ -11,20 +11,24 @@
  */
 import mongoose, { Schema, type Connection } from 'mongoose';
 
-import { mongoUriFor, uniqueSuffix } from '../support/context';
+import { mongoTarget, uniqueSuffix, type MongoTarget } from './support';
 
 const { Binary, Double, Int32, Long, ObjectId } = mongoose.mongo;
 
-const uri = mongoUriFor(`compat_queries_${uniqueSuffix()}`);
+let target: MongoTarget;
 let conn: Connection;
 
 beforeAll(async () => {
-  conn = await mongoose.createConnection(uri).asPromise();
+  target = await mongoTarget();
+  conn = await mongoose
+    .createConnection(target.uri(`compat_queries_${uniqueSuffix()}`))
+    .asPromise();
 });
 
 afterAll(async () => {
   await conn?.dropDatabase();
   await conn?.close();
+  await target?.close();
 });
 
 function raw(prefix: string) {

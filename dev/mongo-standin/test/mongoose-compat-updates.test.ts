@@ -1,7 +1,7 @@
 /**
  * Update semantics where a lenient stand-in would hide product bugs, asserted
- * as real MongoDB (7.0) behaves, for whatever MongoDB the harness resolved (a
- * real server, or the in-process stand-in, see docs/mongo-standin.md): several
+ * as real MongoDB (7.0) behaves, for whatever MongoDB the suite runs against (a
+ * fresh stand-in, or the real server MONGODB_URI names; see README.md): several
  * fields of one array element in one update (what mongoose sends for every
  * positional update of a subdocument with timestamps), $pull with $or, the
  * updates MongoDB refuses (with its error codes), a Binary's subtype, and
@@ -10,20 +10,24 @@
  */
 import mongoose, { Schema, type Connection } from 'mongoose';
 
-import { mongoUriFor, uniqueSuffix } from '../support/context';
+import { mongoTarget, uniqueSuffix, type MongoTarget } from './support';
 
 const { Binary, Int32, ObjectId } = mongoose.mongo;
 
-const uri = mongoUriFor(`compat_updates_${uniqueSuffix()}`);
+let target: MongoTarget;
 let conn: Connection;
 
 beforeAll(async () => {
-  conn = await mongoose.createConnection(uri).asPromise();
+  target = await mongoTarget();
+  conn = await mongoose
+    .createConnection(target.uri(`compat_updates_${uniqueSuffix()}`))
+    .asPromise();
 });
 
 afterAll(async () => {
   await conn?.dropDatabase();
   await conn?.close();
+  await target?.close();
 });
 
 /** A fresh raw collection (no mongoose casting between the test and the server). */

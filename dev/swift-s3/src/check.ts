@@ -1,10 +1,11 @@
 /**
- * Developer tool: starts the Swift s3api test backend (./swift.ts) and runs
- * the S3 operations the service relies on through the `minio` client,
- * printing what Swift actually does. Not a jest test; run it by hand after
- * touching swift.ts or upgrading Swift/minio:
+ * Starts the Swift s3api backend (./swift.ts) and runs the S3 operations the
+ * service relies on through the `minio` client, printing what Swift actually
+ * does. The package's test (test/check.test.ts) runs it and fails on any
+ * failed step; run it by hand after touching swift.ts or upgrading
+ * Swift/minio, to read what each operation answers:
  *
- *   npx tsx test/support/services/swift.check.ts
+ *   npm run check        (in dev/swift-s3; from the root: npm run check -w @media/swift-s3)
  *
  * Exits non-zero if any operation failed or a started process survived stop().
  */
@@ -22,30 +23,22 @@ import {
 import { startSwift, type S3Backend } from './swift';
 
 const MiB = 1024 * 1024;
-const print = (text: string): void => void process.stdout.write(`${text}\n`);
 const BIG = 20 * MiB;
 const ABORT_AFTER = 12 * MiB;
 const BUCKET = 'media-check';
 
-interface Result {
+/** One step of the check: an S3 operation (or a group of them) and what Swift did. */
+export interface CheckStep {
   name: string;
   ok: boolean;
   detail: string;
   ms: number;
 }
-const results: Result[] = [];
 
-async function step(name: string, run: () => Promise<string>): Promise<void> {
-  const started = Date.now();
-  try {
-    const detail = await run();
-    results.push({ name, ok: true, detail, ms: Date.now() - started });
-    print(`ok   ${name} (${Date.now() - started} ms)\n     ${detail.replace(/\n/g, '\n     ')}`);
-  } catch (err) {
-    const detail = describeError(err);
-    results.push({ name, ok: false, detail, ms: Date.now() - started });
-    print(`FAIL ${name} (${Date.now() - started} ms)\n     ${detail}`);
-  }
+export interface CheckReport {
+  /** Seconds from `startSwift()` to its first successful S3 request. */
+  startSeconds: number;
+  steps: CheckStep[];
 }
 
 function describeError(err: unknown): string {
@@ -156,7 +149,21 @@ function clientFor(s3: S3Backend, partSize?: number): Client {
   });
 }
 
-async function main(): Promise<void> {
+/** Runs every step against a fresh Swift; `print` receives the start-up lines and each step's outcome. */
+export async function checkSwift(print: (text: string) => void = () => {}): Promise<CheckReport> {
+  const results: CheckStep[] = [];
+  const step = async (name: string, run: () => Promise<string>): Promise<void> => {
+    const started = Date.now();
+    try {
+      const detail = await run();
+      results.push({ name, ok: true, detail, ms: Date.now() - started });
+      print(`ok   ${name} (${Date.now() - started} ms)\n     ${detail.replace(/\n/g, '\n     ')}`);
+    } catch (err) {
+      const detail = describeError(err);
+      results.push({ name, ok: false, detail, ms: Date.now() - started });
+      print(`FAIL ${name} (${Date.now() - started} ms)\n     ${detail}`);
+    }
+  };
   const started = Date.now();
   const s3 = await startSwift({ log: print });
   const startSeconds = (Date.now() - started) / 1000;
@@ -419,14 +426,22 @@ async function main(): Promise<void> {
     });
   }
 
-  const failed = results.filter((r) => !r.ok);
+  return { startSeconds, steps: results };
+}
+
+async function main(): Promise<void> {
+  const print = (text: string): void => void process.stdout.write(`${text}\n`);
+  const { startSeconds, steps } = await checkSwift(print);
+  const failed = steps.filter((r) => !r.ok);
   print(
-    `\nstartup ${startSeconds.toFixed(2)} s; ${results.length - failed.length}/${results.length} steps ok${failed.length ? `; failed: ${failed.map((r) => r.name).join('; ')}` : ''}`,
+    `\nstartup ${startSeconds.toFixed(2)} s; ${steps.length - failed.length}/${steps.length} steps ok${failed.length ? `; failed: ${failed.map((r) => r.name).join('; ')}` : ''}`,
   );
   process.exitCode = failed.length ? 1 : 0;
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-  process.exitCode = 1;
-});
+if (require.main === module) {
+  main().catch((err: unknown) => {
+    process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exitCode = 1;
+  });
+}
