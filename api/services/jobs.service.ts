@@ -79,6 +79,33 @@ export class JobsService {
   }
 
   /**
+   * Queues a job for the caller (its organization and request id filled in)
+   * and answers as the caller prefers: the outcome, waited for, or at once on
+   * `Prefer: respond-async`; the caller is told of the queued job (a retry
+   * with its `Idempotency-Key` gets that job's outcome).
+   */
+  submit<N extends JobName>(
+    caller: Caller,
+    input: {
+      name: N;
+      payload: Omit<JobPayloads[N], 'organizationId' | 'requestId'>;
+      heavy?: boolean;
+    },
+  ): Promise<JobAnswer> {
+    // (TypeScript does not see a generic Omit spread back as the payload it came from.)
+    const payload = {
+      organizationId: caller.organization.id,
+      requestId: caller.requestId,
+      ...input.payload,
+    } as JobPayloads[N];
+    return this.run(input.name, payload, {
+      async: caller.respondAsync,
+      onQueued: caller.onJobQueued,
+      heavy: input.heavy,
+    });
+  }
+
+  /**
    * Runs a job whose id is derived from what it makes (`jobUuid`), so
    * identical requests share one job: the first queues it, the others' add
    * is a no-op, and all wait on it. Answers its result, or throws its

@@ -57,35 +57,23 @@ export class MediaJobsService {
   ) {}
 
   async metadata(caller: Caller, input: { key: string }): Promise<JobAnswer> {
-    const org = caller.organization;
-    const record = await this.imageRecord(org, input.key);
-    return this.deps.jobs.run(
-      'image.metadata',
-      { organizationId: org.id, requestId: caller.requestId, key: record.key },
-      { async: caller.respondAsync },
-    );
+    const record = await this.imageRecord(caller.organization, input.key);
+    return this.deps.jobs.submit(caller, { name: 'image.metadata', payload: { key: record.key } });
   }
 
   async convert(caller: Caller, input: ConvertInput): Promise<JobAnswer> {
-    const org = caller.organization;
-    const record = await this.imageRecord(org, input.key);
-    return this.deps.jobs.run(
-      'image.convert',
-      {
-        organizationId: org.id,
-        requestId: caller.requestId,
+    const record = await this.imageRecord(caller.organization, input.key);
+    return this.deps.jobs.submit(caller, {
+      name: 'image.convert',
+      payload: {
         origin: caller.origin,
         tokenId: caller.tokenId,
         key: record.key,
         format: input.format,
         ...(input.quality === undefined ? {} : { quality: input.quality }),
       },
-      {
-        async: caller.respondAsync,
-        heavy: convertIsHeavy(input.format, record),
-        onQueued: caller.onJobQueued,
-      },
-    );
+      heavy: convertIsHeavy(input.format, record),
+    });
   }
 
   /** Merges the PDFs a form names (uploaded and stored, in form order). */
