@@ -4,6 +4,13 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 import prettier from 'eslint-config-prettier';
 
+/** Production code never imports development tooling (dev/): see the block that uses it. */
+const NO_DEV_IMPORTS = {
+  regex: '^(@dev(/|$)|@media/|(\\.\\./)+dev(/|$))',
+  message:
+    'api/, worker/ and shared/ are production code and must not import dev/ (development tooling, never shipped); see docs/architecture.md.',
+};
+
 export default tseslint.config(
   {
     ignores: [
@@ -45,13 +52,7 @@ export default tseslint.config(
       'no-restricted-imports': [
         'error',
         {
-          patterns: [
-            {
-              regex: '^(@dev(/|$)|@media/|(\\.\\./)+dev(/|$))',
-              message:
-                'api/, worker/ and shared/ are production code and must not import dev/ (development tooling, never shipped); see docs/architecture.md.',
-            },
-          ],
+          patterns: [NO_DEV_IMPORTS],
         },
       ],
       // The same for import() and require(), which no-restricted-imports does not see.
@@ -64,6 +65,32 @@ export default tseslint.config(
           selector: `${node}[value=/^(@dev(\\/|$)|@media\\/|(\\.\\.\\/)+dev(\\/|$))/]`,
           message: 'api/, worker/ and shared/ are production code and must not load dev/.',
         })),
+      ],
+    },
+  },
+  {
+    // The API's services and the domain helpers they use never see HTTP or the queue
+    // library: routes hand them a caller and a typed input (docs/architecture.md).
+    // (This block replaces the one above for these files, so it repeats its dev/ rule.)
+    files: ['api/services/**/*.ts', 'api/domain/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            NO_DEV_IMPORTS,
+            {
+              regex: '^(express|busboy|bullmq|passport)(/|$)',
+              message:
+                'Services take (caller, input): HTTP and the queue library stay in routes, middleware and shared/queue (docs/architecture.md).',
+            },
+            {
+              regex: '^(@api/|\\.\\./)(routes|middleware|http|forms|cli|app|main)(/|$)',
+              message:
+                'Imports point one way, transport → services → adapters: a service or domain helper never imports the transport (docs/architecture.md).',
+            },
+          ],
+        },
       ],
     },
   },

@@ -25,7 +25,7 @@ import { createDataContext, type DataContext } from './context';
 import { OffboardingService } from './services/offboarding.service';
 import { SCOPES, type Scope } from './services/tokens.service';
 import { adoptDevState } from './dev-state';
-import { pushMetrics, reconcileMetrics } from './services/reconcile-metrics';
+import { pushMetrics, reconcileMetrics } from './cli/reconcile-metrics';
 import { ReconcileService, type ReconcileReport } from './services/reconcile.service';
 
 class UsageError extends Error {}

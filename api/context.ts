@@ -24,7 +24,7 @@ import { BullJobQueue } from '@shared/queue/job-queue';
 import { JobHandoff } from '@shared/queue/handoff';
 import { createRedis, waitForRedis, type RedisConnection } from '@shared/queue/redis';
 import { InvalidationPublisher, subscribeInvalidations } from '@shared/queue/invalidations';
-import { AuthCache } from './services/auth-cache';
+import { AuthCache } from './domain/auth-cache';
 import { DownloadService } from './services/download.service';
 import { RenderService } from './services/render.service';
 import { FoldersService } from './services/folders.service';
@@ -52,25 +52,31 @@ export interface DataContext {
 }
 
 export interface ApiContext extends DataContext {
-  /** Every queue (for the dashboard). */
+  /** Every queue (the dashboard shows them when DASHBOARD_USER/PASSWORD are set). */
   queues: Queue[];
   store: ObjectStore;
   queue: BullJobQueue;
-  /** The API's own fail-fast Redis connection (rate limits, idempotency keys); undefined without REDIS_URL. */
+  /**
+   * The API's own fail-fast Redis connection: where the per-token rate limit
+   * counts and `Idempotency-Key` entries live; undefined without REDIS_URL.
+   */
   redis: RedisConnection | undefined;
   /** `Idempotency-Key` entries (in Redis). */
   idempotency: IdempotencyService;
   media: MediaRepository;
   uploads: UploadService;
   downloads: DownloadService;
+  /** Renders (GET /media/render). */
   renders: RenderService;
   jobs: JobsService;
   mediaJobs: MediaJobsService;
   mediaService: MediaService;
   folders: FoldersService;
+  /** Signs URLs (POST /media/sign) and verifies signed requests. */
   signedUrls: SignedUrlService;
+  /** HTTP latency and bytes stored, served on GET /metrics. */
   metrics: ApiMetrics;
-  /** What GET /readyz checks. */
+  /** The dependencies GET /readyz checks (MongoDB, Redis, storage). */
   readiness: ReadinessChecks;
 }
 
@@ -137,7 +143,7 @@ export async function createApiContext(
     queueCounts: () => made.queue?.counts() ?? Promise.reject(new Error('no queue yet')),
     eventStats: () => made.events?.stats() ?? Promise.reject(new Error('no outbox yet')),
   });
-  // Authentication reads from memory; changes arrive through Redis (api/services/auth-cache.ts).
+  // Authentication reads from memory; changes arrive through Redis (api/domain/auth-cache.ts).
   const cache = config.authCacheMs > 0 ? new AuthCache(config.authCacheMs) : undefined;
   const data = await createDataContext(config, logger, metrics, cache);
   const subscription =
@@ -249,7 +255,6 @@ export async function createApiContext(
         ingest,
         folders,
         limits: {
-          maxFileSize: config.limits.maxFileSize,
           maxMergeInputs: config.limits.maxMergeInputs,
           maxMergeBytes: config.limits.maxMergeBytes,
         },
@@ -259,7 +264,6 @@ export async function createApiContext(
         folders,
         creation,
         usage,
-        maxFileSize: config.limits.maxFileSize,
         maxBase64Size: config.limits.maxBase64Size,
       }),
       mediaService: new MediaService({

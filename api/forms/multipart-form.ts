@@ -1,55 +1,102 @@
 /**
  * The one multipart form reader: parses a multipart/form-data request with
- * busboy and hands each file part, as a stream, to a handler, in form order
- * (the `FormReader` services use, api/services/form.ts).
+ * busboy and hands each file part, as a stream, to a handler, in form order.
+ * Routes declare their forms (api/forms/form-spec.ts, which reads them with
+ * this); `readFields` reads the text fields of a request that takes no file.
  *
  * Limits (files, parts, fields, field size, part headers) come from the
  * caller. The first failure of any kind (a limit, a malformed body, a handler
- * that rejects, the client going away) stops the parse: every file stream
- * still open is destroyed with that error (so storage aborts its partial
- * upload), the rest of the body is discarded, and the read rejects with the
- * error once every handler has settled, so the caller can clean up what was
- * stored. This module is also the one place that answers such a failure: the
- * connection is closed after the answer (`closeAfterAnswer`).
+ * that rejects, the client going away, the body idle for too long) stops the
+ * parse: every file stream still open is destroyed with that error (so
+ * storage aborts its partial upload), the rest of the body is discarded, and
+ * the read rejects with the error once every handler has settled, so the
+ * caller can clean up what was stored. This module is also the one place
+ * that answers such a failure: the connection is closed after the answer
+ * (`closeAfterAnswer`).
  */
 import type { Request } from 'express';
 import busboy, { type Busboy } from 'busboy';
 import type { Readable } from 'node:stream';
 import { Errors, isAppError, type AppError } from '@shared/errors';
-import type { FormFields, FormFile, FormHandlers, FormLimits, FormReader } from '../services/form';
+
+export interface FormLimits {
+  /** Largest file, bytes. */
+  maxFileSize: number;
+  maxFiles: number;
+  /** What the files are, in the 413 message when there are too many ("merge inputs"); default "files". */
+  filesNoun?: string | undefined;
+  maxFields?: number;
+  maxFieldSize?: number;
+  /** Parts of any kind (files, fields, parts the parser skips); default maxFiles + maxFields. */
+  maxParts?: number;
+  maxHeaderPairs?: number;
+  /** Cuts a body that sends nothing for this long with 408 (UPLOAD_IDLE_TIMEOUT_MS); none when absent. */
+  idleTimeoutMs?: number | undefined;
+}
+
+/** A file part as the parser gives it: its field name, and its bytes as a stream. */
+export interface FilePart {
+  field: string;
+  /** The client's filename, decoded as UTF-8; empty when the part had none. */
+  filename: string;
+  declaredType: string;
+  stream: Readable;
+}
+
+/** Field name → every value sent under it, in order. */
+export type FormFields = Map<string, string[]>;
+
+export interface PartHandlers<T> {
+  /** Called for each file part, with the fields seen so far. Must consume the stream or reject. */
+  onFile(part: FilePart, fieldsSoFar: FormFields): Promise<T>;
+  /**
+   * Called with the name of each field before its value is looked at (so an
+   * unknown or misplaced field is refused as such even when its value is over
+   * the size limit); throw an AppError to refuse the request.
+   */
+  acceptField?(name: string): void;
+  /** Called for each field within the size limit; throw an AppError to refuse the request. */
+  onField?(name: string, value: string): void;
+}
+
+/** The last value of a field (fields are taken as sent). */
+export function lastField(fields: FormFields, name: string): string | undefined {
+  const values = fields.get(name);
+  return values?.[values.length - 1];
+}
 
 export function isMultipart(req: Request): boolean {
   return /^multipart\/form-data\b/i.test(req.headers['content-type'] ?? '');
 }
 
 /**
- * The form of `req` as a `FormReader`: 400 when the request is not
- * multipart/form-data; after any failure the connection is closed once the
- * answer is sent.
+ * Reads the form of `req`, calling the handlers in form order: 400 when the
+ * request is not multipart/form-data; after any failure the connection is
+ * closed once the answer is sent.
  */
-export function multipartForm(req: Request): FormReader {
-  return async (limits, handlers) => {
-    if (!isMultipart(req)) throw Errors.badRequest('The request must be multipart/form-data');
-    try {
-      return await parseMultipart(req, limits, handlers);
-    } catch (err) {
-      // The rest of the body is being discarded: close the connection after answering.
-      closeAfterAnswer(req);
-      throw err;
-    }
-  };
+export async function readMultipart<T>(
+  req: Request,
+  limits: FormLimits,
+  handlers: PartHandlers<T>,
+): Promise<{ fields: FormFields; files: T[] }> {
+  if (!isMultipart(req)) throw Errors.badRequest('The request must be multipart/form-data');
+  try {
+    return await parseMultipart(req, limits, handlers);
+  } catch (err) {
+    // The rest of the body is being discarded: close the connection after answering.
+    closeAfterAnswer(req);
+    throw err;
+  }
 }
 
 function parseMultipart<T>(
   req: Request,
   limits: FormLimits,
-  handlers: FormHandlers<T>,
+  handlers: PartHandlers<T>,
 ): Promise<{ fields: FormFields; files: T[] }> {
   const maxFields = limits.maxFields ?? 100;
   const maxParts = limits.maxParts ?? limits.maxFiles + maxFields;
-  // Set by the upload guard (api/middleware/upload-guard.ts) on upload routes.
-  const idleMs = (req.res?.locals as { uploadIdleTimeoutMs?: number } | undefined)
-    ?.uploadIdleTimeoutMs;
+  const idleMs = limits.idleTimeoutMs;
   return new Promise((resolve, reject) => {
     let bb: Busboy;
     try {
@@ -122,7 +169,7 @@ function parseMultipart<T>(
       stream.once('end', () => openStreams.delete(stream));
       const index = results.length;
       results.push(undefined);
-      const part: FormFile = {
+      const part: FilePart = {
         field,
         filename: info.filename ?? '',
         declaredType: info.mimeType,
@@ -253,7 +300,8 @@ export async function readFields(
     fields[name] = value;
   };
   if (isMultipart(req)) {
-    const { fields: form } = await multipartForm(req)<never>(
+    const { fields: form } = await readMultipart<never>(
+      req,
       // (a generous size limit: a file part is refused as such, not as too large)
       { maxFileSize: 1024 * 1024, maxFiles: 1, maxFields: 20 },
       {

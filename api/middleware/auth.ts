@@ -1,6 +1,7 @@
 /**
  * Bearer-token authentication with passport + passport-http-bearer. Every
- * authenticated request carries `req.principal` (its organization); a missing,
+ * authenticated request's context (api/http/request-context.ts) carries its
+ * principal (its organization, token and scopes); a missing,
  * malformed, unknown, expired or revoked token is a 401 with
  * `WWW-Authenticate: Bearer` in the error envelope. A request a signed URL
  * admitted (middleware/signed-url.ts) already has its principal and passes.
@@ -14,15 +15,8 @@ import type { Request, RequestHandler } from 'express';
 import passport from 'passport';
 import { Strategy as BearerStrategy, type VerifyFunctionWithRequest } from 'passport-http-bearer';
 import { Errors } from '@shared/errors';
-import type { Caller } from '../services/caller';
+import { contextOf, principalOf } from '../http/request-context';
 import type { BeforeLookup, Principal, Scope, TokensService } from '../services/tokens.service';
-import { originOf } from './request-context';
-
-declare module 'express-serve-static-core' {
-  interface Request {
-    principal?: Principal;
-  }
-}
 
 export function bearerAuth(
   tokens: TokensService,
@@ -43,8 +37,9 @@ export function bearerAuth(
     ),
   );
   return (req, res, next) => {
+    const context = contextOf(req);
     // Admitted by a signed URL (middleware/signed-url.ts): no token is asked for.
-    if (req.signedUrl && req.principal) return next();
+    if (context.signedUrl && context.principal) return next();
     const refuse = (message: string) => next(Errors.unauthorized(message));
     const header = req.headers.authorization;
     if (!header) return refuse('A bearer token is required');
@@ -57,24 +52,12 @@ export function bearerAuth(
       (err: unknown, principal: Principal | false) => {
         if (err) return next(err);
         if (!principal) return refuse('The token is not valid (unknown, expired or revoked)');
-        req.principal = principal;
+        context.principal = principal;
         next();
       },
     ) as RequestHandler;
     handler(req, res, next);
   };
-}
-
-/** The authenticated principal (routes behind `bearerAuth` only). */
-export function principalOf(req: { principal?: Principal }): Principal {
-  if (!req.principal) throw Errors.unauthorized();
-  return req.principal;
-}
-
-/** The caller as services see it: organization, token and the request's origin. */
-export function callerOf(req: Request): Caller {
-  const { organization, tokenId } = principalOf(req);
-  return { organization, tokenId, origin: originOf(req) };
 }
 
 /**

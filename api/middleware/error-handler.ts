@@ -9,7 +9,7 @@ import type { Duplex } from 'node:stream';
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import type { Logger } from '@shared/logger';
 import { errorBody, Errors, isAppError, type AppError } from '@shared/errors';
-import { requestIdOf } from './request-context';
+import { requestIdOf } from '../http/request-context';
 
 /** Translates errors thrown by libraries into AppErrors; everything else is a 500. */
 export function toAppError(err: unknown): AppError {

@@ -13,9 +13,10 @@
  * (the answer waits for Redis to take it, at most about a second): a client
  * that drops its connection once its body is sent, or retries the moment
  * the answer arrives, gets the first answer replayed. A request that queued
- * a job (convert, merge) tells its claim through `req.idempotency`; a retry
- * then gets the job's outcome (its record once made; meanwhile the same 504
- * or 202 with the same job id), never a second job.
+ * a job (convert, merge) tells its claim (its caller's `onJobQueued`, made
+ * from its context: api/http/request-context.ts); a retry then gets the
+ * job's outcome (its record once made; meanwhile the same 504 or 202 with
+ * the same job id), never a second job.
  *
  * The request's fingerprint (method, path, query, media type, body) is
  * computed as its bytes arrive, whoever reads them (`tapRequestBody`, which
@@ -29,9 +30,9 @@ import type { Request, RequestHandler, Response } from 'express';
 import { Errors } from '@shared/errors';
 import type { Logger } from '@shared/logger';
 import { closeAfterAnswer } from '../forms/multipart-form';
-import { respondToJob } from '../routes/job-answer';
+import { respondToJob } from '../http/job-answer';
+import { contextOf, principalOf } from '../http/request-context';
 import type { Claim, IdempotencyService } from '../services/idempotency.service';
-import { principalOf } from './auth';
 
 const HEADER = 'idempotency-key';
 const VALID_KEY = /^[\x21-\x7e]{1,255}$/;
@@ -43,21 +44,8 @@ interface Tap {
   flush(): void;
 }
 
-declare module 'node:http' {
-  interface IncomingMessage {
-    idempotencyTap?: Tap;
-  }
-}
-
-declare module 'express-serve-static-core' {
-  interface Request {
-    /** Set on a request that holds its `Idempotency-Key`. */
-    idempotency?: {
-      /** The request queued this job to make its outcome: a retry gets the job's outcome. */
-      jobQueued(jobId: string, async: boolean): void;
-    };
-  }
-}
+/** The tap of each keyed request (this module's own: nothing else reads it). */
+const taps = new WeakMap<IncomingMessage, Tap>();
 
 /**
  * Hashes the body of a POST that carries `Idempotency-Key` as the HTTP
@@ -94,7 +82,7 @@ function tap(req: IncomingMessage): void {
     else if (Buffer.isBuffer(chunk)) write(chunk);
     return push(chunk, encoding);
   };
-  req.idempotencyTap = { hash, ended, flush: () => void hash.update(held) };
+  taps.set(req, { hash, ended, flush: () => void hash.update(held) });
 }
 
 /**
@@ -134,7 +122,7 @@ export function idempotency(deps: {
           },
         ]);
       }
-      const tap = req.idempotencyTap;
+      const tap = taps.get(req);
       if (!tap) throw new Error('idempotency: the request body was not tapped (tapRequestBody)');
       if (!deps.keys?.enabled) throw Errors.unavailable('Redis');
       const { organization, tokenId } = principalOf(req);
@@ -192,7 +180,7 @@ export function idempotency(deps: {
  * key (a failure) before it is written.
  */
 function keep(req: Request, res: Response, claim: Claim, logger: Logger): void {
-  req.idempotency = { jobQueued: (jobId, async) => claim.jobQueued(jobId, async) };
+  contextOf(req).idempotency = { jobQueued: (jobId, async) => claim.jobQueued(jobId, async) };
   const json = res.json.bind(res);
   res.json = (body: unknown) => {
     res.json = json;

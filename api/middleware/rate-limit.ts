@@ -42,6 +42,7 @@ import { Errors } from '@shared/errors';
 import type { Logger } from '@shared/logger';
 import type { RedisConnection } from '@shared/queue/redis';
 import { withTimeout } from '@shared/with-timeout';
+import { contextOf } from '../http/request-context';
 import { clientAddress } from './client-address';
 
 export interface RateLimitOptions {
@@ -134,7 +135,7 @@ function setHeaders(res: Response, max: number, windowMs: number, counted: RateL
 }
 
 export interface Limiters {
-  /** Per token, by the route's cost: first in each route's chain (it needs `req.principal`). */
+  /** Per token, by the route's cost: first in each route's chain (after authentication). */
   charge: (cost: Cost) => RequestHandler;
   /** Charges DEFAULT_COST to a /media request no route has charged (mount after the routes). */
   unrouted: RequestHandler;
@@ -170,7 +171,8 @@ export function rateLimiters(options: RateLimitOptions): Limiters {
       if (charged.has(req)) return next();
       charged.add(req);
       // After bearerAuth, so there is always a principal; be safe anyway.
-      if (!req.principal) return next(Errors.unauthorized());
+      const { principal, signedUrl } = contextOf(req);
+      if (!principal) return next(Errors.unauthorized());
       let units: number;
       try {
         units = typeof cost === 'number' ? cost : cost(req);
@@ -178,7 +180,7 @@ export function rateLimiters(options: RateLimitOptions): Limiters {
         return next(err);
       }
       // A signed URL has no token: its requests are counted per client address.
-      const key = req.signedUrl ? `signed:${clientAddress(req)}` : req.principal.tokenId;
+      const key = signedUrl ? `signed:${clientAddress(req)}` : principal.tokenId;
       tokens.consume(key, units).then(
         (counted) => {
           if (!counted) return next();

@@ -3,20 +3,19 @@
  * caller's organization, with Content-Type, Content-Length, ETag (the content
  * hash), Last-Modified, Content-Disposition (the record's name, safe for any
  * characters); `Range` gives 206 (416 when unsatisfiable) and a matching
- * `If-None-Match` gives 304. `disposition=inline` shows images and PDFs in
- * the browser (PDFs sandboxed by a Content-Security-Policy); a signed URL's
- * answer may be cached publicly until it expires (middleware/signed-url.ts).
+ * `If-None-Match` gives 304 (http/stored-bytes.ts). `disposition=inline`
+ * shows images and PDFs in the browser (PDFs sandboxed by a
+ * Content-Security-Policy); a signed URL's answer may be cached publicly
+ * until it expires (middleware/signed-url.ts).
  */
-import { Router, type Request, type Response } from 'express';
+import { Router } from 'express';
 import { create as contentDisposition } from 'content-disposition';
-import { pipeline } from 'node:stream/promises';
-import { Errors } from '@shared/errors';
+import { z } from 'zod';
 import type { ApiMetrics } from '@shared/metrics';
 import type { MediaRecord } from '@shared/repositories/media.repository';
-import { principalOf } from '../middleware/auth';
+import { sendStoredBytes } from '../http/stored-bytes';
 import { cacheControlFor } from '../middleware/signed-url';
 import type { DownloadService } from '../services/download.service';
-import { noneMatch, requestedRange } from './byte-ranges';
 import { RouteTable, type RouteGuards } from './route-table';
 
 /**
@@ -30,15 +29,23 @@ export const PDF_INLINE_CSP = "sandbox; default-src 'none'";
 const showsInline = (mimetype: string) =>
   (mimetype.startsWith('image/') && mimetype !== 'image/svg+xml') || mimetype === 'application/pdf';
 
-/** `disposition` (optional): `attachment` (the default) or `inline`. */
-function dispositionOf(req: Request): 'inline' | 'attachment' {
-  const value = req.query.disposition;
-  if (value === undefined || value === 'attachment') return 'attachment';
-  if (value === 'inline') return 'inline';
-  throw Errors.validation([
-    { field: 'disposition', message: 'disposition must be inline or attachment' },
-  ]);
-}
+const MEDIA_REQUIRED = 'the media query parameter (a media key) is required';
+
+/**
+ * `media` (a key, once), then `disposition`: `attachment` (the default) or
+ * `inline`; checked in that order (the first that is wrong is the 400).
+ * Other parameters (a signed URL's) are no concern of the route's.
+ */
+const downloadQuery = z
+  .looseObject({ media: z.string({ error: MEDIA_REQUIRED }).min(1, MEDIA_REQUIRED) })
+  .pipe(
+    z.object({
+      media: z.string(),
+      disposition: z
+        .enum(['inline', 'attachment'], { error: 'disposition must be inline or attachment' })
+        .default('attachment'),
+    }),
+  );
 
 const etagOf = (record: MediaRecord) => `"${record.checksum.replace(/^sha256:/, '')}"`;
 
@@ -50,65 +57,35 @@ export function downloadRoutes(deps: {
 }): Router {
   const routes = new RouteTable(Router(), deps.guards);
 
-  routes.get('/media/download', { scope: 'read' }, async (req: Request, res: Response) => {
-    const org = principalOf(req).organization;
-    const key = req.query.media;
-    if (typeof key !== 'string' || key === '') {
-      throw Errors.validation([
-        { field: 'media', message: 'the media query parameter (a media key) is required' },
-      ]);
-    }
-    const disposition = dispositionOf(req);
-    const record = await deps.downloads.find(org.id, key);
-    const etag = etagOf(record);
-    res.setHeader('ETag', etag);
-    res.setHeader('Last-Modified', record.updatedAt.toUTCString());
-    res.setHeader('Cache-Control', cacheControlFor(req));
-    res.setHeader('Accept-Ranges', 'bytes');
-    if (noneMatch(req.headers['if-none-match'], etag)) {
-      res.status(304).end();
-      return;
-    }
-    const range = requestedRange(req, record.bytes, etag);
-    if (range === 'unsatisfiable') {
-      throw Errors.rangeNotSatisfiable(record.bytes);
-    }
-    const body =
-      req.method === 'HEAD' ? undefined : await deps.downloads.open(record, range ?? undefined);
-    res.setHeader('Content-Type', record.mimetype);
-    const inline = disposition === 'inline' && showsInline(record.mimetype);
-    res.setHeader(
-      'Content-Disposition',
-      contentDisposition(record.name, { type: inline ? 'inline' : 'attachment' }),
-    );
-    res.setHeader('X-Content-Type-Options', 'nosniff');
-    if (inline && record.mimetype === 'application/pdf') {
-      res.setHeader('Content-Security-Policy', PDF_INLINE_CSP);
-    }
-    if (range) {
-      res.status(206);
-      res.setHeader('Content-Range', `bytes ${range.start}-${range.end}/${record.bytes}`);
-      res.setHeader('Content-Length', String(range.end - range.start + 1));
-    } else {
-      res.status(200);
-      res.setHeader('Content-Length', String(record.bytes));
-    }
-    if (!body) {
-      res.end();
-      return;
-    }
-    let sent = 0;
-    body.on('data', (chunk: Buffer) => (sent += chunk.length));
-    try {
-      await pipeline(body, res);
-    } catch (err) {
-      // Headers are gone; the error handler can only cut the connection.
-      req.log.warn({ err, key }, 'download interrupted');
-      res.destroy();
-    } finally {
-      deps.metrics?.bytesServed(sent);
-    }
-  });
+  routes.get(
+    '/media/download',
+    { scope: 'read', query: downloadQuery },
+    async ({ caller, query, req }, res) => {
+      const record = await deps.downloads.find(caller, { key: query.media });
+      const inline = query.disposition === 'inline' && showsInline(record.mimetype);
+      await sendStoredBytes(
+        req,
+        res,
+        {
+          etag: etagOf(record),
+          length: record.bytes,
+          validators: {
+            'Last-Modified': record.updatedAt.toUTCString(),
+            'Cache-Control': cacheControlFor(caller.signedUntil),
+          },
+          contentType: record.mimetype,
+          disposition: contentDisposition(record.name, { type: inline ? 'inline' : 'attachment' }),
+          headers:
+            inline && record.mimetype === 'application/pdf'
+              ? { 'Content-Security-Policy': PDF_INLINE_CSP }
+              : {},
+          open: (range) => deps.downloads.open(record, range),
+          interrupted: { message: 'download interrupted', key: query.media },
+        },
+        deps.metrics,
+      );
+    },
+  );
 
   return routes.router;
 }

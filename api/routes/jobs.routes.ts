@@ -1,42 +1,27 @@
 /**
  * The queue-backed endpoints: GET /media/metadata, POST /media/convert,
  * POST /media/merge-pdfs, and the job status URL GET /media/jobs/:id.
- * Each parses its input and makes one call into MediaJobsService (or
- * JobsService for the status URL), which checks what the request names and
- * waits for the job. `Prefer: respond-async` answers 202 at once with the
- * job id and its URL.
+ * Each declares its input (the fields of metadata and convert, from
+ * wherever the client put them; the merge's streamed form) and makes one
+ * call into MediaJobsService (or JobsService for the status URL), which
+ * checks what the request names and waits for the job. `Prefer:
+ * respond-async` answers 202 at once with the job id and its URL.
  */
-import express, { Router, type Request } from 'express';
+import { Router } from 'express';
 import { z } from 'zod';
+import type { Config } from '@shared/config';
+import { Errors } from '@shared/errors';
 import { CONVERT_FORMAT_NAMES, convertFormatOf } from '@shared/media/formats';
-import { multipartForm, readFields } from '../forms/multipart-form';
-import { principalOf } from '../middleware/auth';
-import { originOf, requestIdOf } from '../middleware/request-context';
+import { formSpec } from '../forms/form-spec';
+import { respondToJob } from '../http/job-answer';
 import type { JobsService } from '../services/jobs.service';
-import type { JobRequest, MediaJobsService } from '../services/media-jobs.service';
-import { respondToJob } from './job-answer';
-import { RouteTable, type RouteGuards } from './route-table';
-import { parseInput } from './validate';
+import type { MediaJobsService } from '../services/media-jobs.service';
+import { fieldsBody, RouteTable, type RouteGuards } from './route-table';
 
 const FORMAT_NAMES = CONVERT_FORMAT_NAMES;
 
-function prefersAsync(req: Request): boolean {
-  const prefer = req.headers.prefer;
-  return typeof prefer === 'string' && /(^|[,\s])respond-async\b/i.test(prefer);
-}
-
-function jobRequest(req: Request): JobRequest {
-  const async = prefersAsync(req);
-  const idempotent = req.idempotency;
-  return {
-    requestId: requestIdOf(req),
-    origin: originOf(req),
-    tokenId: principalOf(req).tokenId,
-    async,
-    // A keyed request: its retries get this job's outcome.
-    onQueued: idempotent ? (jobId) => idempotent.jobQueued(jobId, async) : undefined,
-  };
-}
+/** Fields read from a multipart or urlencoded form, a JSON body or the query. */
+const FIELDS_LIMIT = '64kb';
 
 const metadataInput = z.object({
   mediaKey: z.string({ error: 'mediaKey is required' }).min(1, 'mediaKey is required'),
@@ -57,50 +42,98 @@ const convertInput = z.object({
     .optional(),
 });
 
+const jobIdParams = z.object({ id: z.string() });
+
+/**
+ * The merge's form: its inputs in form order, uploaded PDFs (`files` parts)
+ * and stored ones (`mediaKeys`, repeated or one JSON array), and the folder
+ * of the result.
+ */
+const mergeForm = (limits: Config['limits']) =>
+  formSpec({
+    files: {
+      names: ['files', 'files[]'],
+      are: 'PDFs',
+      max: limits.maxMergeInputs,
+      noun: 'merge inputs',
+      maxBytes: limits.maxFileSize,
+      required: 'at least one input is required: "files" parts and/or "mediaKeys"',
+    },
+    fields: ['folder', 'folderId'],
+    list: { name: 'mediaKeys', aliases: ['mediaKeys[]'], read: parseKeys },
+    maxFields: limits.maxMergeInputs + 10,
+    names: 'in-order',
+  });
+
 export function jobRoutes(deps: {
   jobs: JobsService;
   mediaJobs: MediaJobsService;
+  config: Config;
   guards: RouteGuards;
 }): Router {
   const routes = new RouteTable(Router(), deps.guards);
   const { jobs, mediaJobs } = deps;
-  const bodies = [
-    express.json({ limit: '64kb', type: ['application/json', 'application/*+json'] }),
-    express.urlencoded({ limit: '64kb', extended: false }),
-  ];
 
-  routes.get('/media/metadata', { scope: 'read', cost: 5 }, ...bodies, async (req, res) => {
-    const { mediaKey } = parseInput(metadataInput, await readFields(req, ['mediaKey']));
-    const org = principalOf(req).organization;
-    respondToJob(res, await mediaJobs.metadata(org, mediaKey, jobRequest(req)));
-  });
+  routes.get(
+    '/media/metadata',
+    { scope: 'read', cost: 5, body: fieldsBody(metadataInput, { limit: FIELDS_LIMIT }) },
+    async ({ caller, body }, res) => {
+      respondToJob(res, await mediaJobs.metadata(caller, { key: body.mediaKey }));
+    },
+  );
 
-  routes.post('/media/convert', { scope: 'write', cost: 20 }, ...bodies, async (req, res) => {
-    const input = parseInput(
-      convertInput,
-      await readFields(req, ['mediaKey', 'format', 'quality']),
-    );
-    const org = principalOf(req).organization;
-    respondToJob(
-      res,
-      await mediaJobs.convert(
-        org,
-        { key: input.mediaKey, format: input.format, quality: input.quality },
-        jobRequest(req),
-      ),
-    );
-  });
+  routes.post(
+    '/media/convert',
+    { scope: 'write', cost: 20, body: fieldsBody(convertInput, { limit: FIELDS_LIMIT }) },
+    async ({ caller, body }, res) => {
+      const { mediaKey: key, format, quality } = body;
+      respondToJob(res, await mediaJobs.convert(caller, { key, format, quality }));
+    },
+  );
 
-  routes.post('/media/merge-pdfs', { scope: 'write', cost: 50, upload: true }, async (req, res) => {
-    const org = principalOf(req).organization;
-    respondToJob(res, await mediaJobs.merge(org, multipartForm(req), jobRequest(req)));
-  });
+  routes.post(
+    '/media/merge-pdfs',
+    { scope: 'write', cost: 50, form: mergeForm(deps.config.limits) },
+    async ({ caller, form }, res) => {
+      respondToJob(res, await mediaJobs.merge(caller, { form }));
+    },
+  );
 
-  routes.get('/media/jobs/:id', { scope: 'read' }, async (req, res) => {
-    const org = principalOf(req).organization;
-    // Once finished, the original request's answer, with 200 (also for a 201).
-    respondToJob(res, await jobs.status(org, String(req.params.id)), 200);
-  });
+  routes.get(
+    '/media/jobs/:id',
+    { scope: 'read', params: jobIdParams },
+    async ({ caller, params }, res) => {
+      // Once finished, the original request's answer, with 200 (also for a 201).
+      respondToJob(res, await jobs.status(caller, { jobId: params.id }), 200);
+    },
+  );
 
   return routes.router;
+}
+
+/** `mediaKeys` as repeated fields, or one JSON array. */
+function parseKeys(value: string): string[] {
+  const trimmed = value.trim();
+  if (trimmed.startsWith('[')) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(trimmed);
+    } catch {
+      throw Errors.validation([
+        { field: 'mediaKeys', message: 'mediaKeys is not a valid JSON array' },
+      ]);
+    }
+    if (
+      !Array.isArray(parsed) ||
+      !parsed.every((k): k is string => typeof k === 'string' && k !== '')
+    ) {
+      throw Errors.validation([
+        { field: 'mediaKeys', message: 'mediaKeys must be an array of keys' },
+      ]);
+    }
+    return parsed;
+  }
+  if (!trimmed)
+    throw Errors.validation([{ field: 'mediaKeys', message: 'mediaKeys must not be empty' }]);
+  return [trimmed];
 }

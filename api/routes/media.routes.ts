@@ -8,12 +8,10 @@
 import { Router, type NextFunction, type Request } from 'express';
 import { z } from 'zod';
 import type { Config } from '@shared/config';
-import { principalOf } from '../middleware/auth';
-import { success } from '../respond';
-import { toMediaView } from '../services/media-view';
+import { toMediaView } from '../domain/media-view';
+import { success } from '../http/respond';
 import type { MediaRef, MediaService } from '../services/media.service';
 import { RouteTable, type RouteGuards } from './route-table';
-import { parseInput } from './validate';
 
 const MIME_TYPE = /^[a-z]+\/[a-z0-9][a-z0-9.+-]*$/i;
 
@@ -67,30 +65,42 @@ export function mediaRoutes(deps: {
   const show = (record: Parameters<typeof toMediaView>[0]) =>
     toMediaView(record, views, { folderId: true });
 
-  routes.get('/media', { scope: 'read', cost: 2 }, async (req, res) => {
-    const query = parseInput(listQuery, req.query);
-    const page = await deps.media.list(principalOf(req).organization, query);
-    success(res, { media: page.media.map(show), nextCursor: page.nextCursor });
+  routes.get(
+    '/media',
+    { scope: 'read', cost: 2, query: listQuery },
+    async ({ caller, query }, res) => {
+      const page = await deps.media.list(caller, query);
+      success(res, { media: page.media.map(show), nextCursor: page.nextCursor });
+    },
+  );
+
+  routes.get('/media/usage', { scope: 'read' }, async ({ caller }, res) => {
+    success(res, await deps.media.usage(caller));
   });
 
-  routes.get('/media/usage', { scope: 'read' }, async (req, res) => {
-    success(res, await deps.media.usage(principalOf(req).organization));
-  });
+  routes.get(
+    '/media/record',
+    { scope: 'read', query: keyQuery },
+    async ({ caller, query }, res) => {
+      success(res, show(await deps.media.get(caller, { key: query.media })));
+    },
+  );
 
-  routes.get('/media/record', { scope: 'read' }, async (req, res) => {
-    const { media } = parseInput(keyQuery, req.query);
-    success(res, show(await deps.media.get(principalOf(req).organization, { key: media })));
-  });
+  routes.delete(
+    '/media/record',
+    { scope: 'delete', cost: 2, query: keyQuery },
+    async ({ caller, query }, res) => {
+      success(res, show(await deps.media.delete(caller, { key: query.media })));
+    },
+  );
 
-  routes.delete('/media/record', { scope: 'delete', cost: 2 }, async (req, res) => {
-    const { media } = parseInput(keyQuery, req.query);
-    success(res, show(await deps.media.delete(principalOf(req).organization, { key: media })));
-  });
-
-  routes.delete('/media/variants', { scope: 'delete', cost: 2 }, async (req, res) => {
-    const { media } = parseInput(keyQuery, req.query);
-    success(res, await deps.media.deleteVariants(principalOf(req).organization, media));
-  });
+  routes.delete(
+    '/media/variants',
+    { scope: 'delete', cost: 2, query: keyQuery },
+    async ({ caller, query }, res) => {
+      success(res, await deps.media.deleteVariants(caller, { key: query.media }));
+    },
+  );
 
   /** `/media/{id}`, for digits only: anything else goes on to the other routes (or 404). */
   const byId = (req: Request, next: NextFunction): MediaRef | undefined => {
@@ -99,14 +109,14 @@ export function mediaRoutes(deps: {
     return { id: Number(id) };
   };
 
-  routes.get('/media/:id', { scope: 'read' }, async (req, res, next) => {
+  routes.get('/media/:id', { scope: 'read' }, async ({ caller, req }, res, next) => {
     const ref = byId(req, next);
-    if (ref) success(res, show(await deps.media.get(principalOf(req).organization, ref)));
+    if (ref) success(res, show(await deps.media.get(caller, ref)));
   });
 
-  routes.delete('/media/:id', { scope: 'delete', cost: 2 }, async (req, res, next) => {
+  routes.delete('/media/:id', { scope: 'delete', cost: 2 }, async ({ caller, req }, res, next) => {
     const ref = byId(req, next);
-    if (ref) success(res, show(await deps.media.delete(principalOf(req).organization, ref)));
+    if (ref) success(res, show(await deps.media.delete(caller, ref)));
   });
 
   return routes.router;

@@ -5,14 +5,12 @@
  * the render operation would accept their options). Needs the `read` scope:
  * a signed URL reads, it grants nothing a reading token could not do.
  */
-import express, { Router } from 'express';
+import { Router } from 'express';
 import { z } from 'zod';
 import { Errors } from '@shared/errors';
-import { principalOf } from '../middleware/auth';
-import { success } from '../respond';
+import { success } from '../http/respond';
 import type { SignedUrlService } from '../services/signed-urls.service';
-import { RouteTable, type RouteGuards } from './route-table';
-import { parseInput } from './validate';
+import { jsonBody, RouteTable, type RouteGuards } from './route-table';
 
 /** Keys one request may sign. */
 export const MAX_SIGNED_KEYS = 100;
@@ -52,21 +50,29 @@ const signBody = z
 
 export function signRoutes(deps: { signedUrls: SignedUrlService; guards: RouteGuards }): Router {
   const routes = new RouteTable(Router(), deps.guards);
-  const json = express.json({ limit: '64kb', type: ['application/json', 'application/*+json'] });
 
-  routes.post('/media/sign', { scope: 'read', cost: 2 }, json, async (req, res) => {
-    if (!deps.signedUrls.enabled) throw Errors.signedUrlsDisabled();
-    const body = parseInput(signBody, req.body ?? {});
-    const mediaKeys = body.mediaKeys ?? [body.mediaKey!];
-    const signed = await deps.signedUrls.sign(principalOf(req).organization, {
-      mediaKeys: [...new Set(mediaKeys)],
-      expiresIn: body.expiresIn,
-      disposition: body.disposition,
-      render: body.render,
-    });
-    // One key asked for: its URL beside the list, for convenience.
-    success(res, body.mediaKey === undefined ? signed : { ...signed, url: signed.urls[0]!.url });
-  });
+  routes.post(
+    '/media/sign',
+    {
+      scope: 'read',
+      cost: 2,
+      available: () => {
+        if (!deps.signedUrls.enabled) throw Errors.signedUrlsDisabled();
+      },
+      body: jsonBody(signBody, { limit: '64kb' }),
+    },
+    async ({ caller, body }, res) => {
+      const mediaKeys = body.mediaKeys ?? [body.mediaKey!];
+      const signed = await deps.signedUrls.sign(caller, {
+        mediaKeys: [...new Set(mediaKeys)],
+        expiresIn: body.expiresIn,
+        disposition: body.disposition,
+        render: body.render,
+      });
+      // One key asked for: its URL beside the list, for convenience.
+      success(res, body.mediaKey === undefined ? signed : { ...signed, url: signed.urls[0]!.url });
+    },
+  );
 
   return routes.router;
 }

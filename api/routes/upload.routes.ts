@@ -1,21 +1,20 @@
 /**
  * POST /media/upload, /media/upload/multiple and /media/upload/base64. Each
- * parses its input, makes one call into UploadService (which stores and
- * commits, all or nothing) and answers 201 with the record(s), in the
- * interface's shapes: one record for upload and base64, `{ media: [...] }`
+ * declares its input (a streamed form: its file field, the folder fields and
+ * their limits; or a JSON body), makes one call into UploadService (which
+ * stores and commits, all or nothing) and answers 201 with the record(s), in
+ * the interface's shapes: one record for upload and base64, `{ media: [...] }`
  * for upload/multiple; folderId only in base64's answer.
  */
-import express, { Router } from 'express';
+import { Router } from 'express';
 import { z } from 'zod';
 import type { Config } from '@shared/config';
 import type { ApiMetrics } from '@shared/metrics';
-import { multipartForm } from '../forms/multipart-form';
-import { callerOf } from '../middleware/auth';
-import { success } from '../respond';
-import { toMediaView } from '../services/media-view';
+import { toMediaView } from '../domain/media-view';
+import { formSpec } from '../forms/form-spec';
+import { success } from '../http/respond';
 import type { UploadService } from '../services/upload.service';
-import { RouteTable, type RouteGuards } from './route-table';
-import { parseInput } from './validate';
+import { jsonBody, RouteTable, type RouteGuards } from './route-table';
 
 const base64Body = z
   .object({
@@ -27,6 +26,15 @@ const base64Body = z
   })
   .strict();
 
+/** An upload form: its file parts, and the folder they go in (by name and/or id). */
+const uploadForm = (files: readonly [string, ...string[]], max: number, maxBytes: number) =>
+  formSpec({
+    files: { names: files, max, maxBytes },
+    fields: ['folder', 'folderId'],
+    maxFields: 20,
+    names: 'first',
+  });
+
 const sumBytes = (records: { bytes: number }[]) => records.reduce((n, r) => n + r.bytes, 0);
 
 export function uploadRoutes(deps: {
@@ -37,42 +45,38 @@ export function uploadRoutes(deps: {
 }): Router {
   const routes = new RouteTable(Router(), deps.guards);
   const { uploads, config, metrics } = deps;
+  const { maxFileSize, maxFiles, maxBase64Size } = config.limits;
   const views = { publicBaseUrl: config.publicBaseUrl, bucket: config.bucket };
 
-  routes.post('/media/upload', { scope: 'write', cost: 5, upload: true }, async (req, res) => {
-    const [record] = await uploads.uploadForm(callerOf(req), multipartForm(req), {
-      fileFields: ['file'],
-      maxFiles: 1,
-    });
-    metrics.bytesStored('/media/upload', record!.bytes);
-    // The interface shows no folderId in the answers of upload and upload/multiple.
-    success(res, toMediaView(record!, views, { folderId: false }), 201);
-  });
+  routes.post(
+    '/media/upload',
+    { scope: 'write', cost: 5, form: uploadForm(['file'], 1, maxFileSize) },
+    async ({ caller, form }, res) => {
+      const [record] = await uploads.uploadForm(caller, { form });
+      metrics.bytesStored('/media/upload', record!.bytes);
+      // The interface shows no folderId in the answers of upload and upload/multiple.
+      success(res, toMediaView(record!, views, { folderId: false }), 201);
+    },
+  );
 
   routes.post(
     '/media/upload/multiple',
-    { scope: 'write', cost: 10, upload: true },
-    async (req, res) => {
-      const records = await uploads.uploadForm(callerOf(req), multipartForm(req), {
-        fileFields: ['files', 'files[]'],
-        maxFiles: config.limits.maxFiles,
-      });
+    { scope: 'write', cost: 10, form: uploadForm(['files', 'files[]'], maxFiles, maxFileSize) },
+    async ({ caller, form }, res) => {
+      const records = await uploads.uploadForm(caller, { form });
       metrics.bytesStored('/media/upload/multiple', sumBytes(records));
       success(res, { media: records.map((r) => toMediaView(r, views, { folderId: false })) }, 201);
     },
   );
 
   // base64 inflates by 4/3; allow that plus room for the other fields.
-  const jsonLimit = Math.ceil(config.limits.maxBase64Size / 3) * 4 + 64 * 1024;
+  const jsonLimit = Math.ceil(maxBase64Size / 3) * 4 + 64 * 1024;
 
   routes.post(
     '/media/upload/base64',
-    { scope: 'write', cost: 5 },
-    express.json({ limit: jsonLimit, type: ['application/json', 'application/*+json'] }),
-    express.urlencoded({ limit: jsonLimit, extended: false }),
-    async (req, res) => {
-      const body = parseInput(base64Body, req.body ?? {});
-      const record = await uploads.uploadDataUrl(callerOf(req), body);
+    { scope: 'write', cost: 5, body: jsonBody(base64Body, { limit: jsonLimit, urlencoded: true }) },
+    async ({ caller, body }, res) => {
+      const record = await uploads.uploadDataUrl(caller, body);
       metrics.bytesStored('/media/upload/base64', record.bytes);
       success(res, toMediaView(record, views, { folderId: true }), 201);
     },

@@ -3,14 +3,15 @@ import type { Readable } from 'node:stream';
 import { Errors } from '@shared/errors';
 import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
 import type { ByteRange, ObjectStore } from '@shared/storage/object-store';
+import type { Caller } from '../domain/caller';
 
 export class DownloadService {
   constructor(private readonly deps: { media: MediaRepository; store: ObjectStore }) {}
 
-  /** The record for `key` in the organization; another tenant's key is simply not found. */
-  async find(organizationId: number, key: string): Promise<MediaRecord> {
-    const record = await this.deps.media.findByKey(organizationId, key);
-    if (!record) throw Errors.mediaNotFound(key);
+  /** The record for `key` in the caller's organization; another tenant's key is simply not found. */
+  async find(caller: Pick<Caller, 'organization'>, input: { key: string }): Promise<MediaRecord> {
+    const record = await this.deps.media.findByKey(caller.organization.id, input.key);
+    if (!record) throw Errors.mediaNotFound(input.key);
     return record;
   }
 

@@ -16,6 +16,7 @@ import type { EventOutbox } from '@shared/events/outbox';
 import type { Folder, FoldersRepository } from '@shared/repositories/folders.repository';
 import type { MediaRepository } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
+import type { Caller } from '../domain/caller';
 import type { JobAnswer, JobsService } from './jobs.service';
 
 /** A folder as the API shows it. */
@@ -50,7 +51,8 @@ export class FoldersService {
     },
   ) {}
 
-  async list(org: Organization): Promise<FolderView[]> {
+  async list(caller: Pick<Caller, 'organization'>): Promise<FolderView[]> {
+    const org = caller.organization;
     const [folders, usage] = await Promise.all([
       this.deps.folders.list(org.id),
       this.deps.media.folderUsage(org.id),
@@ -58,19 +60,26 @@ export class FoldersService {
     return folders.map((f) => view(f, usage.get(f.id)));
   }
 
-  async get(org: Organization, id: number): Promise<FolderView> {
-    const folder = await this.require(org, id);
-    const usage = await this.deps.media.folderUsage(org.id, [id]);
-    return view(folder, usage.get(id));
+  async get(caller: Pick<Caller, 'organization'>, input: { id: number }): Promise<FolderView> {
+    const { organization: org } = caller;
+    const folder = await this.require(org, input.id);
+    const usage = await this.deps.media.folderUsage(org.id, [input.id]);
+    return view(folder, usage.get(input.id));
   }
 
-  async create(org: Organization, name: string): Promise<FolderView> {
-    const folder = await this.deps.folders.create(org.id, checkName(name));
+  async create(caller: Pick<Caller, 'organization'>, input: { name: string }): Promise<FolderView> {
+    const { name } = input;
+    const folder = await this.deps.folders.create(caller.organization.id, checkName(name));
     if (!folder) throw Errors.conflict(`A folder named "${name.trim()}" exists already`);
     return view(folder, undefined);
   }
 
-  async rename(org: Organization, id: number, name: string): Promise<FolderView> {
+  async rename(
+    caller: Pick<Caller, 'organization'>,
+    input: { id: number; name: string },
+  ): Promise<FolderView> {
+    const org = caller.organization;
+    const { id, name } = input;
     const renamed = await this.deps.folders.rename(org.id, id, checkName(name));
     if (renamed === null) throw Errors.folderNotFound(id);
     if (renamed === 'taken')
@@ -82,15 +91,16 @@ export class FoldersService {
   /**
    * Deletes an empty folder (answering it), or refuses with 409 when it holds
    * files, unless `recursive`: then a job deletes its files and the folder,
-   * and the answer is the job's (202 with its status URL, unless waited for).
-   * The folder is held first, its files counted after: a refusal, or a job
-   * that could not be queued, lets it go again.
+   * and the answer is the job's, at once (202 with its status URL: the job
+   * may take long). The folder is held first, its files counted after: a
+   * refusal, or a job that could not be queued, lets it go again.
    */
   async delete(
-    org: Organization,
-    id: number,
-    options: { recursive: boolean; requestId: string; async: boolean },
+    caller: Pick<Caller, 'organization' | 'requestId'>,
+    input: { id: number; recursive: boolean },
   ): Promise<{ deleted: FolderView } | { job: JobAnswer }> {
+    const org = caller.organization;
+    const { id } = input;
     const folder = await this.deps.folders.holdForDelete(org.id, id);
     if (!folder) throw Errors.folderNotFound(id);
     // Whether the hold is done with (the folder removed) or handed over (to the job).
@@ -103,24 +113,19 @@ export class FoldersService {
         await this.deps.events?.promoteFolders({ ids: [id] }).catch(() => undefined);
         return { deleted: view(folder, usage) };
       }
-      if (!options.recursive) throw Errors.folderNotEmpty(id, usage.files);
+      if (!input.recursive) throw Errors.folderNotEmpty(id, usage.files);
       if (!this.deps.jobs) throw new Error('FoldersService: no JobsService for a recursive delete');
       // The job holds the folder from here (it renews the mark) and removes it.
       const job = await this.deps.jobs.run(
         'media.delete-folder',
-        { organizationId: org.id, requestId: options.requestId, folderId: id },
-        { async: options.async, onQueued: () => (handedOver = true) },
+        { organizationId: org.id, requestId: caller.requestId, folderId: id },
+        { async: true, onQueued: () => (handedOver = true) },
       );
       return { job };
     } finally {
       // Should this fail too, the mark expires on its own.
       if (!handedOver) await this.deps.folders.release(org.id, id).catch(() => undefined);
     }
-  }
-
-  /** Whether the folder still exists and no delete holds it (asked by a writer once its records are in). */
-  isLive(org: Organization, id: number): Promise<boolean> {
-    return this.deps.folders.isLive(org.id, id);
   }
 
   private async require(org: Organization, id: number): Promise<Folder> {

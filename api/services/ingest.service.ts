@@ -21,7 +21,7 @@ import { buildKey, keyBaseName, safeDisplayName } from '@shared/media/naming';
 import type { Folder } from '@shared/repositories/folders.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
 import type { ObjectStore } from '@shared/storage/object-store';
-import { InputBundle, readHead } from './input-bundle';
+import { InputBundle, readHead } from '../domain/input-bundle';
 
 /**
  * What one request may still store under its organization's quota: the

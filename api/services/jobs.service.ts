@@ -13,11 +13,12 @@ import {
   type ResultRef,
 } from '@shared/job-result';
 import type { JobName, JobPayloads, JobProgress, JobResults } from '@shared/jobs';
-import type { JobQueue, JobSnapshot } from '@shared/queue/job-queue';
+import type { JobOutcome, JobQueue, JobSnapshot } from '@shared/queue/job-queue';
 import type { MediaRepository } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
 import type { StoredResults } from '@shared/stored-results';
-import { toMediaView, type MediaView } from './media-view';
+import type { Caller } from '../domain/caller';
+import { toMediaView, type MediaView } from '../domain/media-view';
 
 export type JobAnswer =
   /** The job finished: what the endpoint answers (metadata, or the new record). */
@@ -74,17 +75,34 @@ export class JobsService {
     if (options.async)
       return { kind: 'pending', jobId, state: 'waiting', statusUrl: this.statusUrl(jobId) };
     const outcome = await this.deps.queue.wait(name, jobId, this.deps.waitMs);
-    switch (outcome.state) {
-      case 'completed':
-        return this.answer(name, jobId, outcome.result, payload.organizationId);
-      case 'failed':
-        throw outcome.error.withExtra({ jobId });
-      case 'timeout':
-        throw Errors.jobTimeout(jobId, this.statusUrl(jobId));
-      case 'unavailable':
-        // The job is kept and may still run: its id lets the client ask later.
-        throw outcome.error.withExtra({ jobId });
-    }
+    return this.answer(name, jobId, this.resultOf(jobId, outcome), payload.organizationId);
+  }
+
+  /**
+   * Queues a job for the caller (its organization and request id filled in)
+   * and answers as the caller prefers: the outcome, waited for, or at once on
+   * `Prefer: respond-async`; the caller is told of the queued job (a retry
+   * with its `Idempotency-Key` gets that job's outcome).
+   */
+  submit<N extends JobName>(
+    caller: Caller,
+    input: {
+      name: N;
+      payload: Omit<JobPayloads[N], 'organizationId' | 'requestId'>;
+      heavy?: boolean;
+    },
+  ): Promise<JobAnswer> {
+    // (TypeScript does not see a generic Omit spread back as the payload it came from.)
+    const payload = {
+      organizationId: caller.organization.id,
+      requestId: caller.requestId,
+      ...input.payload,
+    } as JobPayloads[N];
+    return this.run(input.name, payload, {
+      async: caller.respondAsync,
+      onQueued: caller.onJobQueued,
+      heavy: input.heavy,
+    });
   }
 
   /**
@@ -107,6 +125,11 @@ export class JobsService {
         .settleShared(jobId, payload.organizationId, outcome.state === 'failed')
         .catch(() => undefined);
     }
+    return this.resultOf(jobId, outcome);
+  }
+
+  /** A waited-for job's result, or its failure (a 504 with the job id when the wait ran out). */
+  private resultOf<N extends JobName>(jobId: string, outcome: JobOutcome<N>): JobResults[N] {
     switch (outcome.state) {
       case 'completed':
         return outcome.result;
@@ -115,12 +138,15 @@ export class JobsService {
       case 'timeout':
         throw Errors.jobTimeout(jobId, this.statusUrl(jobId));
       case 'unavailable':
+        // The job is kept and may still run: its id lets the client ask later.
         throw outcome.error.withExtra({ jobId });
     }
   }
 
   /** The job's state; once finished, the same answer the original request would have had. */
-  async status(org: Organization, jobId: string): Promise<JobAnswer> {
+  async status(caller: Pick<Caller, 'organization'>, input: { jobId: string }): Promise<JobAnswer> {
+    const org = caller.organization;
+    const { jobId } = input;
     const job = await this.deps.queue.get(jobId);
     // Another organization's job does not exist, as far as this caller knows.
     // ('unknown': the job vanished between the lookup and its state, e.g. trimmed.)

@@ -12,35 +12,29 @@
  */
 import { Errors, isAppError } from '@shared/errors';
 import type { JobPayloads } from '@shared/jobs';
-import type {
-  MediaRecord,
-  MediaRepository,
-  RequestOrigin,
-} from '@shared/repositories/media.repository';
+import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
 import { isRenderableType } from '@shared/media/formats';
 import { convertIsHeavy, mergeIsHeavy } from '@shared/media/work';
-import type { FoldersService } from './folders.service';
-import { lastField, type FormReader } from './form';
+import type { Caller } from '../domain/caller';
+import type { StreamedForm } from '../domain/streamed-form';
+import type { FolderSpec, FoldersService } from './folders.service';
 import type { IngestService } from './ingest.service';
 import type { JobAnswer, JobsService } from './jobs.service';
-
-/** What every job request carries from the HTTP request. */
-export interface JobRequest {
-  requestId: string;
-  origin: RequestOrigin;
-  /** The API token making the request (kept on the record a job creates). */
-  tokenId: string;
-  /** Answer at once with the job id (`Prefer: respond-async`) instead of waiting. */
-  async: boolean;
-  /** Called once the job is queued (an `Idempotency-Key` remembers it for retries). */
-  onQueued?: ((jobId: string) => void) | undefined;
-}
 
 export interface ConvertInput {
   key: string;
   format: JobPayloads['image.convert']['format'];
   quality?: number | undefined;
+}
+
+/**
+ * A merge's input: its form, whose file parts are uploaded PDFs and whose
+ * list entries are stored keys, both inputs in form order; its text fields
+ * name the result's folder.
+ */
+export interface MergeInput {
+  form: StreamedForm<FolderSpec, string>;
 }
 
 type ResolvedInput = {
@@ -49,9 +43,7 @@ type ResolvedInput = {
   bytes: number;
   range?: { offset: number; length: number };
 };
-type MergeInput = Promise<ResolvedInput> | { storedKey: string };
-
-const MERGE_FIELDS = 'files, mediaKeys, folder, folderId';
+type PendingInput = Promise<ResolvedInput> | { storedKey: string };
 
 export class MediaJobsService {
   constructor(
@@ -60,138 +52,94 @@ export class MediaJobsService {
       media: MediaRepository;
       ingest: IngestService;
       folders: FoldersService;
-      limits: { maxFileSize: number; maxMergeInputs: number; maxMergeBytes: number };
+      limits: { maxMergeInputs: number; maxMergeBytes: number };
     },
   ) {}
 
-  async metadata(org: Organization, key: string, request: JobRequest): Promise<JobAnswer> {
-    const record = await this.imageRecord(org, key);
-    return this.deps.jobs.run(
-      'image.metadata',
-      { organizationId: org.id, requestId: request.requestId, key: record.key },
-      { async: request.async },
-    );
+  async metadata(caller: Caller, input: { key: string }): Promise<JobAnswer> {
+    const record = await this.imageRecord(caller.organization, input.key);
+    return this.deps.jobs.submit(caller, { name: 'image.metadata', payload: { key: record.key } });
   }
 
-  async convert(org: Organization, input: ConvertInput, request: JobRequest): Promise<JobAnswer> {
-    const record = await this.imageRecord(org, input.key);
-    return this.deps.jobs.run(
-      'image.convert',
-      {
-        organizationId: org.id,
-        requestId: request.requestId,
-        origin: request.origin,
-        tokenId: request.tokenId,
+  async convert(caller: Caller, input: ConvertInput): Promise<JobAnswer> {
+    const record = await this.imageRecord(caller.organization, input.key);
+    return this.deps.jobs.submit(caller, {
+      name: 'image.convert',
+      payload: {
+        origin: caller.origin,
+        tokenId: caller.tokenId,
         key: record.key,
         format: input.format,
         ...(input.quality === undefined ? {} : { quality: input.quality }),
       },
-      {
-        async: request.async,
-        heavy: convertIsHeavy(input.format, record),
-        onQueued: request.onQueued,
-      },
-    );
+      heavy: convertIsHeavy(input.format, record),
+    });
   }
 
-  /** Merges the PDFs a form names (`files` parts and `mediaKeys` fields, in form order). */
-  async merge(org: Organization, form: FormReader, request: JobRequest): Promise<JobAnswer> {
+  /** Merges the PDFs a form names (uploaded and stored, in form order). */
+  async merge(caller: Caller, input: MergeInput): Promise<JobAnswer> {
+    const org = caller.organization;
     const { maxMergeInputs: maxInputs, maxMergeBytes } = this.deps.limits;
     // Uploaded bytes as they stream: refused as soon as they alone are over the total.
     let uploadedBytes = 0;
     const meterUpload = (n: number) => {
       if ((uploadedBytes += n) > maxMergeBytes) throw mergeTooLarge(uploadedBytes, maxMergeBytes);
     };
-    const inputs: MergeInput[] = [];
+    const inputs: PendingInput[] = [];
     // Every uploaded part goes into one temporary object, in form order.
     const bundle = this.deps.ingest.bundle(org);
     let owned = false;
-    const addInput = (input: MergeInput) => {
+    const addInput = (pending: PendingInput) => {
       if (inputs.length >= maxInputs) throw Errors.tooManyFiles(maxInputs, 'merge inputs');
-      if (input instanceof Promise) input.catch(() => undefined); // observed below
-      inputs.push(input);
+      if (pending instanceof Promise) pending.catch(() => undefined); // observed below
+      inputs.push(pending);
     };
     try {
-      const { fields } = await form(
-        {
-          maxFileSize: this.deps.limits.maxFileSize,
-          maxFiles: maxInputs,
-          filesNoun: 'merge inputs',
-          maxFields: maxInputs + 10,
+      const { fields } = await input.form.read({
+        onItem: (key) => addInput({ storedKey: key }),
+        onFile: async (part) => {
+          const index = inputs.length;
+          if (index >= maxInputs) throw Errors.tooManyFiles(maxInputs, 'merge inputs');
+          const stored = bundle
+            .add(part.stream, part.filename, ['application/pdf'], meterUpload)
+            .then(({ name, offset, length }) => ({
+              key: bundle.key,
+              name,
+              bytes: length,
+              range: { offset, length },
+            }))
+            .catch((err: unknown) => {
+              throw isAppError(err) ? err.forInput(index, part.filename) : err;
+            });
+          addInput(stored);
+          await stored;
         },
-        {
-          onField(name, value) {
-            if (name === 'mediaKeys' || name === 'mediaKeys[]') {
-              for (const key of parseKeys(value)) addInput({ storedKey: key });
-            } else if (name !== 'folder' && name !== 'folderId') {
-              throw Errors.validation([
-                { field: name, message: `unknown field "${name}" (accepted: ${MERGE_FIELDS})` },
-              ]);
-            }
-          },
-          onFile: async (part) => {
-            if (part.field !== 'files' && part.field !== 'files[]') {
-              throw Errors.validation([
-                {
-                  field: part.field,
-                  message: `unexpected file field "${part.field}" (send PDFs as "files")`,
-                },
-              ]);
-            }
-            const index = inputs.length;
-            if (index >= maxInputs) throw Errors.tooManyFiles(maxInputs, 'merge inputs');
-            const stored = bundle
-              .add(part.stream, part.filename, ['application/pdf'], meterUpload)
-              .then(({ name, offset, length }) => ({
-                key: bundle.key,
-                name,
-                bytes: length,
-                range: { offset, length },
-              }))
-              .catch((err: unknown) => {
-                throw isAppError(err) ? err.forInput(index, part.filename) : err;
-              });
-            addInput(stored);
-            await stored;
-          },
-        },
-      );
-      if (inputs.length === 0) {
-        throw Errors.validation([
-          {
-            field: 'files',
-            message: 'at least one input is required: "files" parts and/or "mediaKeys"',
-          },
-        ]);
-      }
+      });
       const resolved = await this.resolveInputs(org, inputs);
       // Every occurrence counts, as in the worker's check: refused before any job is queued.
       const totalBytes = resolved.reduce((n, input) => n + input.bytes, 0);
       if (totalBytes > maxMergeBytes) throw mergeTooLarge(totalBytes, maxMergeBytes, true);
-      const folder = await this.deps.folders.resolve(org, {
-        folder: lastField(fields, 'folder'),
-        folderId: lastField(fields, 'folderId'),
-      });
+      const folder = await this.deps.folders.resolve(org, fields);
       await bundle.finish();
       return await this.deps.jobs.run(
         'pdf.merge',
         {
           organizationId: org.id,
-          requestId: request.requestId,
-          origin: request.origin,
-          tokenId: request.tokenId,
+          requestId: caller.requestId,
+          origin: caller.origin,
+          tokenId: caller.tokenId,
           inputs: resolved.map(({ key, name, range }) => ({ key, name, ...(range && { range }) })),
           folderId: folder?.id ?? null,
           temporaryKeys: bundle.used ? [bundle.key] : [],
         },
         {
-          async: request.async,
+          async: caller.respondAsync,
           heavy: mergeIsHeavy(resolved),
           // Once queued, the job owns the bundle (and removes it when it ends); until then
           // (Redis refusing the job) it is this request's to remove.
           onQueued: (jobId) => {
             owned = true;
-            request.onQueued?.(jobId);
+            caller.onJobQueued?.(jobId);
           },
         },
       );
@@ -203,7 +151,7 @@ export class MediaJobsService {
   }
 
   /** Every input's key and name, in form order; one query for all the stored keys. */
-  private async resolveInputs(org: Organization, inputs: MergeInput[]): Promise<ResolvedInput[]> {
+  private async resolveInputs(org: Organization, inputs: PendingInput[]): Promise<ResolvedInput[]> {
     const storedKeys = inputs.flatMap((i) => (i instanceof Promise ? [] : [i.storedKey]));
     const records = await this.deps.media.findByKeys(org.id, storedKeys);
     return Promise.all(
@@ -242,31 +190,4 @@ function mergeTooLarge(total: number, limit: number, exact = false) {
       ? `The PDFs to merge total ${mb(total)}, over the limit of ${mb(limit)}`
       : `The PDFs to merge total more than the limit of ${mb(limit)}`,
   ).withExtra({ limit });
-}
-
-/** `mediaKeys` as repeated fields, or one JSON array. */
-function parseKeys(value: string): string[] {
-  const trimmed = value.trim();
-  if (trimmed.startsWith('[')) {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(trimmed);
-    } catch {
-      throw Errors.validation([
-        { field: 'mediaKeys', message: 'mediaKeys is not a valid JSON array' },
-      ]);
-    }
-    if (
-      !Array.isArray(parsed) ||
-      !parsed.every((k): k is string => typeof k === 'string' && k !== '')
-    ) {
-      throw Errors.validation([
-        { field: 'mediaKeys', message: 'mediaKeys must be an array of keys' },
-      ]);
-    }
-    return parsed;
-  }
-  if (!trimmed)
-    throw Errors.validation([{ field: 'mediaKeys', message: 'mediaKeys must not be empty' }]);
-  return [trimmed];
 }

@@ -14,11 +14,11 @@ import type {
   MediaRecord,
   MediaRepository,
 } from '@shared/repositories/media.repository';
-import type { Organization } from '@shared/repositories/organizations.repository';
 import type { UsageRepository } from '@shared/repositories/usage.repository';
 import type { VariantsRepository } from '@shared/repositories/variants.repository';
 import type { ObjectStore } from '@shared/storage/object-store';
-import { decodeCursor, encodeCursor, listingKey } from './list-cursor';
+import type { Caller } from '../domain/caller';
+import { decodeCursor, encodeCursor, listingKey } from '../domain/list-cursor';
 
 export interface ListQuery {
   folderId?: number | undefined;
@@ -77,7 +77,8 @@ export class MediaService {
     },
   ) {}
 
-  async list(org: Organization, query: ListQuery): Promise<ListPage> {
+  async list(caller: Pick<Caller, 'organization'>, query: ListQuery): Promise<ListPage> {
+    const org = caller.organization;
     const filter: MediaFilter = {
       namePrefix: query.name,
       createdAfter: query.createdAfter,
@@ -121,7 +122,8 @@ export class MediaService {
     };
   }
 
-  async get(org: Organization, ref: MediaRef): Promise<MediaRecord> {
+  async get(caller: Pick<Caller, 'organization'>, ref: MediaRef): Promise<MediaRecord> {
+    const org = caller.organization;
     const record =
       'key' in ref
         ? await this.deps.media.findByKey(org.id, ref.key)
@@ -131,8 +133,8 @@ export class MediaService {
   }
 
   /** Deletes a record with its object and derived files; answers the deleted record. */
-  async delete(org: Organization, ref: MediaRef): Promise<MediaRecord> {
-    const record = await this.get(org, ref);
+  async delete(caller: Pick<Caller, 'organization'>, ref: MediaRef): Promise<MediaRecord> {
+    const record = await this.get(caller, ref);
     // Another delete of the same record that got there first: this one is a 404, like a second delete.
     if (!(await this.deps.deletion.delete(record))) throw notFound(ref);
     return record;
@@ -145,7 +147,12 @@ export class MediaService {
    * back. A crash in between leaves objects the record no longer lists, and a
    * counter too high: `reconcile --fix` removes the one and sets the other.
    */
-  async deleteVariants(org: Organization, key: string): Promise<RemovedVariants> {
+  async deleteVariants(
+    caller: Pick<Caller, 'organization'>,
+    input: { key: string },
+  ): Promise<RemovedVariants> {
+    const org = caller.organization;
+    const { key } = input;
     const removed = await this.deps.variants.removeAll(org.id, key);
     if (!removed) throw Errors.mediaNotFound(key);
     const bytes = removed.reduce((n, v) => n + v.bytes, 0);
@@ -156,7 +163,8 @@ export class MediaService {
     return { media: key, variants: removed.length, bytes };
   }
 
-  async usage(org: Organization): Promise<UsageReport> {
+  async usage(caller: Pick<Caller, 'organization'>): Promise<UsageReport> {
+    const org = caller.organization;
     const [byType, variants, results, counted] = await Promise.all([
       this.deps.media.usageByType(org.id),
       this.deps.media.variantUsage(org.id),

@@ -7,7 +7,7 @@ import type {
   OrganizationsRepository,
 } from '@shared/repositories/organizations.repository';
 import type { InvalidationPublisher } from '@shared/queue/invalidations';
-import type { AuthCache } from './auth-cache';
+import type { AuthCache } from '../domain/auth-cache';
 import type { IssuedToken, TokensService } from './tokens.service';
 
 export class OrganizationsService {

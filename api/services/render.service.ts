@@ -1,16 +1,16 @@
 /**
- * Renders (GET /media/render): reads and bounds the options a request asks
- * for (the render parameters' one schema, shared/media/render-params.ts,
- * plus who may ask for what), then answers the stored variant, or has the
+ * Renders (GET /media/render): bounds the options a request asks for (its
+ * route reads them with the render parameters' one schema,
+ * shared/media/render-params.ts; here, who may ask for what and what the
+ * options resolve to), then answers the stored variant, or has the
  * image workers render it first (one job per variant, however many requests
  * ask at once: its job id is derived from the variant's key).
  *
  * Bounds (each refusal a 400 naming the bound): width and height at most
  * RENDER_MAX_WIDTH / RENDER_MAX_HEIGHT; when RENDER_SIZES is set or
  * RENDER_REQUIRE_SIGNED is on, a bearer request may ask only for a preset or
- * a listed size, with the format's default quality (a signed request, once
- * the signature middleware marks it, may ask for any size within the
- * maxima); at most RENDER_MAX_VARIANTS variants per source; an organization
+ * a listed size, with the format's default quality (a signed request may
+ * ask for any size within the maxima); at most RENDER_MAX_VARIANTS variants per source; an organization
  * whose usage has reached its quota gets 413 before any job (a variant's
  * bytes count in it; the worker reserves them before writing the variant); a
  * `contain` render (whose size is its box) to GIF or AVIF within their pixel
@@ -35,27 +35,23 @@ import {
 import {
   readRenderParams,
   resolveRenderOptions,
-  type RenderParamName,
   type RenderParamRules,
+  type RenderParams,
+  type RenderQuery,
 } from '@shared/media/render-params';
 import { renderIsHeavy, renderUnits } from '@shared/media/work';
 import type { JobHandoff } from '@shared/queue/handoff';
 import type { MediaRecord } from '@shared/repositories/media.repository';
-import type { Organization } from '@shared/repositories/organizations.repository';
 import type { UsageRepository } from '@shared/repositories/usage.repository';
 import type { VariantsRepository } from '@shared/repositories/variants.repository';
 import type { ByteRange, ObjectStore } from '@shared/storage/object-store';
+import type { Caller } from '../domain/caller';
 import type { JobsService } from './jobs.service';
 
-/** The query of a render request, as sent: `media` and the render parameters (every value a string or absent). */
-export type RenderQuery = { media?: unknown } & Partial<Record<RenderParamName, unknown>>;
-
-export interface RenderRequest {
-  requestId: string;
+/** A render's input: the source's key and the parameters read from the request, and its Accept header. */
+export interface RenderInput extends RenderQuery {
   /** The Accept header (format=auto). */
   accept: string | undefined;
-  /** The request carries a valid signature (the signature middleware says so): the size list does not apply. */
-  signed: boolean;
 }
 
 export interface Rendered {
@@ -103,27 +99,31 @@ export class RenderService {
   /** What render parameters are read against (built once: the schema is kept per rules object). */
   private readonly rules: RenderParamRules;
 
+  /**
+   * The variant `input` asks for, stored or rendered now. A signed URL's
+   * request (`caller.signedUntil`) may ask for any size within the maxima.
+   */
   async render(
-    organization: Pick<Organization, 'id' | 'quotaBytes'>,
-    query: RenderQuery,
-    request: RenderRequest,
+    caller: Pick<Caller, 'organization' | 'requestId' | 'signedUntil'>,
+    input: RenderInput,
   ): Promise<Rendered> {
-    const { key, options, negotiated } = this.parse(query, request);
+    const { options, negotiated } = this.options(input, caller.signedUntil !== undefined);
+    const { organization, requestId } = caller;
     try {
-      return await this.variant(organization, key, options, negotiated, request.requestId);
+      return await this.variant(organization, input.key, options, negotiated, requestId);
     } catch (err) {
       // `auto` chose AVIF, and this render of this source is over AVIF's pixel bound (only
       // the worker knows the source's size): the next format the client takes instead.
       if (!(negotiated && options.format === 'avif' && isOutputTooLarge(err))) throw err;
-      const format = negotiateFormat(request.accept, { avif: false });
+      const format = negotiateFormat(input.accept, { avif: false });
       const fallback = normalizeRenderOptions({ ...options, format });
-      return this.variant(organization, key, fallback, negotiated, request.requestId);
+      return this.variant(organization, input.key, fallback, negotiated, requestId);
     }
   }
 
   /** The stored variant, or one rendered for this request (or a concurrent identical one). */
   private async variant(
-    organization: Pick<Organization, 'id' | 'quotaBytes'>,
+    organization: Caller['organization'],
     key: string,
     options: RenderOptions,
     negotiated: boolean,
@@ -162,9 +162,9 @@ export class RenderService {
    * The rate-limit cost of a render request, from the pixels and format it
    * asks for (shared/media/work.ts); 1 for a request that will be refused.
    */
-  cost(query: RenderQuery, accept: string | undefined): number {
+  cost(params: RenderParams, accept: string | undefined): number {
     try {
-      const { options } = this.parse(query, { accept, signed: true });
+      const { options } = this.options({ params, accept }, true);
       const s = this.deps.settings;
       return renderUnits(options, s.maxWidth * s.maxHeight);
     } catch {
@@ -199,30 +199,22 @@ export class RenderService {
     }
   }
 
-  /** The source key and the normalized options, or a 400 naming what is wrong or over a bound. */
-  parse(
-    query: RenderQuery,
-    request: Pick<RenderRequest, 'accept' | 'signed'>,
-  ): { key: string; options: RenderOptions; negotiated: boolean } {
+  /**
+   * The normalized options read parameters ask for, or a 400 naming what the
+   * caller may not ask for or what is over a bound: unless `signed`, with
+   * RENDER_SIZES or RENDER_REQUIRE_SIGNED, a preset or a listed size only,
+   * and no `q`.
+   */
+  options(
+    input: Pick<RenderInput, 'params' | 'accept'>,
+    signed: boolean,
+  ): { options: RenderOptions; negotiated: boolean } {
     const s = this.deps.settings;
     const problems: ErrorDetail[] = [];
-    const media = query.media;
-    const key = typeof media === 'string' && media !== '' ? media : undefined;
-    if (media !== undefined && media !== '' && typeof media !== 'string') {
-      problems.push({ field: 'media', message: 'media must be given once' });
-    }
-    if (key === undefined) {
-      problems.push({
-        field: 'media',
-        message: 'the media query parameter (a media key) is required',
-      });
-    }
-    const read = readRenderParams(query, this.rules);
-    problems.push(...read.problems);
-    const { preset, width: w, height: h, quality: q } = read.params;
+    const { preset, width: w, height: h, quality: q } = input.params;
 
     const restricted = s.sizes.length > 0 || s.requireSigned;
-    if (restricted && !request.signed && preset === undefined && problems.length === 0) {
+    if (restricted && !signed && preset === undefined) {
       const asked = `${w ?? ''}x${h ?? ''}`;
       const listed = s.sizes.some((z) => z.width === (w ?? null) && z.height === (h ?? null));
       const original = w === undefined && h === undefined;
@@ -246,14 +238,14 @@ export class RenderService {
         });
       }
     }
-    if (problems.length > 0 || key === undefined) throw Errors.validation(problems);
+    if (problems.length > 0) throw Errors.validation(problems);
     const { options, negotiated, ...resolved } = resolveRenderOptions(
-      read.params,
+      input.params,
       this.rules,
-      request.accept,
+      input.accept,
     );
     if (resolved.problems.length > 0) throw Errors.validation(resolved.problems);
-    return { key, options, negotiated };
+    return { options, negotiated };
   }
 }
 

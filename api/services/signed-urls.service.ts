@@ -1,6 +1,6 @@
 /**
  * Signed URLs: a download (or render) URL of a record, with the organization,
- * an expiry and an HMAC-SHA256 signature (api/services/url-signature.ts), that
+ * an expiry and an HMAC-SHA256 signature (api/domain/url-signature.ts), that
  * works without a bearer token until it expires, for as long as the record
  * exists. The first key of URL_SIGNING_KEYS signs, every one verifies.
  */
@@ -13,8 +13,9 @@ import type {
   Organization,
   OrganizationsRepository,
 } from '@shared/repositories/organizations.repository';
+import type { Caller } from '../domain/caller';
 import type { RenderService } from './render.service';
-import { checkSignature, EXPIRES_PARAM, ORG_PARAM, signedQuery } from './url-signature';
+import { checkSignature, EXPIRES_PARAM, ORG_PARAM, signedQuery } from '../domain/url-signature';
 
 export type Disposition = 'inline' | 'attachment';
 
@@ -72,8 +73,9 @@ export class SignedUrlService {
     return this.deps.now?.() ?? new Date();
   }
 
-  /** Signs a URL for each key; every key must name a record of the organization (else 404). */
-  async sign(org: Organization, request: SignRequest): Promise<SignedUrls> {
+  /** Signs a URL for each key; every key must name a record of the caller's organization (else 404). */
+  async sign(caller: Pick<Caller, 'organization'>, request: SignRequest): Promise<SignedUrls> {
+    const org = caller.organization;
     const signing = this.deps.signing;
     if (!signing) throw Errors.signedUrlsDisabled();
     const expiresIn = request.expiresIn ?? Math.min(DEFAULT_EXPIRES_IN, signing.maxExpiresIn);

@@ -23,7 +23,7 @@ import type {
 } from '@shared/repositories/organizations.repository';
 import type { StoredToken, TokensRepository } from '@shared/repositories/tokens.repository';
 import type { InvalidationPublisher } from '@shared/queue/invalidations';
-import type { AuthCache } from './auth-cache';
+import type { AuthCache } from '../domain/auth-cache';
 
 const TOKEN_PATTERN = /^mst_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$/;
 

@@ -12,10 +12,15 @@ import type { MediaCreation, NewFile } from '@shared/media-creation';
 import type { Folder } from '@shared/repositories/folders.repository';
 import type { MediaRecord } from '@shared/repositories/media.repository';
 import type { UsageRepository } from '@shared/repositories/usage.repository';
-import type { Caller } from './caller';
+import type { Caller } from '../domain/caller';
+import type { StreamedForm } from '../domain/streamed-form';
 import type { FolderSpec, FoldersService } from './folders.service';
-import { lastField, type FormFields, type FormReader } from './form';
 import type { IngestService, QuotaBudget, StoredObject } from './ingest.service';
+
+/** A multipart upload's input: its form, whose text fields name the folder (both optional). */
+export interface FormUpload {
+  form: StreamedForm<FolderSpec>;
+}
 
 /** A data URL upload's input, as the client sent it. */
 export interface DataUrlUpload {
@@ -25,8 +30,6 @@ export interface DataUrlUpload {
   folder?: string | undefined;
   folderId?: string | number | undefined;
 }
-
-const FOLDER_FIELDS = ['folder', 'folderId'];
 
 export class UploadService {
   constructor(
@@ -39,76 +42,53 @@ export class UploadService {
       usage: Pick<UsageRepository, 'get'>;
       /** Decoded bytes of a data URL upload. */
       maxBase64Size: number;
-      maxFileSize: number;
     },
   ) {}
 
   /**
-   * Stores the files of a multipart form: every file part named one of
-   * `fileFields` streams to storage (straight to its final key when the
-   * folder fields came first); once the form is read, the folder is resolved
-   * and everything committed. Anything that fails removes every object the
+   * Stores the files of a multipart form: every file part streams to
+   * storage as it arrives (straight to its final key when the folder fields
+   * came first); once the form is read, the folder is resolved and
+   * everything committed. Anything that fails removes every object the
    * request stored.
    */
-  async uploadForm(
-    caller: Caller,
-    form: FormReader,
-    options: { fileFields: string[]; maxFiles: number },
-  ): Promise<MediaRecord[]> {
+  async uploadForm(caller: Caller, input: FormUpload): Promise<MediaRecord[]> {
     const org = caller.organization;
-    const [fileField] = options.fileFields as [string];
     const budget = await this.budgetOf(caller);
     const stored: StoredObject[] = [];
     const started: NewFile[] = [];
     let earlyFolder: { spec: string; folder: Promise<Folder | null> } | undefined;
     try {
-      const { fields, files } = await form(
-        { maxFileSize: this.deps.maxFileSize, maxFiles: options.maxFiles, maxFields: 20 },
-        {
-          acceptField: (name) => refuseUnknownField(name, fileField),
-          onFile: async (part, fieldsSoFar) => {
-            if (!options.fileFields.includes(part.field)) {
-              throw Errors.validation([
-                {
-                  field: part.field,
-                  message: `unexpected file field "${part.field}" (send files as "${fileField}")`,
-                },
-              ]);
+      const { fields, files } = await input.form.read({
+        onFile: async (part, fieldsSoFar) => {
+          // The folder is known now only if its fields came before this file.
+          // Without them the file most likely goes in no folder (the common
+          // form), so it streams to that key; if folder fields come after
+          // all, commit moves it.
+          let folder: Folder | null = null;
+          if (fieldsSoFar.folder !== undefined || fieldsSoFar.folderId !== undefined) {
+            const spec = folderSpecOf(fieldsSoFar);
+            const specKey = JSON.stringify(spec);
+            if (earlyFolder?.spec !== specKey) {
+              earlyFolder = { spec: specKey, folder: this.deps.folders.resolve(org, spec) };
             }
-            // The folder is known now only if its fields came before this file.
-            // Without them the file most likely goes in no folder (the common
-            // form), so it streams to that key; if folder fields come after
-            // all, commit moves it.
-            let folder: Folder | null = null;
-            if (FOLDER_FIELDS.some((f) => fieldsSoFar.has(f))) {
-              const spec = folderSpecOf(fieldsSoFar);
-              const specKey = JSON.stringify(spec);
-              if (earlyFolder?.spec !== specKey) {
-                earlyFolder = { spec: specKey, folder: this.deps.folders.resolve(org, spec) };
-              }
-              folder = await earlyFolder.folder;
-            }
-            // The record's id, taken while the bytes flow; booked once the last byte is in.
-            const file = this.deps.creation.start(org);
-            started.push(file);
-            const object = await this.deps.ingest.storeStream(
-              org,
-              part.stream,
-              part.filename,
-              folder,
-              budget,
-              (bytes) => file.book(bytes),
-            );
-            stored.push(object);
-            return { object, file };
-          },
+            folder = await earlyFolder.folder;
+          }
+          // The record's id, taken while the bytes flow; booked once the last byte is in.
+          const file = this.deps.creation.start(org);
+          started.push(file);
+          const object = await this.deps.ingest.storeStream(
+            org,
+            part.stream,
+            part.filename,
+            folder,
+            budget,
+            (bytes) => file.book(bytes),
+          );
+          stored.push(object);
+          return { object, file };
         },
-      );
-      if (files.length === 0) {
-        throw Errors.validation([
-          { field: fileField, message: `a file part named "${fileField}" is required` },
-        ]);
-      }
+      });
       const folder = await this.deps.folders.resolve(org, folderSpecOf(fields));
       return await this.commit(caller, files, folder);
     } catch (err) {
@@ -197,21 +177,7 @@ export class UploadService {
   }
 }
 
-/** `folder` and `folderId` as the form gave them (their last values). */
-function folderSpecOf(fields: FormFields): FolderSpec {
-  return { folder: lastField(fields, 'folder'), folderId: lastField(fields, 'folderId') };
-}
-
-/** Upload forms take the folder fields only; the file field must be a file part. */
-function refuseUnknownField(name: string, fileField: string): void {
-  if (name === fileField) {
-    throw Errors.validation([
-      { field: name, message: `"${name}" must be a file part (with a filename)` },
-    ]);
-  }
-  if (!FOLDER_FIELDS.includes(name)) {
-    throw Errors.validation([
-      { field: name, message: `unknown field "${name}" (accepted: ${FOLDER_FIELDS.join(', ')})` },
-    ]);
-  }
+/** `folder` and `folderId` as the form gave them (both, or neither, keys of the spec). */
+function folderSpecOf(fields: FolderSpec): FolderSpec {
+  return { folder: fields.folder, folderId: fields.folderId };
 }

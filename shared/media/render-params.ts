@@ -228,6 +228,43 @@ export function readRenderParams(
   };
 }
 
+/** The render's query as read: the source's key and the parameters. */
+export interface RenderQuery {
+  key: string;
+  params: RenderParams;
+}
+
+const MEDIA_REQUIRED = 'the media query parameter (a media key) is required';
+
+/**
+ * The schema of `GET /media/render`'s query under `rules`: `media` (a key,
+ * given once) and the render parameters (`readRenderParams`; other names are
+ * left alone: a signed URL's, say). Every problem is an issue naming its
+ * parameter, in the words of the render's 400. What the caller may ask for
+ * (a size list for bearer requests) is the render service's to say.
+ */
+export function renderQuerySchema(rules: RenderParamRules): z.ZodType<RenderQuery> {
+  return z.unknown().transform((input, ctx): RenderQuery => {
+    const query = (typeof input === 'object' && input !== null ? input : {}) as Record<
+      string,
+      unknown
+    >;
+    const problems: ErrorDetail[] = [];
+    const media = query.media;
+    const key = typeof media === 'string' && media !== '' ? media : undefined;
+    if (media !== undefined && media !== '' && typeof media !== 'string') {
+      problems.push({ field: 'media', message: 'media must be given once' });
+    }
+    if (key === undefined) problems.push({ field: 'media', message: MEDIA_REQUIRED });
+    const read = readRenderParams(query, rules);
+    problems.push(...read.problems);
+    for (const { field, message } of problems) {
+      ctx.addIssue({ code: 'custom', path: field === undefined ? [] : [field], message });
+    }
+    return problems.length > 0 || key === undefined ? z.NEVER : { key, params: read.params };
+  });
+}
+
 /**
  * The normalized options read parameters ask for: a preset's options when
  * they name one (its format, or the one asked beside it), `auto` negotiated

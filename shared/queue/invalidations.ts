@@ -1,6 +1,6 @@
 /**
  * Invalidations of what API replicas cache about tokens and organizations
- * (api/services/auth-cache.ts), sent over Redis pub/sub on one channel under
+ * (api/domain/auth-cache.ts), sent over Redis pub/sub on one channel under
  * QUEUE_PREFIX: whoever revokes a token, changes its scopes, or changes or
  * deletes an organization (the CLI, the services) publishes; every API
  * replica subscribes and drops the entries at once. Pub/sub keeps nothing:

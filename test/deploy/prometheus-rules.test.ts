@@ -13,7 +13,7 @@ import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { reconcileMetrics } from '../../api/services/reconcile-metrics';
+import { reconcileMetrics } from '../../api/cli/reconcile-metrics';
 import { EMPTY_REPORT, exportedMetricNames, metricNamesIn } from '../support/promql';
 
 const root = join(__dirname, '..', '..');

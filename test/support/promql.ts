@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { reconcileMetrics } from '../../api/services/reconcile-metrics';
+import { reconcileMetrics } from '../../api/cli/reconcile-metrics';
 import type { ReconcileReport } from '../../api/services/reconcile.service';
 import { createApiMetrics, createWorkerMetrics } from '../../shared/metrics';
 

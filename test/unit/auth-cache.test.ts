@@ -1,5 +1,5 @@
 /**
- * The API's authentication cache (api/services/auth-cache.ts) under
+ * The API's authentication cache (api/domain/auth-cache.ts) under
  * TokensService, over in-memory repositories and a clock the test moves:
  * a token is read once per cache lifetime, `lastUsedAt` is written at most
  * once a minute, expiry stays exact, invalidations drop entries (and a read
@@ -7,7 +7,7 @@
  * and Redis are in test/integration/api/auth-cache.test.ts.
  */
 import { createHash } from 'node:crypto';
-import { AuthCache, BoundedCache } from '../../api/services/auth-cache';
+import { AuthCache, BoundedCache } from '../../api/domain/auth-cache';
 import { TokensService } from '../../api/services/tokens.service';
 import type {
   Organization,

@@ -5,11 +5,7 @@
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import {
-  RECONCILE_PUSH_JOB,
-  pushMetrics,
-  reconcileMetrics,
-} from '../../api/services/reconcile-metrics';
+import { RECONCILE_PUSH_JOB, pushMetrics, reconcileMetrics } from '../../api/cli/reconcile-metrics';
 import type { ReconcileReport } from '../../api/services/reconcile.service';
 
 const report: ReconcileReport = {

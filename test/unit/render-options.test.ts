@@ -1,10 +1,12 @@
 /**
  * Render options (shared/media/render-options.ts) and the bounds a render
- * request meets (RenderService.parse): normalization makes equal requests
+ * request meets (its query read by the route's schema, then
+ * RenderService.options): normalization makes equal requests
  * name one variant, Accept negotiation, the configuration parsers, and the
  * 400s of RENDER_MAX_WIDTH/HEIGHT, RENDER_SIZES, RENDER_REQUIRE_SIGNED and
  * RENDER_MAX_VARIANTS, each naming its bound.
  */
+import { parseInput } from '../../api/http/validate';
 import { RenderService } from '../../api/services/render.service';
 import type { Config } from '../../shared/config';
 import { AppError } from '../../shared/errors';
@@ -16,7 +18,7 @@ import {
   variantId,
   variantKey,
 } from '../../shared/media/render-options';
-import { parseRenderPresets } from '../../shared/media/render-params';
+import { parseRenderPresets, renderQuerySchema } from '../../shared/media/render-params';
 import type { MediaRecord } from '../../shared/repositories/media.repository';
 
 const base = {
@@ -90,21 +92,31 @@ const settings = (over: Partial<Config['render']> = {}): Config['render'] => ({
   ...over,
 });
 
+const maxOutputPixels = { gif: 4_194_304, avif: 16_777_216 };
+/** The schema the render route reads each service's queries with (its settings' maxima and presets). */
+const queryOf = new Map<RenderService, ReturnType<typeof renderQuerySchema>>();
+
 function service(over: Partial<Config['render']> = {}, variants = 0) {
   const record = { key: 'acme/a.jpg', mimetype: 'image/jpeg' } as MediaRecord;
-  return new RenderService({
+  const svc = new RenderService({
     variants: { find: () => Promise.resolve({ record, variant: null, variants }) },
     jobs: { runShared: () => Promise.reject(new Error('no job in this test')) },
     store: { get: () => Promise.reject(new Error('no store')) },
     settings: settings(over),
-    maxOutputPixels: { gif: 4_194_304, avif: 16_777_216 },
+    maxOutputPixels,
   });
+  queryOf.set(svc, renderQuerySchema({ ...settings(over), maxOutputPixels }));
+  return svc;
 }
+
+/** A render query as the route reads it. */
+const read = (svc: RenderService, query: Record<string, string>) =>
+  parseInput(queryOf.get(svc)!, { media: 'acme/a.jpg', ...query });
 
 /** The 400's details, or [] when the request is accepted. */
 function refusal(svc: RenderService, query: Record<string, string>, signed = false): string[] {
   try {
-    svc.parse({ media: 'acme/a.jpg', ...query }, { accept: undefined, signed });
+    svc.options({ ...read(svc, query), accept: undefined }, signed);
     return [];
   } catch (err) {
     if (!(err instanceof AppError) || err.status !== 400) throw err;
@@ -150,11 +162,11 @@ describe('bounds', () => {
   });
 
   it('refuses a new variant past RENDER_MAX_VARIANTS', async () => {
-    const refused = await service({}, 3)
+    const svc = service({}, 3);
+    const refused = await svc
       .render(
-        { id: 1, quotaBytes: null },
-        { media: 'acme/a.jpg', w: '10' },
-        { requestId: 'r', accept: undefined, signed: false },
+        { organization: { id: 1, slug: 'acme', name: 'Acme', quotaBytes: null }, requestId: 'r' },
+        { ...read(svc, { w: '10' }), accept: undefined },
       )
       .catch((err: unknown) => err);
     expect(refused).toBeInstanceOf(AppError);

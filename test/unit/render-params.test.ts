@@ -5,12 +5,14 @@
  * refusing the others in the same words; read parameters resolve to the
  * options a variant is named by.
  */
+import { parseInput } from '../../api/http/validate';
 import { RenderService } from '../../api/services/render.service';
 import type { Config } from '../../shared/config';
 import { AppError } from '../../shared/errors';
 import {
   parseRenderPresets,
   readRenderParams,
+  renderQuerySchema,
   resolveRenderOptions,
   type RenderPreset,
 } from '../../shared/media/render-params';
@@ -30,19 +32,25 @@ const settings: Config['render'] = {
   handoffMaxBytes: 0,
 };
 
+const maxOutputPixels = { gif: 40_000, avif: 90_000 };
+
 const renders = new RenderService({
   variants: { find: () => Promise.reject(new Error('no variants in this test')) },
   jobs: { runShared: () => Promise.reject(new Error('no job in this test')) },
   store: { get: () => Promise.reject(new Error('no store')) },
   settings,
-  maxOutputPixels: { gif: 40_000, avif: 90_000 },
+  maxOutputPixels,
 });
+
+/** The render route's query schema under the same settings. */
+const renderQuery = renderQuerySchema({ ...settings, maxOutputPixels });
 
 /** What GET /media/render says of a query (a signed one: no size list), as `field: message`. */
 function asQuery(params: Record<string, string | number>): string[] {
   const query = Object.fromEntries(Object.entries(params).map(([k, v]) => [k, String(v)]));
   try {
-    renders.parse({ media: 'acme/a.jpg', ...query }, { accept: undefined, signed: true });
+    const { params: asked } = parseInput(renderQuery, { media: 'acme/a.jpg', ...query });
+    renders.options({ params: asked, accept: undefined }, true);
     return [];
   } catch (err) {
     if (!(err instanceof AppError)) throw err;

@@ -6,7 +6,7 @@
  * and the guard is told which lookups ended in a refused token.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { AuthCache } from '../../api/services/auth-cache';
+import { AuthCache } from '../../api/domain/auth-cache';
 import { TokensService } from '../../api/services/tokens.service';
 import type { OrganizationsRepository } from '../../shared/repositories/organizations.repository';
 import type { StoredToken, TokensRepository } from '../../shared/repositories/tokens.repository';

@@ -8,7 +8,7 @@
  * render carries both `Origin` (CORS) and `Accept` (the format was chosen
  * from it), so a shared cache never gives one origin's answer to another.
  */
-import { signedQuery } from '../../../api/services/url-signature';
+import { signedQuery } from '../../../api/domain/url-signature';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker, type TestWorker } from '../../support/worker';

@@ -6,7 +6,7 @@
  * empty data part and an empty string, are in errors.test.ts.)
  */
 import sharp from 'sharp';
-import type { MediaView as Media } from '../../../api/services/media-view';
+import type { MediaView as Media } from '../../../api/domain/media-view';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { fixture, sha256 } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';

@@ -7,7 +7,7 @@
  * client library parses it, gives the display name back.
  */
 import { parse as parseDisposition } from 'content-disposition';
-import type { MediaView as Media } from '../../../api/services/media-view';
+import type { MediaView as Media } from '../../../api/domain/media-view';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { fixture, sha256 } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';

@@ -14,7 +14,7 @@ import type { AddressInfo } from 'node:net';
 import { createApp } from '../../../api/app';
 import { createHttpServer } from '../../../api/http-server';
 import { SignedUrlService } from '../../../api/services/signed-urls.service';
-import { signedQuery } from '../../../api/services/url-signature';
+import { signedQuery } from '../../../api/domain/url-signature';
 import type { Config } from '../../../shared/config';
 import sharp from 'sharp';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
@@ -409,10 +409,13 @@ describe('a signed URL is refused', () => {
       renders: api.ctx.renders,
       now: () => new Date(Date.now() - 3_600_000),
     });
-    const signed = await anHourAgo.sign(alpha.organization, {
-      mediaKeys: [keys.jpeg],
-      expiresIn: 60,
-    });
+    const signed = await anHourAgo.sign(
+      { organization: alpha.organization },
+      {
+        mediaKeys: [keys.jpeg],
+        expiresIn: 60,
+      },
+    );
     const body = await refusedAs(signed.urls[0]!.url, 'SIGNED_URL_EXPIRED');
     expect(body.expiredAt).toBe(signed.expiresAt);
     // An expired URL changed to expire later is not valid either.

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { parse as parseDisposition } from 'content-disposition';
 import sharp from 'sharp';
-import type { MediaView as Media } from '../../../api/services/media-view';
+import type { MediaView as Media } from '../../../api/domain/media-view';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { fixture, form, sha256 } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';

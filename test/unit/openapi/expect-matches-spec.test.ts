@@ -6,8 +6,8 @@
  * missing required headers), naming what is wrong.
  */
 import type { Response } from 'express';
-import { success } from '../../../api/respond';
-import { toMediaView } from '../../../api/services/media-view';
+import { success } from '../../../api/http/respond';
+import { toMediaView } from '../../../api/domain/media-view';
 import { Errors } from '../../../shared/errors';
 import { expectMatchesSpec } from '../../support/openapi';
 import {

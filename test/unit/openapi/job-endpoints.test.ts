@@ -127,7 +127,7 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
       }),
     } as unknown as IngestService,
     folders: { resolve: () => Promise.resolve(null) } as unknown as FoldersService,
-    limits: { maxFileSize: 1024 * 1024, maxMergeInputs: 50, maxMergeBytes: 256 * 1024 * 1024 },
+    limits: { maxMergeInputs: 50, maxMergeBytes: 256 * 1024 * 1024 },
   });
   const tokens = {
     verify: (token: string) =>

@@ -7,7 +7,7 @@
 import { join } from 'node:path';
 import type { Request, Response } from 'express';
 import { errorHandler } from '../../../api/middleware/error-handler';
-import { toMediaView } from '../../../api/services/media-view';
+import { toMediaView } from '../../../api/domain/media-view';
 import { decodeJobError, encodeJobError } from '../../../shared/jobs';
 import type { AppError } from '../../../shared/errors';
 import type { MediaRecord } from '../../../shared/repositories/media.repository';

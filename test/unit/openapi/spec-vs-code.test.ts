@@ -14,7 +14,7 @@ import type { JobsService } from '../../../api/services/jobs.service';
 import type { MediaJobsService } from '../../../api/services/media-jobs.service';
 import type { MediaService } from '../../../api/services/media.service';
 import type { SignedUrlService } from '../../../api/services/signed-urls.service';
-import { toMediaView } from '../../../api/services/media-view';
+import { toMediaView } from '../../../api/domain/media-view';
 import type { TokensService } from '../../../api/services/tokens.service';
 import type { UploadService } from '../../../api/services/upload.service';
 import { loadConfig } from '../../../shared/config';

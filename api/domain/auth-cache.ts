@@ -1,6 +1,6 @@
 /**
  * What authentication reads, kept in each API process for a bounded time so
- * a request costs no MongoDB round trip (issue 18): stored tokens by id and
+ * a request costs no MongoDB round trip: stored tokens by id and
  * organizations by id, each entry for at most AUTH_CACHE_MS, at most
  * `maxEntries` of each (least recently used first out). Revocations, scope
  * and quota changes and deletions arrive through Redis pub/sub

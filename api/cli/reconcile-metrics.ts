@@ -5,7 +5,7 @@
  * (deploy/prometheus/alerts.yml). Formatted by hand: shared/metrics.ts is the
  * one module that knows prom-client, and a push is a single PUT of text.
  */
-import type { ReconcileReport } from './reconcile.service';
+import type { ReconcileReport } from '../services/reconcile.service';
 
 /** The `job` label the metrics are pushed under (the Pushgateway's grouping key). */
 export const RECONCILE_PUSH_JOB = 'media_reconcile';

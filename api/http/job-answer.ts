@@ -1,6 +1,6 @@
 /** Sends a job's answer: its finished result, or 202 with where to ask (and how far it has come). */
 import type { Response } from 'express';
-import { success } from '../respond';
+import { success } from './respond';
 import type { JobAnswer } from '../services/jobs.service';
 
 export function respondToJob(res: Response, answer: JobAnswer, finishedStatus?: 200 | 201): void {
