@@ -1,5 +1,5 @@
 /**
- * Load test, long mode (issue 7, "Hardening"): `--connections` clients (64)
+ * Load test, long mode: `--connections` clients (64)
  * mixing uploads, downloads, metadata and conversions for `--duration`
  * seconds (60) against an API process and TWO worker processes from dist/,
  * as production runs them (`npm run start:api` / `start:worker` flags), over
@@ -114,7 +114,7 @@ async function main() {
       S3_PART_SIZE: String(5 * MiB),
       S3_SINGLE_PUT_MAX: '0',
       RATE_LIMIT_MAX: '0',
-      // One token plays many clients: no cap on its uploads in flight (issue 15 point 10).
+      // One token plays many clients: no cap on its uploads in flight.
       MAX_UPLOADS_IN_FLIGHT: '1000',
     };
     const config = loadConfig(env);

@@ -1,5 +1,5 @@
 /**
- * The load test's engine (issue 7, "Hardening"): `connections` concurrent
+ * The load test's engine: `connections` concurrent
  * clients mix uploads, downloads, metadata and conversions against a running
  * API for a fixed time; then `verifyLoad` looks behind the API (MongoDB, the
  * bucket, the queues) and lists every broken invariant.

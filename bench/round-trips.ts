@@ -1,5 +1,5 @@
 /**
- * Per-request cost of an authenticated request (issue 18): MongoDB and Redis
+ * Per-request cost of an authenticated request: MongoDB and Redis
  * commands and API CPU milliseconds for `GET /media/download` of a small file
  * and for `POST /media/convert` of a small image (API, queue, worker).
  *

@@ -1,5 +1,5 @@
 /**
- * The benchmark suite (issue 8): starts the services the way the tests do,
+ * The benchmark suite: starts the services the way the tests do,
  * one API process and the worker processes each benchmark asks for, runs the
  * benchmarks one after another, and writes `results.json`, one SVG chart per
  * chart and the markdown page.

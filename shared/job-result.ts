@@ -1,5 +1,5 @@
 /**
- * Job results too large for Redis (issue 15, point 3). Redis runs with
+ * Job results too large for Redis. Redis runs with
  * `noeviction`: a full Redis stops every queue and the rate limiter, and a
  * job's return value is kept twice there (in the job and in the events
  * stream's `completed` entry). A result whose JSON is over

@@ -1,5 +1,5 @@
 /**
- * 10. HEIC decoding and the worker's event loop (issue 15, point 4): the
+ * 10. HEIC decoding and the worker's event loop: the
  * event loop's longest delay while an 8.5 MP HEIC converts to JPEG, with the
  * decode on the event loop (as before) and on the image adapter's decoding
  * threads (as the worker does now), side by side, round by round.

@@ -1,5 +1,5 @@
 /**
- * Renders (issue 17): a stored variant served beside a plain download of the
+ * Renders: a stored variant served beside a plain download of the
  * same bytes; first renders (12 MP JPEG → 400 px WebP) through the API, the
  * queue and 1 or 2 worker processes beside the same resizes in-process; and
  * what that makes in requests per second on this machine, beside imgproxy's

@@ -251,13 +251,13 @@ throughput of the same round), then their median and min–max are reported, so
 drift in the machine's speed hits both sides alike. MiB/s counts file bytes
 only.
 
-The targets (issue 18) compare the API with the store's own streaming put: an
+The targets compare the API with the store's own streaming put: an
 upload's size is not known before its last byte (a multipart body's length
 covers the whole form), so the API cannot send one PUT with the length
 up front as a direct putObject does; what the API adds over streaming the same
 bytes into the same store is what it can be held to: at most 5 ms for a 1 MiB
 file, at least 0.9 of the throughput at 10 and 100 MiB. A 100 MiB upload is
-also held to 0.9 of the direct putObject (issue 8), which its parts in flight
+also held to 0.9 of the direct putObject, which its parts in flight
 make reachable. The 10 MiB ratio to direct is shown as context.`,
       tables: [table],
       charts: [

@@ -94,7 +94,7 @@ export class Stack {
     const env: NodeJS.ProcessEnv = {
       ...services.envFor('bench', port),
       RATE_LIMIT_MAX: '0',
-      // One token plays many clients: no cap on its uploads in flight (issue 15 point 10).
+      // One token plays many clients: no cap on its uploads in flight.
       MAX_UPLOADS_IN_FLIGHT: '1000',
       ...extraEnv,
     };

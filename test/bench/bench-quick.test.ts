@@ -1,5 +1,5 @@
 /**
- * The benchmark suite's quick mode (issue 8), run as a person runs it
+ * The benchmark suite's quick mode, run as a person runs it
  * (`npm run bench -- --quick`) against the services the harness resolved: it
  * must finish, run every benchmark, and write results.json, the page and one
  * SVG per chart, with figures that are numbers a reader can use. It asserts

@@ -1,5 +1,5 @@
 /**
- * The load test, short mode (issue 7, "Hardening"): 64 concurrent clients
+ * The load test, short mode: 64 concurrent clients
  * mix uploads, downloads, metadata and conversions for ~10 s against the real
  * API process and TWO real worker processes, over the harness's Redis, S3 and
  * MongoDB. It asserts the invariants, not speed: no 5xx, no answer other than
@@ -48,7 +48,7 @@ beforeAll(async () => {
       S3_PART_SIZE: String(5 * MiB),
       S3_SINGLE_PUT_MAX: '0',
       RATE_LIMIT_MAX: '0',
-      // One token plays many clients: no cap on its uploads in flight (issue 15 point 10).
+      // One token plays many clients: no cap on its uploads in flight.
       MAX_UPLOADS_IN_FLIGHT: '1000',
     },
   });

@@ -1,5 +1,5 @@
 /**
- * A PDF bomb behind damage (issue 15, point 2): an invalid object stops
+ * A PDF bomb behind damage: an invalid object stops
  * pdf-lib's strict load before it reaches an object stream that inflates,
  * through `[/FlateDecode /FlateDecode]`, to `inflatedBytes` of zeros. A
  * cross-reference stream places an object inside it, so qpdf's repair reads

@@ -491,7 +491,7 @@ describe('mergePdfs', () => {
     }
   });
 
-  it('refuses a bomb behind damage before qpdf sees it (issue 15, point 2)', async () => {
+  it('refuses a bomb behind damage before qpdf sees it', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'fake-qpdf-'));
     try {
       const called = join(dir, 'called');

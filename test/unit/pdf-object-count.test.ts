@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import { estimateObjectCount } from '../../worker/pdf/object-count';
 
 /**
- * The estimate as it was before (issue 15, point 6): a string copy and a regular
+ * The estimate as it was before: a string copy and a regular
  * expression per /ObjStm, so quadratic on files dense in /ObjStm. One deliberate
  * change: it cut its copy at the window's end, so a count whose digits crossed
  * that end was read as its first digits; now such a count is not counted (the

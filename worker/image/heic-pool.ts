@@ -1,5 +1,5 @@
 /**
- * HEIC decoding off the event loop (issue 15, point 4). libheif-js decodes in
+ * HEIC decoding off the event loop. libheif-js decodes in
  * WebAssembly on the thread that calls it, about 0.1 s per megapixel, so on
  * the worker's event loop one large HEIC held up lock renewals, the other
  * job and /readyz for seconds. The pool runs decodes on worker threads

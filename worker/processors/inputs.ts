@@ -2,7 +2,7 @@
  * Lookups every processor starts with: the organization and the records a job
  * names. A job's payload is not trusted to name only its organization's
  * objects (a job can be written into Redis by hand): every key a job reads or
- * deletes is checked against the organization first (issue 15, point 11).
+ * deletes is checked against the organization first.
  */
 import { Errors } from '@shared/errors';
 import { isTemporaryKeyOf } from '@shared/media/naming';

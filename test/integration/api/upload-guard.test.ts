@@ -1,5 +1,5 @@
 /**
- * Slow and piled-up uploads (issue 15, point 10), over real HTTP: a client
+ * Slow and piled-up uploads, over real HTTP: a client
  * that sends half a multipart body and stalls is cut after
  * `UPLOAD_IDLE_TIMEOUT_MS` (408, connection closed) with nothing left behind
  * (no record, no object, no open multipart upload, though 9 MB had opened

@@ -132,7 +132,7 @@ describe('POST /media/convert', () => {
   });
 });
 
-describe('HEIC off the event loop (issue 15, point 4)', () => {
+describe('HEIC off the event loop', () => {
   /**
    * Issue 15, point 4: a HEIC is decoded off the worker's event loop. libheif-js
    * decodes in WebAssembly at about 0.1 s per megapixel; on the event loop that

@@ -1,5 +1,5 @@
 /**
- * One organization cannot fill the queues (issue 15, point 8), through the
+ * One organization cannot fill the queues, through the
  * real API, worker, Redis, S3 and MongoDB:
  *
  * - past MAX_PENDING_JOBS unfinished jobs an organization is answered 429

@@ -1,5 +1,5 @@
 /**
- * A merge's total size (issue 15, point 1), with a real worker process: the
+ * A merge's total size, with a real worker process: the
  * worker used to read every input (up to 50 of `MAX_FILE_SIZE` each) before
  * the total was checked, so a few small requests naming large stored PDFs
  * could take all its memory. Now the API refuses a total over

@@ -1,5 +1,5 @@
 /**
- * A PDF bomb behind damage (issue 15, point 2), through a real worker process:
+ * A PDF bomb behind damage, through a real worker process:
  * pdf-lib's strict load stops at the damage before the object stream that
  * inflates to 512 MB, and qpdf's repair used to inflate it unbounded (1 GB of
  * RSS, 15 s). Now a lenient load within the decode budget refuses it before
