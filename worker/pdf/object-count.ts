@@ -2,8 +2,7 @@
  * The object estimate a merge checks before any parsing (merge.ts): about how
  * many objects pdf-lib would build from a file, counted over its raw bytes in
  * one linear pass with `Buffer.indexOf`, without copying them into strings or
- * running regular expressions (a 100 MB file of `/ObjStm` took ~6 s of the
- * event loop that way; docs/performance.md has the figures).
+ * running regular expressions (docs/performance.md, "PDF adapter", has why).
  */
 
 const OBJ = Buffer.from('obj', 'latin1');
