@@ -91,8 +91,21 @@ const selected = BENCHMARKS.filter((b) => !only || only.includes(b.id)).sort(
   (a, b) => RUN_ORDER.indexOf(a.id) - RUN_ORDER.indexOf(b.id),
 );
 const log = (line: string) => process.stderr.write(`[bench] ${line}\n`);
-/** Kept by hand (bench/round-trips.ts prints it; its "before" needs the older code). */
-const appendixFile = join(root, 'docs', 'benchmarks', 'round-trips.md');
+/**
+ * Sections kept by hand beside the suite's: every `docs/benchmarks/*.md`, in
+ * name order (round-trips.md, which bench/round-trips.ts prints, and
+ * before/after comparisons whose "before" needs older code).
+ */
+const appendixDir = join(root, 'docs', 'benchmarks');
+const isAppendix = (name: string) => name.endsWith('.md');
+function readAppendix(): string {
+  if (!existsSync(appendixDir)) return '';
+  return readdirSync(appendixDir)
+    .filter(isAppendix)
+    .sort()
+    .map((name) => readFileSync(join(appendixDir, name), 'utf8').trim())
+    .join('\n\n');
+}
 
 const PREAMBLE = `
 How fast the service is and how much memory it takes, each figure beside its
@@ -116,7 +129,7 @@ missed and what the measurements say about why.`;
 /** The page again from the last results.json (after editing the method texts or the appendix). */
 function renderOnly(): void {
   const run = JSON.parse(readFileSync(join(chartDir, 'results.json'), 'utf8')) as RunResult;
-  const appendix = existsSync(appendixFile) ? readFileSync(appendixFile, 'utf8') : '';
+  const appendix = readAppendix();
   writeFileSync(
     join(outDir, 'benchmarks.md'),
     renderMarkdown(run, relative(outDir, chartDir), PREAMBLE, appendix),
@@ -204,7 +217,7 @@ async function main(): Promise<void> {
   // A full run starts the folder afresh, but for the appendix kept there by hand.
   if (!only && existsSync(chartDir)) {
     for (const f of readdirSync(chartDir, { withFileTypes: true })) {
-      if (join(chartDir, f.name) !== appendixFile)
+      if (!(join(chartDir, f.name).startsWith(appendixDir) && isAppendix(f.name)))
         rmSync(join(chartDir, f.name), { recursive: true, force: true });
     }
   }
@@ -216,7 +229,7 @@ async function main(): Promise<void> {
   }
   writeFileSync(previousFile, `${JSON.stringify(run, null, 2)}\n`);
   const page = join(outDir, 'benchmarks.md');
-  const appendix = existsSync(appendixFile) ? readFileSync(appendixFile, 'utf8') : '';
+  const appendix = readAppendix();
   writeFileSync(page, renderMarkdown(run, relative(outDir, chartDir), PREAMBLE, appendix));
 
   for (const b of results) {

@@ -196,9 +196,11 @@ describe('HEIC off the event loop', () => {
     expect(ms).toBeGreaterThan(300); // the decode is real work, long enough to see a block
     expect(readyzAnswers).toBeGreaterThanOrEqual(5);
     // On the event loop, the decode held it for most of the conversion (629 of 830 ms
-    // here); on a thread, what is left is the jest process's own pauses (its garbage
-    // collections after many test files: up to ~180 ms seen in a full run).
-    expect(maxDelayMs).toBeLessThan(ms / 3);
-    expect(slowestReadyz).toBeLessThan(ms / 3);
+    // here, 76%); on a thread, what is left is the jest process's own pauses (its garbage
+    // collections after many test files: up to ~180 ms seen in a full run) and, on a
+    // loaded machine, scheduling (a /readyz at 0.34 of the conversion seen under load 12).
+    // Half the conversion tells the two apart with room on both sides.
+    expect(maxDelayMs).toBeLessThan(ms / 2);
+    expect(slowestReadyz).toBeLessThan(ms / 2);
   });
 });
