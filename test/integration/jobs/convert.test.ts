@@ -134,7 +134,7 @@ describe('POST /media/convert', () => {
 
 describe('HEIC off the event loop', () => {
   /**
-   * Issue 15, point 4: a HEIC is decoded off the worker's event loop. libheif-js
+   * A HEIC is decoded off the worker's event loop. libheif-js
    * decodes in WebAssembly at about 0.1 s per megapixel; on the event loop that
    * held up lock renewals, the other job and /readyz for the whole decode. Here
    * API, worker and test share one event loop (the worker runs in the test
