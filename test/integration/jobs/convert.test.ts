@@ -141,7 +141,7 @@ describe('HEIC off the event loop', () => {
    * process), so any block would show in the loop's delay and in /readyz.
    *
    * The target (under 50 ms) is measured by `npm run bench -- --only heic` side by side
-   * with a decode on the event loop (docs/hardening.md); this test's bound is
+   * with a decode on the event loop (docs/hardening/time-limits.md); this test's bound is
    * looser for shared CI machines (a third of the conversion's time), and still
    * well below what a decode on the event loop costs (most of the conversion).
    */
