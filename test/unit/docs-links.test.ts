@@ -5,7 +5,7 @@
  * `bench/…`, `dev/…`, `deploy/…`, `docs/…`) is in the tree, and neither the
  * docs nor the code refer to issues of a tracker that is not in the repository.
  */
-import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 
 const root = join(__dirname, '..', '..');
@@ -102,11 +102,25 @@ const IGNORED = read('.gitignore')
   .map((l) => l.trim())
   .filter((l) => l.includes('/') && !l.startsWith('#'));
 
+/** A repository path written in prose, outside backticks and links: with an extension, to tell it from words. */
+const PATH_IN_PROSE = new RegExp(
+  `(?:^|[\\s(])((?:${TOP.join('|')})/[\\w./@-]*\\.[a-z]{1,5})(?![\\w/])`,
+  'g',
+);
+
+/** Whether a path names nothing in the tree (patterns and ignored outputs are not checked). */
+function absent(path: string): boolean {
+  if (/[<>*{}…$]|\.\.\./.test(path)) return false;
+  if (IGNORED.some((ignored) => path.startsWith(ignored))) return false;
+  return !existsSync(join(root, path));
+}
+
 /**
- * Each repository path in a backticked span that is not in the tree. Patterns
- * (`<org>/…`, `*`, `{a,b}`, `…`) are not paths, nor are the arguments of a
- * `kubectl …` command (`deploy/media-api`); a path marked ` (new)` (a file a
- * walk-through adds) or ` (removed)` right after its span is allowed.
+ * Each repository path that is not in the tree: in a backticked span, or in
+ * prose with an extension (`docs/x.md`). Patterns (`<org>/…`, `*`, `{a,b}`,
+ * `…`) are not paths, nor are the arguments of a `kubectl …` command
+ * (`deploy/media-api`); a path marked ` (new)` (a file a walk-through adds)
+ * or ` (removed)` right after its span is allowed.
  */
 export function missingPaths(file: string, text: string): string[] {
   const missing: string[] = [];
@@ -115,10 +129,12 @@ export function missingPaths(file: string, text: string): string[] {
       if (span[2] || span[1]!.startsWith('kubectl ')) continue;
       for (const match of span[1]!.matchAll(PATH_IN_CODE)) {
         const path = match[1]!.replace(/[.]+$/, '');
-        if (/[<>*{}…$]|\.\.\./.test(path)) continue;
-        if (IGNORED.some((ignored) => path.startsWith(ignored))) continue;
-        if (!existsSync(join(root, path))) missing.push(`${file}:${line} ${path}`);
+        if (absent(path)) missing.push(`${file}:${line} ${path}`);
       }
+    }
+    const plain = t.replace(/`[^`]*`/g, ' ').replace(/\]\([^)]*\)/g, '] ');
+    for (const match of plain.matchAll(PATH_IN_PROSE)) {
+      if (absent(match[1]!)) missing.push(`${file}:${line} ${match[1]!}`);
     }
   }
   return missing;
@@ -170,7 +186,8 @@ describe('documentation', () => {
       'See [here](#a-heading-with-code), [there](missing.md), [up](../outside.md),',
       '[bad anchor](#nowhere), [web](https://example.com) and `api/nowhere.ts`,',
       '`shared/errors.ts`, `test/<tier>/x.ts`, `docs/*.md`, `npm run bench`, `bench/out/x.json`,',
-      '`dev/gone.ts` (removed), `api/routes/new.ts` (new), `kubectl get deploy/media-api`.',
+      '`dev/gone.ts` (removed), `api/routes/new.ts` (new), `kubectl get deploy/media-api`,',
+      'see docs/gone.md and docs/api.md, or http://localhost:3000/docs/openapi.yaml.',
       '```',
       '[not a link](nowhere.md) `worker/nowhere.ts`',
       '```',
@@ -181,7 +198,10 @@ describe('documentation', () => {
       'docs/x.md:3 ../outside.md',
       'docs/x.md:4 #nowhere (no such heading)',
     ]);
-    expect(missingPaths('docs/x.md', doc)).toEqual(['docs/x.md:4 api/nowhere.ts']);
+    expect(missingPaths('docs/x.md', doc)).toEqual([
+      'docs/x.md:4 api/nowhere.ts',
+      'docs/x.md:7 docs/gone.md',
+    ]);
     expect(trackerReferences('x.ts', doc)).toEqual([]);
     expect(trackerReferences('x.ts', '// Issue 15 point 3: results are bounded')).toHaveLength(1);
     expect(trackerReferences('x.ts', '// issue 12, unlike lovell/sharp#1234')).toHaveLength(1);
