@@ -1,6 +1,6 @@
 /**
  * The media record as the API shows it: every field of the interface's media
- * record (docs/api.md, "The media record"), plus `bytes` and `checksum`.
+ * record (docs/api.md, "Records"), plus `bytes` and `checksum`.
  * `folderId` is shown only where the interface lists it (base64 upload,
  * convert, merge-pdfs), never in the answers of upload and upload/multiple.
  */

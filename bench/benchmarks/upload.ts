@@ -192,7 +192,7 @@ export const upload: Benchmark = {
       chart.push({ group: `${size} MiB`, series: 'streamed by the store (no API)', ...sRate });
       chart.push({ group: `${size} MiB`, series: 'POST /media/upload', ...aRate });
       const singleMiB = Math.max(stack.config.s3!.singlePutMax, stack.config.s3!.partSize) / MiB;
-      // Issue 18: what the API adds over the store's own streaming upload of the same bytes.
+      // Small uploads: what the API adds over the store's own streaming upload of the same bytes.
       if (size === 1) {
         targets.push(
           target(`${size} MiB: API time − the store's streaming put`, overhead, '<=', 5, 'ms', {
@@ -212,7 +212,7 @@ export const upload: Benchmark = {
           }),
         );
       }
-      // Issue 8: large uploads as fast as a direct putObject with the size known.
+      // Large uploads as fast as a direct putObject with the size known.
       if (size >= 100) {
         targets.push(
           target(`${size} MiB: API ÷ direct throughput`, ratio, '>=', 0.9, '', {

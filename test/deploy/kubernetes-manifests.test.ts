@@ -411,14 +411,14 @@ describe.each(OVERLAYS)('overlay %s', (overlay) => {
       expect(env.REDIS_ADDRESS).toBe(`${url.hostname}:${url.port || '6379'}`);
       expect(env.REDIS_PASSWORD).toBe(decodeURIComponent(url.password));
     } else {
-      // External: named in the overlay's notes and the README, key by key.
+      // External: named in the overlay's notes and the deployment guide, key by key.
       expect(secret).toBeUndefined();
       const notes = read('deploy/kubernetes/overlays/prod/kustomization.yaml');
-      const readme = read('README.md');
-      const scale = readme.slice(readme.indexOf('## Running at scale'));
+      const guide = read('docs/deployment.md');
+      const scale = guide.slice(guide.indexOf('## Running at scale'));
       for (const key of SECRET_KEYS) {
         expect({ key, inNotes: notes.includes(key) }).toEqual({ key, inNotes: true });
-        expect({ key, inReadme: scale.includes(key) }).toEqual({ key, inReadme: true });
+        expect({ key, inGuide: scale.includes(key) }).toEqual({ key, inGuide: true });
       }
     }
     for (const cm of render(overlay).filter((o) => o.kind === 'ConfigMap')) {

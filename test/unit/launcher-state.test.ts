@@ -1,5 +1,5 @@
 /**
- * Issue 15 point 13: what `npm start` trusts in its state file. A recorded pid
+ * What `npm start` trusts in its state file. A recorded pid
  * names a process only together with its start time (/proc/<pid>/stat): a
  * reused pid is neither signalled as a leftover nor taken for a running
  * launcher (by the launcher or by the CLI). The development organization is

@@ -1,7 +1,7 @@
 /**
  * Every listener of the service's domain events, in one place (the registry
  * checks them at boot). A new reaction to an event is one entry here: see
- * docs/architecture.md, "Adding a listener".
+ * docs/architecture.md, "Three changes, walked through".
  */
 import type { Listener } from './listener';
 

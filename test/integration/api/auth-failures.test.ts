@@ -149,7 +149,7 @@ describe('failed lookups, per client address', () => {
     const locked = '203.0.113.77';
     await lockOut(locked);
     const legacy = await legacyToken(api, org);
-    // Not cached, no check: from the locked address it is refused like a guess (docs/hardening.md) …
+    // Not cached, no check: from the locked address it is refused like a guess (docs/hardening/auth.md) …
     expect((await get(api, download, { ...bearer(legacy), ...via(locked) })).status).toBe(429);
     // … served from any other, and once cached, from the locked one too.
     expect((await get(api, download, { ...bearer(legacy), ...via('198.51.100.6') })).status).toBe(

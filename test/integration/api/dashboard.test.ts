@@ -145,7 +145,7 @@ describe('without operator credentials', () => {
 });
 
 /**
- * Issue 15 point 12: the dashboard's actions change other organizations' jobs
+ * The dashboard's actions change other organizations' jobs
  * (retry, clean, remove, pause), so they are off unless the operator turns
  * them on with DASHBOARD_WRITE=true.
  */

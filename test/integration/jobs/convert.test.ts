@@ -134,14 +134,14 @@ describe('POST /media/convert', () => {
 
 describe('HEIC off the event loop', () => {
   /**
-   * Issue 15, point 4: a HEIC is decoded off the worker's event loop. libheif-js
+   * A HEIC is decoded off the worker's event loop. libheif-js
    * decodes in WebAssembly at about 0.1 s per megapixel; on the event loop that
    * held up lock renewals, the other job and /readyz for the whole decode. Here
    * API, worker and test share one event loop (the worker runs in the test
    * process), so any block would show in the loop's delay and in /readyz.
    *
    * The target (under 50 ms) is measured by `npm run bench -- --only heic` side by side
-   * with a decode on the event loop (docs/hardening.md); this test's bound is
+   * with a decode on the event loop (docs/hardening/time-limits.md); this test's bound is
    * looser for shared CI machines (a third of the conversion's time), and still
    * well below what a decode on the event loop costs (most of the conversion).
    */

@@ -1,5 +1,5 @@
 /**
- * Issue 15, point 11: a job written into Redis by hand (BullMQ's Queue.add,
+ * A job written into Redis by hand (BullMQ's Queue.add,
  * not the API) that names another organization's keys is refused by the
  * worker before anything is read or removed: the job fails with
  * MEDIA_NOT_FOUND, the other organization's objects and records remain and

@@ -1,5 +1,5 @@
 /**
- * Issue 15, point 3: no job leaves more than 64 KiB in Redis, whatever the
+ * No job leaves more than 64 KiB in Redis, whatever the
  * image. A PNG of 5 KB carrying a 5 MB XMP block (compressed in its iTXt
  * chunk) made metadata jobs keep its XMP as a JSON array of numbers (~18 MB)
  * twice in Redis (the job and the events stream) for an hour. Now the worker
