@@ -48,16 +48,19 @@ async function bytesInRedis(jobId: string): Promise<number> {
 
 type Body = { data: { xmp?: { type: string; data: number[] }; format?: string }; error?: string };
 
-it('keeps a 5 MB XMP out of Redis and answers with it exactly, once', async () => {
+// 2 MB (the report's 5 MB took over 60 s on a loaded 2-core machine: the answer is a
+// JSON array of ~2 million numbers, parsed and checked against the spec twice) is
+// still 30 times the 64 KiB bound.
+it('keeps a 2 MB XMP out of Redis and answers with it exactly, once', async () => {
   const xmp = Buffer.from(
-    `<x:xmpmeta xmlns:x="adobe:ns:meta/"><!--${'a'.repeat(5 * 1024 * 1024)}--></x:xmpmeta>`,
+    `<x:xmpmeta xmlns:x="adobe:ns:meta/"><!--${'a'.repeat(2 * 1024 * 1024)}--></x:xmpmeta>`,
   );
   const png = await sharp({ create: { width: 8, height: 8, channels: 3, background: '#f00' } })
     .png()
     .withXmp(xmp.toString())
     .toBuffer();
   const expected = (await sharp(png).metadata()).xmp!;
-  expect(expected.length).toBeGreaterThan(5 * 1024 * 1024);
+  expect(expected.length).toBeGreaterThan(2 * 1024 * 1024);
   const key = await org.upload(png, 'xmp.png');
   const url = `${api.url}/media/metadata?mediaKey=${encodeURIComponent(key)}`;
   const results = `${org.organization.slug}/.results/`;
@@ -92,4 +95,4 @@ it('keeps a 5 MB XMP out of Redis and answers with it exactly, once', async () =
   const completed = await redis.zrange(`${api.env.config.queuePrefix}:image:completed`, '0', '-1');
   expect(completed).toHaveLength(2);
   for (const id of completed) expect(await bytesInRedis(id)).toBeLessThan(64 * KiB);
-});
+}, 120_000);
