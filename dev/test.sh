@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# One command for the tests on a fresh machine: Node 24 and the dependencies
+# (dev/setup/node.sh), the system packages the tests use
+# (dev/setup/install-packages.sh test; where it cannot install, it prints the
+# one command to run), dist/ built when a source changed (the newcomer test starts it as `npm start` does), then
+# `npm test` with any arguments given. CI (.ci/run) walks the same steps.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dev/setup/install-packages.sh test
+# shellcheck source=dev/setup/node.sh
+source dev/setup/node.sh
+node --import tsx dev/build-if-stale.ts
+exec npm test -- "$@"
