@@ -27,11 +27,12 @@
  * without MONGODB_URI, REDIS_URL and S3_ENDPOINT, naming each, so no embedded
  * default is ever used there.
  */
+import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
+import { parseArgs, promisify } from 'node:util';
 import { startMongoStandin } from '@media/mongo-standin';
 import { ConfigError, loadConfig, type Config } from '@shared/config';
 import { createLogger, type Logger } from '@shared/logger';
@@ -46,6 +47,7 @@ import {
   processRef,
   readRunningState,
   removeState,
+  statePath,
   stopLeftovers,
   writeState,
 } from './embedded/state';
@@ -147,6 +149,50 @@ async function stopAll(stops: (() => Promise<void>)[], logger: Logger): Promise<
 function entryPoint(role: 'api' | 'worker', fromSource: boolean): { args: string[] } {
   const file = fromSource ? join(ROOT, role, 'main.ts') : join(ROOT, 'dist', role, 'main.js');
   return { args: [...(fromSource ? ['--import', 'tsx'] : []), '--enable-source-maps', file] };
+}
+
+/**
+ * After an `npm start` that was killed (its state file left behind), before
+ * anything serves: `reconcile --fix --older-than 0`, the operator CLI's own
+ * repair. Nothing else uses these embedded services at this moment, so
+ * whatever has no record now (an upload cut off by the kill, a job's temporary
+ * input whose job is gone) is a leftover, never an upload in flight; jobs still
+ * queued keep their inputs. A repair that fails is reported and the start goes on.
+ */
+async function repairAfterKill(
+  env: NodeJS.ProcessEnv,
+  fromSource: boolean,
+  logger: Logger,
+): Promise<void> {
+  const cli = fromSource
+    ? ['--import', 'tsx', join(ROOT, 'api', 'cli.ts')]
+    : [join(ROOT, 'dist', 'api', 'cli.js')];
+  try {
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [...cli, 'reconcile', '--fix', '--older-than', '0'],
+      { env: { ...env, LOG_LEVEL: 'warn' }, timeout: 120_000, maxBuffer: 64 * 1024 * 1024 },
+    );
+    const report = JSON.parse(stdout) as Record<string, unknown>;
+    const found = Object.fromEntries(
+      [
+        'objectsWithoutRecord',
+        'recordsWithoutObject',
+        'incompleteUploads',
+        'deletesInProgress',
+        'usageDrift',
+      ].map((name) => [name, Array.isArray(report[name]) ? report[name].length : 0]),
+    );
+    logger.warn(
+      { repaired: found },
+      'the previous npm start was killed: reconcile --fix repaired what it left behind',
+    );
+  } catch (err) {
+    logger.warn(
+      { err },
+      'the previous npm start was killed and the repair after it failed: run `npm run cli -- reconcile` to see what it left',
+    );
+  }
 }
 
 function spawnRole(role: 'api' | 'worker', env: NodeJS.ProcessEnv, fromSource: boolean): Child {
@@ -279,6 +325,8 @@ async function main(): Promise<number> {
     );
   }
 
+  // A state file with no launcher running: the last start was killed, not stopped.
+  const killedBefore = existsSync(statePath(dataDir));
   const leftovers = await stopLeftovers(dataDir);
   if (leftovers.length)
     logger.warn({ stopped: leftovers }, 'stopped processes left behind by an earlier npm start');
@@ -345,6 +393,9 @@ async function main(): Promise<number> {
   try {
     const bootstrapped = mayBootstrap(process.env.NODE_ENV, Boolean(started.env.MONGODB_URI));
     const org = bootstrapped ? await bootstrapOrganization(childConfig, logger) : undefined;
+    // Only on services this start owns (embedded): a shared database or bucket may have uploads in flight.
+    if (killedBefore && started.env.MONGODB_URI && started.env.REDIS_URL && started.env.STORAGE_DIR)
+      await repairAfterKill(env, fromSource, logger);
     if (stopping) return stopping;
     const api = spawnRole('api', env, fromSource);
     const worker = spawnRole('worker', env, fromSource);

@@ -270,8 +270,12 @@ describe('the first hour with npm start', () => {
     await current!.exited;
 
     current = await npmStart(env, 60_000);
+    expect(current.output()).toMatch(/the previous npm start was killed: reconcile --fix repaired/);
     for (const { key, sha } of answered) expect(await download(key)).toEqual({ status: 200, sha });
     expect(await download(original.key)).toEqual({ status: 200, sha: original.sha });
     await reconcileClean(dataDir);
+    // And clean without its grace period too: the start-up repair left nothing behind.
+    const strict = (await cli(dataDir, 'reconcile', '--older-than', '0')) as Report;
+    expect(strict).toMatchObject({ clean: true, objectsWithoutRecord: [], usageDrift: [] });
   }, 180_000);
 });
