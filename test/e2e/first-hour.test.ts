@@ -136,7 +136,9 @@ describe('the first hour with npm start', () => {
   afterAll(async () => {
     if (current && current.child.exitCode === null) {
       ctrlC(current);
-      await Promise.race([current.exited, new Promise((r) => setTimeout(r, 15_000))]);
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([current.exited, new Promise((r) => (timer = setTimeout(r, 15_000)))]);
+      clearTimeout(timer);
     }
     await rm(dataDir, { recursive: true, force: true });
   }, 30_000);
