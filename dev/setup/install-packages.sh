@@ -38,17 +38,20 @@ if [ "$what" = test ]; then
   have promtool || need_bare+=(prometheus)
 fi
 ((${#need[@]} + ${#need_bare[@]})) || exit 0
+all="${need[*]}${need_bare[*]:+ ${need_bare[*]}}"
 
 if have apt-get; then
   if [ "$(id -u)" -eq 0 ]; then
     sudo=()
   elif have sudo && sudo -n true 2>/dev/null; then
     sudo=(sudo -n)
+  elif have sudo && [ -t 0 ]; then
+    sudo=(sudo) # asks for the password in the terminal
   else
-    echo "setup: missing ${need[*]} ${need_bare[*]}; run: sudo apt-get install -y ${need[*]}${need_bare[*]:+ && sudo apt-get install -y --no-install-recommends ${need_bare[*]}}" >&2
+    echo "setup: missing ${all}; run: sudo apt-get install -y ${need[*]}${need_bare[*]:+ && sudo apt-get install -y --no-install-recommends ${need_bare[*]}}" >&2
     exit 1
   fi
-  echo "setup: installing Debian packages: ${need[*]} ${need_bare[*]}"
+  echo "setup: installing Debian packages: ${all}"
   export DEBIAN_FRONTEND=noninteractive
   "${sudo[@]}" apt-get update -qq
   if ((${#need[@]})); then "${sudo[@]}" apt-get install -y -qq "${need[@]}" >/dev/null; fi
@@ -79,5 +82,5 @@ if [ "$(uname -s)" = Darwin ]; then
   exit 1
 fi
 
-echo "setup: missing ${need[*]} ${need_bare[*]} and no apt-get or Homebrew here: install them with your package manager, or run the tests with a Docker engine (testcontainers)" >&2
+echo "setup: missing ${all} and no apt-get or Homebrew here: install them with your package manager, or run the tests with a Docker engine (testcontainers)" >&2
 exit 1
