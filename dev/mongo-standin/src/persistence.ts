@@ -105,8 +105,9 @@ export class Persistence {
       for (const spec of specs) if (spec.name !== '_id_') store.createIndex(spec);
       report.collections++;
     }
-    // What loading did is on disk already.
+    // What loading did is on disk already; from now on every change is noted.
     engine.takeJournal();
+    engine.journaling = true;
     return report;
   }
 

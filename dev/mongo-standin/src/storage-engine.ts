@@ -395,9 +395,11 @@ function validateCollectionName(db: string, name: string): void {
 export class StorageEngine implements ChangeSink {
   private readonly databases = new Map<string, Map<string, CollectionStore>>();
   private journal: JournalEntry[] = [];
+  /** Whether changes are noted (only when something takes them: persistence.ts). */
+  journaling = false;
 
   note(entry: JournalEntry): void {
-    this.journal.push(entry);
+    if (this.journaling) this.journal.push(entry);
   }
 
   /** The changes since the last call, in order (and forgets them). */

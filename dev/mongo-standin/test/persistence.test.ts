@@ -14,6 +14,7 @@ import { createInterface } from 'node:readline';
 import { Decimal128, Int32, Long } from 'bson';
 import mongoose from 'mongoose';
 import { startMongoStandin, type MongoStandin } from '../src';
+import { StorageEngine } from '../src/storage-engine';
 
 // The driver mongoose brings (a dependency of the package already).
 const { MongoClient, ObjectId } = mongoose.mongo;
@@ -112,6 +113,13 @@ it('keeps documents, their types and order, indexes and options across a restart
   } finally {
     await second.close();
   }
+});
+
+it('an engine without persistence notes no changes (nothing accumulates in memory)', () => {
+  const engine = new StorageEngine();
+  const { store } = engine.ensureCollection('app', 'c');
+  for (let i = 0; i < 10; i++) store.insert({ _id: i });
+  expect(engine.takeJournal()).toEqual([]);
 });
 
 it('without a data directory keeps nothing', async () => {
