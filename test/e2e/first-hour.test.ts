@@ -116,6 +116,17 @@ describe('the first hour with npm start', () => {
   let firstReadyMs = 0;
 
   const auth = () => ({ Authorization: `Bearer ${token}` });
+  /** The conversion, under an Idempotency-Key: a retry after a restart must replay a record that exists. */
+  const convert = () =>
+    fetch(`${api}/media/convert`, {
+      method: 'POST',
+      headers: {
+        ...auth(),
+        'Content-Type': 'application/json',
+        'Idempotency-Key': 'first-hour-convert',
+      },
+      body: JSON.stringify({ mediaKey: original.key, format: 'webp' }),
+    });
   const download = async (key: string, headers = auth()) => {
     const res = await fetch(`${api}/media/download?media=${encodeURIComponent(key)}`, {
       headers,
@@ -167,11 +178,7 @@ describe('the first hour with npm start', () => {
     original.key = ((await up.json()) as { data: { key: string } }).data.key;
     original.sha = sha256(await readFile(FIXTURE));
 
-    const conv = await fetch(`${api}/media/convert`, {
-      method: 'POST',
-      headers: { ...auth(), 'Content-Type': 'application/json' },
-      body: JSON.stringify({ mediaKey: original.key, format: 'webp' }),
-    });
+    const conv = await convert();
     expect(conv.status).toBe(201);
     converted.key = ((await conv.json()) as { data: { key: string } }).data.key;
     const got = await download(converted.key);
@@ -221,6 +228,11 @@ describe('the first hour with npm start', () => {
       (m) => m.key,
     );
     expect(keys.sort()).toEqual([original.key, converted.key].sort());
+    // A retry of the conversion replays its answer, and the record it names exists.
+    const retried = await convert();
+    expect(retried.status).toBe(201);
+    expect(retried.headers.get('idempotent-replayed')).toBe('true');
+    expect(((await retried.json()) as { data: { key: string } }).data.key).toBe(converted.key);
     // The same signing key: the URL signed before the restart still works.
     const viaSigned = await fetch(signedUrl.replace(/^https?:\/\/[^/]+/, api));
     expect(viaSigned.status).toBe(200);
