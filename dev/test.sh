@@ -6,7 +6,15 @@
 # `npm test` with any arguments given. CI (.ci/run) walks the same steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dev/setup/install-packages.sh test
+if ! dev/setup/install-packages.sh test; then
+  # With a Docker engine the harness takes Redis and S3 from testcontainers;
+  # a test needing one of the missing tools says which.
+  if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
+    echo "setup: going on with the Docker engine for the services (testcontainers)" >&2
+  else
+    exit 1
+  fi
+fi
 # shellcheck source=dev/setup/node.sh
 source dev/setup/node.sh
 node --import tsx dev/build-if-stale.ts
