@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# One command for the tests on a fresh machine: Node 24 and the dependencies
-# (dev/setup/node.sh), the system packages the tests use
-# (dev/setup/install-packages.sh test; where it cannot install, it prints the
-# one command to run), dist/ built when a source changed (the newcomer test starts it as `npm start` does), then
-# `npm test` with any arguments given. CI (.ci/run) walks the same steps.
+# One command for the tests on a fresh machine: the system packages the tests
+# use (dev/setup/install-packages.sh test; where it cannot install, it prints
+# the one command to run, and goes on only with a Docker engine), Node 24 and
+# the dependencies (dev/setup/node.sh), dist/ built when a source changed (the
+# newcomer test starts it as `npm start` does), then `npm test` with any
+# arguments given. CI (.ci/run) walks the same steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! dev/setup/install-packages.sh test; then
