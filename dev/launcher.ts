@@ -100,7 +100,7 @@ async function startServices(config: Config, dataDir: string, logger: Logger): P
       started.services.mongodb = `MONGODB_URI ${redact(config.mongodbUri)}`;
     } else {
       const dbPath = join(dataDir, 'mongodb');
-      const mongod = await startMongod({ dbPath });
+      const mongod = await startMongod({ dbPath, ownProcessGroup: true });
       if (!('reason' in mongod)) {
         started.stops.push(mongod.stop);
         started.env.MONGODB_URI = `${mongod.uri}/${DATABASE}`;
