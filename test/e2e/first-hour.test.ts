@@ -197,11 +197,31 @@ describe('the first hour with npm start', () => {
     expect(sha256(Buffer.from(await viaSigned.arrayBuffer()))).toBe(original.sha);
   }, 60_000);
 
-  it('stops on Ctrl-C within 10 s, exit code 0, without connection-refused warnings', async () => {
+  it('stops on Ctrl-C within 10 s, the API and the worker before Redis, exit code 0, without connection-refused warnings', async () => {
+    const { children } = JSON.parse(await readFile(join(dataDir, 'state.json'), 'utf8')) as {
+      children: Record<string, { pid: number }>;
+    };
+    expect(Object.keys(children).sort()).toEqual(['api', 'redis', 'worker']);
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
     const began = Date.now();
     ctrlC(current!);
+    // The order in which they end, watched every few milliseconds.
+    const ended: string[] = [];
+    while (ended.length < 3 && Date.now() - began < 15_000) {
+      for (const [name, { pid }] of Object.entries(children))
+        if (!ended.includes(name) && !alive(pid)) ended.push(name);
+      await new Promise((r) => setTimeout(r, 5));
+    }
     const code = await current!.exited;
     const ms = Date.now() - began;
+    expect(ended.at(-1)).toBe('redis');
     process.stdout.write(`npm start stopped in ${ms} ms after Ctrl-C\n`);
     expect(code).toBe(0);
     expect(ms).toBeLessThan(10_000);
