@@ -10,7 +10,7 @@
 # else, or without the rights to install, it prints the one command to run
 # and exits 1. For the tests, a machine with a Docker engine may skip the
 # service packages (the harness starts Redis and S3 through testcontainers;
-# README "How tests find their services").
+# docs/testing.md).
 set -euo pipefail
 what="${1:-test}"
 case "$what" in start | test) ;; *) echo "usage: $0 start|test" >&2; exit 2 ;; esac
