@@ -1,29 +1,38 @@
 /**
  * `npm start`: the API and one worker together on one machine, for a newcomer
  * or a developer. Development tooling (dev/): it never ships in an image and
- * runs through tsx; `npm start` builds dist/ first, and the API and the worker
- * run from the production entry points there. Every service that is not configured gets an embedded
- * default, and the log says which (docs/operations.md, "Running without Docker"):
+ * runs through tsx; the API and the worker run from the production entry
+ * points in dist/, which `npm start` builds first only when a source changed
+ * since the last build (dev/build-if-stale.ts). Every service that is not
+ * configured gets an embedded default, and the log says which
+ * (docs/operations.md, "Running without Docker"):
  *
  * - Redis: REDIS_URL, else a `redis-server` from the PATH (data in DATA_DIR/redis);
  * - MongoDB: MONGODB_URI, else a real `mongod` through mongodb-memory-server
- *   (data in DATA_DIR/mongodb), else the in-process wire stand-in (records in
- *   memory only: a loud warning says so);
+ *   (data in DATA_DIR/mongodb), else the in-process wire stand-in (data in
+ *   DATA_DIR/mongo-standin, written through after every command);
  * - storage: S3_ENDPOINT, else the local file system (STORAGE_DIR).
+ *
+ * Outside production it also turns on signed URLs, the Bull dashboard and a
+ * development rate limit where nothing is set (dev/dev-defaults.ts), and the
+ * banner lists what is on and off.
  *
  * The API and the worker run as child processes of this one, exactly as in
  * production (`npm run start:api`, `npm run start:worker`); this process owns
  * the embedded services, writes DATA_DIR/state.json so the operator CLI finds
  * them, creates a development organization on a database without any, and
- * stops everything on SIGINT/SIGTERM. With NODE_ENV=production the
- * configuration schema refuses to start without MONGODB_URI, REDIS_URL and
- * S3_ENDPOINT, naming each, so no embedded default is ever used there.
+ * stops everything on SIGINT/SIGTERM: the API and the worker first (bounded),
+ * then the services they use, so nothing is left talking to a service that is
+ * gone. With NODE_ENV=production the configuration schema refuses to start
+ * without MONGODB_URI, REDIS_URL and S3_ENDPOINT, naming each, so no embedded
+ * default is ever used there.
  */
+import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
+import { parseArgs, promisify } from 'node:util';
 import { startMongoStandin } from '@media/mongo-standin';
 import { ConfigError, loadConfig, type Config } from '@shared/config';
 import { createLogger, type Logger } from '@shared/logger';
@@ -31,11 +40,14 @@ import { startMongod } from './embedded/mongo';
 import { redisServerBinary, startRedisServer } from './embedded/redis';
 import { processStartTime } from '@api/dev-state';
 import { bootstrapOrganization, DEV_TOKEN_DAYS, mayBootstrap } from './dev-org';
+import { buildIfStale } from './build-if-stale';
+import { developmentDefaults, PRODUCTION_RATE_LIMIT, type DevDefaults } from './dev-defaults';
 import { describeDeath, freePortPreferring, spawnChild, type Child, type Death } from './children';
 import {
   processRef,
   readRunningState,
   removeState,
+  statePath,
   stopLeftovers,
   writeState,
 } from './embedded/state';
@@ -76,7 +88,7 @@ async function startServices(config: Config, dataDir: string, logger: Logger): P
         );
       }
       const dir = join(dataDir, 'redis');
-      const redis = await startRedisServer({ dir, persist: true });
+      const redis = await startRedisServer({ dir, persist: true, ownProcessGroup: true });
       started.stops.push(redis.stop);
       started.env.REDIS_URL = redis.url;
       if (redis.pid) started.pids.redis = redis.pid;
@@ -88,29 +100,21 @@ async function startServices(config: Config, dataDir: string, logger: Logger): P
       started.services.mongodb = `MONGODB_URI ${redact(config.mongodbUri)}`;
     } else {
       const dbPath = join(dataDir, 'mongodb');
-      const mongod = await startMongod({ dbPath });
+      const mongod = await startMongod({ dbPath, ownProcessGroup: true });
       if (!('reason' in mongod)) {
         started.stops.push(mongod.stop);
         started.env.MONGODB_URI = `${mongod.uri}/${DATABASE}`;
         started.services.mongodb = `embedded mongod (${mongod.binary}) at ${mongod.uri} (data in ${dbPath})`;
       } else {
         logger.info({ reason: mongod.reason }, 'no mongod available for MongoDB');
-        const standin = await startMongoStandin({ logger: logger.child({ component: 'mongodb' }) });
+        const standinDir = join(dataDir, 'mongo-standin');
+        const standin = await startMongoStandin({
+          logger: logger.child({ component: 'mongodb' }),
+          dataDir: standinDir,
+        });
         started.stops.push(() => standin.close());
         started.env.MONGODB_URI = `${standin.uri}/${DATABASE}`;
-        started.services.mongodb = `in-process STAND-IN at ${standin.uri}: records live in memory and are LOST when npm start stops`;
-        process.stderr.write(
-          [
-            '',
-            '!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!',
-            '!! MongoDB: no MONGODB_URI and no mongod, so the in-process STAND-IN runs.  !!',
-            '!! Records live in memory and are LOST when `npm start` stops (the files  !!',
-            '!! stay on disk without their records). For data that lasts, set          !!',
-            '!! MONGODB_URI or install mongod. Development only (dev/mongo-standin).     !!',
-            '!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!',
-            '',
-          ].join('\n'),
-        );
+        started.services.mongodb = `in-process STAND-IN at ${standin.uri} (data in ${standinDir}; development only: install mongod or set MONGODB_URI for a real MongoDB)`;
       }
     }
     logger.info({ mongodb: started.services.mongodb }, 'MongoDB');
@@ -147,6 +151,50 @@ function entryPoint(role: 'api' | 'worker', fromSource: boolean): { args: string
   return { args: [...(fromSource ? ['--import', 'tsx'] : []), '--enable-source-maps', file] };
 }
 
+/**
+ * After an `npm start` that was killed (its state file left behind), before
+ * anything serves: `reconcile --fix --older-than 0`, the operator CLI's own
+ * repair. Nothing else uses these embedded services at this moment, so
+ * whatever has no record now (an upload cut off by the kill, a job's temporary
+ * input whose job is gone) is a leftover, never an upload in flight; jobs still
+ * queued keep their inputs. A repair that fails is reported and the start goes on.
+ */
+async function repairAfterKill(
+  env: NodeJS.ProcessEnv,
+  fromSource: boolean,
+  logger: Logger,
+): Promise<void> {
+  const cli = fromSource
+    ? ['--import', 'tsx', join(ROOT, 'api', 'cli.ts')]
+    : [join(ROOT, 'dist', 'api', 'cli.js')];
+  try {
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [...cli, 'reconcile', '--fix', '--older-than', '0'],
+      { env: { ...env, LOG_LEVEL: 'warn' }, timeout: 120_000, maxBuffer: 64 * 1024 * 1024 },
+    );
+    const report = JSON.parse(stdout) as Record<string, unknown>;
+    const found = Object.fromEntries(
+      [
+        'objectsWithoutRecord',
+        'recordsWithoutObject',
+        'incompleteUploads',
+        'deletesInProgress',
+        'usageDrift',
+      ].map((name) => [name, Array.isArray(report[name]) ? report[name].length : 0]),
+    );
+    logger.warn(
+      { repaired: found },
+      'the previous npm start was killed: reconcile --fix repaired what it left behind',
+    );
+  } catch (err) {
+    logger.warn(
+      { err },
+      'the previous npm start was killed and the repair after it failed: run `npm run cli -- reconcile` to see what it left',
+    );
+  }
+}
+
 function spawnRole(role: 'api' | 'worker', env: NodeJS.ProcessEnv, fromSource: boolean): Child {
   const { args } = entryPoint(role, fromSource);
   return spawnChild(role, role === 'api' ? ['--max-semi-space-size=2', ...args] : args, {
@@ -178,10 +226,32 @@ async function waitForHealth(
   throw new StartError(`the ${what} did not answer ${url}/healthz within ${timeoutMs / 1000} s`);
 }
 
+/** What is on and off, and why (the user's setting or a development default). */
+function featureLines(apiUrl: string, config: Config, defaults: DevDefaults): string[] {
+  const { generated } = defaults;
+  const dashboard = config.dashboard;
+  return [
+    'Features (on by default in development where you set nothing):',
+    config.urlSigning
+      ? `  signed URLs  on   POST /media/sign (${generated.signingKey ? `key generated into ${generated.signingKey}` : 'URL_SIGNING_KEYS'})`
+      : '  signed URLs  off  (set URL_SIGNING_KEYS)',
+    dashboard
+      ? `  dashboard    on   ${apiUrl}/admin/queues  user ${dashboard.user}  password ${generated.dashboard ? `${dashboard.password}  (generated into ${generated.dashboard})` : '(DASHBOARD_PASSWORD)'}${dashboard.write ? ', actions allowed' : ', read-only'}`
+      : '  dashboard    off  (set DASHBOARD_USER and DASHBOARD_PASSWORD to enable /admin/queues)',
+    config.metricsToken
+      ? `  metrics      on   ${apiUrl}/metrics (METRICS_TOKEN required)`
+      : `  metrics      on   ${apiUrl}/metrics (open: METRICS_TOKEN not set)`,
+    config.rateLimit
+      ? `  rate limit   on   ${config.rateLimit.max} units per ${config.rateLimit.windowMs / 1000} s per token${generated.rateLimit ? ` (development default; production's is ${PRODUCTION_RATE_LIMIT}; RATE_LIMIT_MAX)` : ' (RATE_LIMIT_MAX)'}`
+      : '  rate limit   off  (RATE_LIMIT_MAX=0)',
+  ];
+}
+
 function banner(
   apiUrl: string,
   services: Started['services'],
   config: Config,
+  defaults: DevDefaults,
   org: { slug: string; token: string; expiresAt: string } | undefined,
   bootstrapped: boolean,
 ): string {
@@ -192,10 +262,9 @@ function banner(
     `  mongodb   ${services.mongodb}`,
     `  redis     ${services.redis}`,
     `  docs      ${apiUrl}/docs   (OpenAPI: ${apiUrl}/docs/openapi.yaml)`,
-    `  health    ${apiUrl}/readyz   metrics ${apiUrl}/metrics   worker http://localhost:${config.worker.port}/readyz`,
-    config.dashboard
-      ? `  dashboard ${apiUrl}/admin/queues (user ${config.dashboard.user}${config.dashboard.write ? ', actions allowed' : ', read-only'})`
-      : '  dashboard off (set DASHBOARD_USER and DASHBOARD_PASSWORD to enable /admin/queues)',
+    `  health    ${apiUrl}/readyz   worker http://localhost:${config.worker.port}/readyz`,
+    '',
+    ...featureLines(apiUrl, config, defaults),
   ];
   if (org) {
     const file = existsSync(SAMPLE_FILE) ? SAMPLE_FILE : 'path/to/photo.jpg';
@@ -232,6 +301,13 @@ async function main(): Promise<number> {
     );
   }
   if (!fromSource) {
+    try {
+      const build = buildIfStale(ROOT);
+      if (build.built)
+        process.stderr.write(`npm start: built dist/ in ${(build.ms / 1000).toFixed(1)} s\n`);
+    } catch (err) {
+      throw new StartError((err as Error).message);
+    }
     for (const role of ['api', 'worker'] as const) {
       const file = entryPoint(role, false).args.at(-1)!;
       if (!existsSync(file))
@@ -249,12 +325,15 @@ async function main(): Promise<number> {
     );
   }
 
+  // A state file with no launcher running: the last start was killed, not stopped.
+  const killedBefore = existsSync(statePath(dataDir));
   const leftovers = await stopLeftovers(dataDir);
   if (leftovers.length)
     logger.warn({ stopped: leftovers }, 'stopped processes left behind by an earlier npm start');
 
+  const defaults = await developmentDefaults(process.env, dataDir);
   const started = await startServices(config, dataDir, logger);
-  const env: NodeJS.ProcessEnv = { ...process.env, ...started.env };
+  const env: NodeJS.ProcessEnv = { ...process.env, ...defaults.env, ...started.env };
   if (!process.env.WORKER_PORT || config.worker.port === 0) {
     // Not configured: the default port when free, else any free one (another
     // program on 3001 would make the worker exit with EADDRINUSE). 0 (any
@@ -270,11 +349,12 @@ async function main(): Promise<number> {
   const childConfig = loadConfig(env);
   const apiUrl = `http://localhost:${childConfig.port}`;
   const children: Child[] = [];
-  let stopping = false;
+  let stopping: Promise<number> | undefined;
 
   const shutdown = async (code: number): Promise<number> => {
-    stopping = true;
-    const grace = config.shutdownTimeoutMs + 5_000;
+    // The children finish their work within their SHUTDOWN_TIMEOUT_MS (a few
+    // seconds in development, dev/dev-defaults.ts); past it and a margin they are killed.
+    const grace = childConfig.shutdownTimeoutMs + 3_000;
     await Promise.all(
       children.map(async ({ process: child, exited }) => {
         if (child.exitCode !== null || child.signalCode !== null) return;
@@ -284,15 +364,39 @@ async function main(): Promise<number> {
         clearTimeout(timer);
       }),
     );
+    // Only then the services they used: nothing is left retrying a Redis that is gone.
     await stopAll(started.stops, logger);
     await removeState(dataDir);
     logger.info('stopped');
     return code;
   };
+  let settle: (code: number) => void = () => {};
+  const stopped = new Promise<number>((resolve) => (settle = resolve));
+  const stop = (code: number): Promise<number> => {
+    if (!stopping) {
+      stopping = shutdown(code);
+      void stopping.then(settle);
+    }
+    return stopping;
+  };
+  // Installed before the children start, and `on`, not `once`: a Ctrl-C during
+  // start-up, or a second one (npm passing the signal on) while stopping, must
+  // not end this process before its children and services are stopped.
+  const onSignal = () => {
+    if (!stopping)
+      process.stderr.write('\nnpm start: stopping (the API and the worker, then the services)\n');
+    void stop(0);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
 
   try {
     const bootstrapped = mayBootstrap(process.env.NODE_ENV, Boolean(started.env.MONGODB_URI));
     const org = bootstrapped ? await bootstrapOrganization(childConfig, logger) : undefined;
+    // Only on services this start owns (embedded): a shared database or bucket may have uploads in flight.
+    if (killedBefore && started.env.MONGODB_URI && started.env.REDIS_URL && started.env.STORAGE_DIR)
+      await repairAfterKill(env, fromSource, logger);
+    if (stopping) return stopping;
     const api = spawnRole('api', env, fromSource);
     const worker = spawnRole('worker', env, fromSource);
     children.push(api, worker);
@@ -314,35 +418,33 @@ async function main(): Promise<number> {
     });
     await waitForHealth('API', `http://127.0.0.1:${childConfig.port}`, children);
     await waitForHealth('worker', `http://127.0.0.1:${childConfig.worker.port}`, children);
-    process.stdout.write(banner(apiUrl, started.services, childConfig, org, bootstrapped));
+    if (stopping) return stopping;
+    process.stdout.write(
+      banner(apiUrl, started.services, childConfig, defaults, org, bootstrapped),
+    );
   } catch (err) {
-    await shutdown(1);
+    // Stopped by a signal during start-up: the children's deaths are no failure.
+    if (stopping) return stopping;
+    await stop(1);
     throw err;
   }
 
   // A child that dies stops the whole stack, loudly, with exit code 1: nothing
   // restarts it (docs/operations.md, "Running without Docker").
-  return new Promise<number>((done) => {
-    const stop = (code: number) => {
+  for (const child of children) {
+    void child.exited.then((death) => {
       if (stopping) return;
-      void shutdown(code).then(done);
-    };
-    process.once('SIGINT', () => stop(0));
-    process.once('SIGTERM', () => stop(0));
-    for (const child of children) {
-      void child.exited.then((death) => {
-        if (stopping) return;
-        logger.error(
-          { role: death.role, code: death.code, signal: death.signal, cause: death.cause },
-          `${describeDeath(death)}; stopping everything`,
-        );
-        process.stderr.write(
-          `\n!! npm start: ${describeDeath(death)}. Stopping everything (exit code 1).\n\n`,
-        );
-        stop(1);
-      });
-    }
-  });
+      logger.error(
+        { role: death.role, code: death.code, signal: death.signal, cause: death.cause },
+        `${describeDeath(death)}; stopping everything`,
+      );
+      process.stderr.write(
+        `\n!! npm start: ${describeDeath(death)}. Stopping everything (exit code 1).\n\n`,
+      );
+      void stop(1);
+    });
+  }
+  return stopped;
 }
 
 main().then(

@@ -23,6 +23,11 @@ export interface MongodOptions {
   dbPath?: string;
   /** Give up after this long (a first download can be slow). */
   timeoutMs?: number;
+  /**
+   * Its own process group (npm start): a Ctrl-C in the terminal then reaches
+   * the launcher only, which stops mongod after the processes using it.
+   */
+  ownProcessGroup?: boolean;
 }
 
 export const MONGOD_DOWNLOAD_HOST = 'fastdl.mongodb.org';
@@ -51,6 +56,7 @@ export async function startMongod(
   try {
     const create = MongoMemoryServer.create({
       ...(systemBinary ? { binary: { systemBinary } } : {}),
+      ...(options.ownProcessGroup ? { spawn: { detached: true } } : {}),
       ...(options.dbPath
         ? { instance: { dbPath: options.dbPath, storageEngine: 'wiredTiger' as const } }
         : {}),

@@ -22,6 +22,11 @@ export interface RedisServerOptions {
   persist: boolean;
   /** Default: a free port. */
   port?: number;
+  /**
+   * Its own process group (npm start): a Ctrl-C in the terminal then reaches
+   * the launcher only, which stops Redis after the processes using it.
+   */
+  ownProcessGroup?: boolean;
 }
 
 /** The redis-server binary on the PATH, or undefined. */
@@ -49,7 +54,7 @@ export async function startRedisServer(options: RedisServerOptions): Promise<Emb
       'noeviction',
       ...persistence,
     ],
-    { stdio: 'ignore' },
+    { stdio: 'ignore', detached: options.ownProcessGroup ?? false },
   );
   const url = `redis://127.0.0.1:${port}`;
   const stop = () => stopProcess(child);

@@ -138,7 +138,7 @@ export const VARIABLES = {
   DATA_DIR: {
     section: 'server',
     value: text({ default: './.data', type: 'directory' }),
-    doc: "Where `npm start` keeps its embedded services' data (Redis, mongod) and its state file (development).",
+    doc: "Where `npm start` keeps its embedded services' data (Redis, mongod or the MongoDB stand-in), the signing key and dashboard credentials it generates, and its state file (development; [development.md](development.md)).",
   },
 
   // MongoDB and Redis

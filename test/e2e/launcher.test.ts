@@ -158,7 +158,7 @@ describe('npm start with nothing configured', () => {
     const out = launched.output();
     expect(out).toMatch(/redis\s+embedded Redis server/);
     expect(out).toMatch(/mongodb\s+(embedded mongod|in-process STAND-IN)/);
-    if (/STAND-IN/.test(out)) expect(out).toMatch(/Records live in memory and are LOST/);
+    if (/STAND-IN/.test(out)) expect(out).toContain(`(data in ${join(dataDir, 'mongo-standin')};`);
     expect(out).toContain(`storage   local file system ${join(dataDir, 'storage')}`);
 
     const ready = await fetch(`http://127.0.0.1:${port}/readyz`);

@@ -57,6 +57,8 @@ const DEV_CODE = [
   'startMongod',
   'stopLeftovers',
   'writeState',
+  'developmentDefaults',
+  'buildIfStale',
   'mongodb-memory-server',
   'from-source',
   'require("mingo")',

@@ -115,6 +115,7 @@ export const collMod: CommandHandler = (ctx) => {
     checkValidationOptions({ [field]: value });
     store.options[field] = value;
   }
+  store.definitionChanged();
   return reply;
 };
 

@@ -1,7 +1,9 @@
 // Runs the MongoDB stand-in on its own, like a `mongod`:
 //
-//   npm run --silent mongo-standin -- [--port <p>] [--host <h>]
+//   npm run --silent mongo-standin -- [--port <p>] [--host <h>] [--data-dir <dir>]
 //
+// With --data-dir the collections are kept on disk there (persistence.ts) and
+// loaded back at the next start; without it they live in memory only.
 // The first line on stdout is the URI (`mongodb://127.0.0.1:27017`), nothing
 // before it; logs go to stderr. Serves until SIGINT or SIGTERM (or, when its
 // parent started it with an IPC channel, until that channel closes).
@@ -10,11 +12,13 @@ import { pino } from 'pino';
 
 import { startMongoStandin } from './server';
 
-const USAGE = 'usage: mongo-standin [--port <port>] [--host <host>]   (defaults: 27017, 127.0.0.1)';
+const USAGE =
+  'usage: mongo-standin [--port <port>] [--host <host>] [--data-dir <dir>]   (defaults: 27017, 127.0.0.1, in memory)';
 
 interface CliOptions {
   port: number;
   host: string;
+  dataDir?: string;
 }
 
 function fail(message: string): never {
@@ -44,6 +48,9 @@ function parseArgs(argv: readonly string[]): CliOptions {
       }
       case '--host':
         options.host = value();
+        break;
+      case '--data-dir':
+        options.dataDir = value();
         break;
       case '--help':
       case '-h':

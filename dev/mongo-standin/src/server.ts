@@ -1,8 +1,10 @@
 // The MongoDB stand-in: an in-process TCP server speaking the MongoDB wire
 // protocol over an in-memory storage engine, so that mongoose and the driver
 // connect to it with an ordinary `mongodb://host:port/db` URI. Development and
-// test infrastructure only: records vanish with the process, there is no
-// authentication, no replication and no transactions.
+// test infrastructure only: there is no authentication, no replication and no
+// transactions. Without `dataDir` records vanish with the process; with it,
+// every command's changes are written through to disk before its reply
+// (persistence.ts) and loaded back at the next start.
 
 import net from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
@@ -13,6 +15,7 @@ import type { Doc } from './bson-values';
 import { OP_QUERY_COMMANDS, runCommand } from './command-handlers';
 import { MongoCommandError } from './command-errors';
 import { CursorRegistry } from './cursor-registry';
+import { Persistence } from './persistence';
 import { StorageEngine } from './storage-engine';
 import { ttlMonitorSleepSecs } from './admin-commands';
 import { startTtlMonitor } from './ttl-monitor';
@@ -31,7 +34,9 @@ export interface MongoStandin {
   uri: string;
   host: string;
   port: number;
-  /** Destroys open connections, stops listening and forgets all data. */
+  /** Where the records are kept, or undefined (in memory only). */
+  dataDir: string | undefined;
+  /** Destroys open connections, stops listening and forgets the data in memory (what is on disk stays). */
   close(): Promise<void>;
 }
 
@@ -42,6 +47,11 @@ export interface MongoStandinOptions {
   host?: string;
   /** Where the start-up warning, connection events and unexpected errors go. */
   logger?: Logger;
+  /**
+   * Keep the collections on disk in this directory (created if missing),
+   * loaded back at start; default: in memory only.
+   */
+  dataDir?: string;
 }
 
 interface ConnectionState {
@@ -61,7 +71,15 @@ class StandinServer {
   private nextConnectionId = 0;
   private nextRequestId = 0;
 
-  constructor(private readonly logger: Logger | undefined) {}
+  constructor(
+    private readonly logger: Logger | undefined,
+    readonly persistence?: Persistence,
+  ) {}
+
+  /** Writes the changes made since the last call through to disk (when persistent). */
+  persist(): void {
+    this.persistence?.flush(this.engine);
+  }
 
   accept(socket: Socket): void {
     const connection: ConnectionState = {
@@ -137,7 +155,7 @@ class StandinServer {
   }
 
   private run(connection: ConnectionState, db: string, command: Doc): Doc {
-    return runCommand({
+    const reply = runCommand({
       db,
       command,
       engine: this.engine,
@@ -145,6 +163,20 @@ class StandinServer {
       connectionId: connection.id,
       logger: this.logger,
     });
+    try {
+      // Before the reply: an acknowledged write is on disk.
+      this.persist();
+    } catch (error) {
+      this.logger?.error(
+        { err: error, command: Object.keys(command)[0], db },
+        'mongo stand-in: could not write a change to disk',
+      );
+      return new MongoCommandError(
+        'InternalError',
+        `the change was made in memory but could not be written to disk: ${error instanceof Error ? error.message : String(error)}`,
+      ).toReply();
+    }
+    return reply;
   }
 
   private encode(reply: Doc, encode: (doc: Doc) => Buffer): Buffer {
@@ -173,13 +205,26 @@ export async function startMongoStandin(opts: MongoStandinOptions = {}): Promise
   }
   const host = opts.host ?? '127.0.0.1';
   const logger = opts.logger;
-  const standin = new StandinServer(logger);
+  const persistence = opts.dataDir ? new Persistence(opts.dataDir) : undefined;
+  const standin = new StandinServer(logger, persistence);
+  if (persistence) {
+    try {
+      const loaded = persistence.load(standin.engine);
+      logger?.info({ dataDir: opts.dataDir, ...loaded }, 'mongo stand-in: loaded its collections');
+    } catch (error) {
+      persistence.close();
+      throw error;
+    }
+  }
   const server = net.createServer((socket) => standin.accept(socket));
 
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (error) => {
+      persistence?.close();
+      reject(error);
+    });
     server.listen(opts.port ?? 0, host, () => {
-      server.off('error', reject);
+      server.removeAllListeners('error');
       resolve();
     });
   });
@@ -187,17 +232,31 @@ export async function startMongoStandin(opts: MongoStandinOptions = {}): Promise
 
   const port = (server.address() as AddressInfo).port;
   const uri = `mongodb://${formatHost(host)}:${port}`;
-  logger?.warn(
-    { uri },
-    "MongoDB STAND-IN in use: records live only in this process's memory and VANISH when it exits. Development and tests only, never production.",
-  );
+  if (persistence) {
+    logger?.warn(
+      { uri, dataDir: opts.dataDir },
+      'MongoDB STAND-IN in use: records kept on disk in dataDir. Development and tests only, never production.',
+    );
+  } else {
+    logger?.warn(
+      { uri },
+      "MongoDB STAND-IN in use: records live only in this process's memory and VANISH when it exits. Development and tests only, never production.",
+    );
+  }
 
-  const stopTtlMonitor = startTtlMonitor(standin.engine, ttlMonitorSleepSecs);
+  const stopTtlMonitor = startTtlMonitor(standin.engine, ttlMonitorSleepSecs, () => {
+    try {
+      standin.persist();
+    } catch (error) {
+      logger?.error({ err: error }, 'mongo stand-in: could not write expired documents to disk');
+    }
+  });
   let closing: Promise<void> | undefined;
   return {
     uri,
     host,
     port,
+    dataDir: opts.dataDir,
     close() {
       closing ??= new Promise<void>((resolve) => {
         stopTtlMonitor();
@@ -205,6 +264,11 @@ export async function startMongoStandin(opts: MongoStandinOptions = {}): Promise
         server.close(() => resolve());
       }).then(() => {
         standin.cursors.clear();
+        try {
+          standin.persist();
+        } finally {
+          persistence?.close();
+        }
         standin.engine.clear();
         logger?.info({ uri }, 'mongo stand-in: stopped');
       });

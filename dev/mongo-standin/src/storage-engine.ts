@@ -6,6 +6,10 @@
 // replaces the entry, so a reader holding an entry (an open cursor) keeps a
 // consistent snapshot. Every operation is synchronous: a command's
 // read-modify-write cannot interleave with another command's.
+//
+// Every change is noted in the engine's journal (which documents, which
+// collections' definitions, what was dropped), so that a persistence layer
+// (persistence.ts) writes exactly what a command changed once it has run.
 
 import { BSON, UUID } from 'bson';
 
@@ -49,6 +53,18 @@ export interface FindEntriesOptions extends QueryOptions {
 
 export type CreateIndexOutcome = 'created' | 'exists';
 
+/** A change to write through, in the order it happened. */
+export type JournalEntry =
+  | { kind: 'document'; store: CollectionStore; idKey: string }
+  | { kind: 'definition'; store: CollectionStore }
+  | { kind: 'dropCollection'; db: string; name: string }
+  | { kind: 'dropDatabase'; db: string };
+
+/** Where stores note their changes (the engine's journal). */
+export interface ChangeSink {
+  note(entry: JournalEntry): void;
+}
+
 export class CollectionStore {
   readonly uuid = new UUID();
   private readonly entries = new Map<string, StoredEntry>();
@@ -58,7 +74,17 @@ export class CollectionStore {
     readonly db: string,
     readonly name: string,
     readonly options: Doc = {},
+    private readonly changes?: ChangeSink,
   ) {}
+
+  private changed(idKey: string): void {
+    this.changes?.note({ kind: 'document', store: this, idKey });
+  }
+
+  /** Its options or an index's spec changed in place (collMod). */
+  definitionChanged(): void {
+    this.changes?.note({ kind: 'definition', store: this });
+  }
 
   get ns(): string {
     return `${this.db}.${this.name}`;
@@ -66,6 +92,11 @@ export class CollectionStore {
 
   get count(): number {
     return this.entries.size;
+  }
+
+  /** The entry stored under a canonical `_id` key. */
+  get(idKey: string): StoredEntry | undefined {
+    return this.entries.get(idKey);
   }
 
   /** A snapshot of the stored entries in insertion order. */
@@ -198,6 +229,7 @@ export class CollectionStore {
     const entry: StoredEntry = { idKey, doc, view, keys };
     this.entries.set(idKey, entry);
     this.addKeys(entry);
+    this.changed(idKey);
     this.enforceCap();
     return entry;
   }
@@ -234,6 +266,7 @@ export class CollectionStore {
     this.removeKeys(entry);
     this.entries.set(entry.idKey, replacement);
     this.addKeys(replacement);
+    this.changed(entry.idKey);
     return replacement;
   }
 
@@ -241,6 +274,7 @@ export class CollectionStore {
     if (this.entries.get(entry.idKey) !== entry) return;
     this.removeKeys(entry);
     this.entries.delete(entry.idKey);
+    this.changed(entry.idKey);
   }
 
   indexSpecs(): Doc[] {
@@ -308,6 +342,7 @@ export class CollectionStore {
     } else {
       this.indexes.push(index);
     }
+    this.definitionChanged();
     return 'created';
   }
 
@@ -329,11 +364,13 @@ export class CollectionStore {
     }
     if (index.isIdIndex) throw new MongoCommandError('InvalidOptions', 'cannot drop _id index');
     this.indexes.splice(position, 1);
+    this.definitionChanged();
   }
 
   /** Drops every index but `_id_`. */
   dropAllIndexes(): void {
     this.indexes.splice(1);
+    this.definitionChanged();
   }
 
   hasIndex(name: string): boolean {
@@ -355,8 +392,22 @@ function validateCollectionName(db: string, name: string): void {
   }
 }
 
-export class StorageEngine {
+export class StorageEngine implements ChangeSink {
   private readonly databases = new Map<string, Map<string, CollectionStore>>();
+  private journal: JournalEntry[] = [];
+  /** Whether changes are noted (only when something takes them: persistence.ts). */
+  journaling = false;
+
+  note(entry: JournalEntry): void {
+    if (this.journaling) this.journal.push(entry);
+  }
+
+  /** The changes since the last call, in order (and forgets them). */
+  takeJournal(): JournalEntry[] {
+    const taken = this.journal;
+    this.journal = [];
+    return taken;
+  }
 
   collection(db: string, name: string): CollectionStore | undefined {
     return this.databases.get(db)?.get(name);
@@ -380,8 +431,9 @@ export class StorageEngine {
     if (collections.has(name)) {
       throw new MongoCommandError('NamespaceExists', `Collection ${db}.${name} already exists.`);
     }
-    const store = new CollectionStore(db, name, options);
+    const store = new CollectionStore(db, name, options, this);
     collections.set(name, store);
+    this.note({ kind: 'definition', store });
     return store;
   }
 
@@ -391,10 +443,12 @@ export class StorageEngine {
     if (!collections || !store) return undefined;
     collections.delete(name);
     if (collections.size === 0) this.databases.delete(db);
+    this.note({ kind: 'dropCollection', db, name });
     return store;
   }
 
   dropDatabase(db: string): boolean {
+    this.note({ kind: 'dropDatabase', db });
     return this.databases.delete(db);
   }
 
@@ -406,7 +460,9 @@ export class StorageEngine {
     return [...this.databases.keys()];
   }
 
+  /** Forgets everything in memory (closing); nothing is journaled. */
   clear(): void {
     this.databases.clear();
+    this.journal = [];
   }
 }

@@ -69,12 +69,16 @@ export function removeExpired(engine: StorageEngine, now = Date.now()): number {
  * second, so that a setParameter takes effect at once); the timer never keeps
  * the process alive.
  */
-export function startTtlMonitor(engine: StorageEngine, sleepSeconds: () => number): () => void {
+export function startTtlMonitor(
+  engine: StorageEngine,
+  sleepSeconds: () => number,
+  afterPass: () => void = () => {},
+): () => void {
   let last = Date.now();
   const timer = setInterval(() => {
     if (Date.now() - last < Math.max(1, sleepSeconds()) * 1000) return;
     last = Date.now();
-    removeExpired(engine);
+    if (removeExpired(engine) > 0) afterPass();
   }, 1000);
   timer.unref();
   return () => clearInterval(timer);
