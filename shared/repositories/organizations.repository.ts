@@ -14,7 +14,7 @@ export interface Organization {
   name: string;
   /** Bytes it may store; null: no quota. */
   quotaBytes: number | null;
-  /** Its root folder: files in no folder answer this folderId (docs/api.md, "Folders"). */
+  /** Its root folder: files in no folder answer this folderId (docs/api.md, "The root folder"). */
   rootFolderId: number;
 }
 
