@@ -552,6 +552,13 @@ describe('folderId outside the interface answers, and the root folder', () => {
       expect(status).toBe(200);
       expect(expectEnvelope(body)).toHaveProperty('folderId', rootId());
     }
+    // A delete answers the deleted record, with its folderId too.
+    const deleted = await call('DELETE', `/media/${String(inFolder.id)}`);
+    expect(deleted.status).toBe(200);
+    expect(expectEnvelope(deleted.body)).toHaveProperty('folderId', inFolder.folderId);
+    const gone = await call('DELETE', `/media/record?media=${String(inRoot.key)}`);
+    expect(gone.status).toBe(200);
+    expect(expectEnvelope(gone.body)).toHaveProperty('folderId', rootId());
   });
 
   it("a job's status URL answers the record with an integer folderId", async () => {
