@@ -20,6 +20,7 @@ export type ErrorCode =
   | 'METHOD_NOT_ALLOWED'
   | 'CONFLICT'
   | 'FOLDER_NOT_EMPTY'
+  | 'ROOT_FOLDER'
   | 'IDEMPOTENCY_KEY_IN_USE'
   | 'IDEMPOTENCY_KEY_REUSED'
   | 'RANGE_NOT_SATISFIABLE'
@@ -207,6 +208,13 @@ export const Errors = {
       `Folder ${folderId} holds ${files} file${files === 1 ? '' : 's'}; delete them first, or delete with ?recursive=true`,
       undefined,
       { extra: { files } },
+    ),
+  /** The root folder (files in no folder) has no name to change and cannot go. */
+  rootFolder: (folderId: number, action: 'read as a folder' | 'renamed' | 'deleted') =>
+    new AppError(
+      'ROOT_FOLDER',
+      409,
+      `Folder ${folderId} is the organization's root folder (the files in no folder): it cannot be ${action}; GET /media/folders shows it as root, GET /media?folderId=${folderId} lists its files`,
     ),
   idempotencyKeyInUse: () =>
     new AppError(

@@ -2,14 +2,16 @@
  * The media record as the API shows it: every field of the interface's media
  * record (docs/api.md, "Records"), plus `bytes` and `checksum`.
  * `folderId` is shown only where the interface lists it (base64 upload,
- * convert, merge-pdfs), never in the answers of upload and upload/multiple.
+ * convert, merge-pdfs; and the listing and record reads), never in the
+ * answers of upload and upload/multiple; always an integer: a file in no
+ * folder answers its organization's root folder id.
  */
 import type { MediaRecord, RequestOrigin } from '@shared/repositories/media.repository';
 
 export interface MediaView {
   id: number;
   organizationId: number;
-  folderId?: number | null;
+  folderId?: number;
   name: string;
   url: string;
   key: string;
@@ -39,12 +41,13 @@ export function downloadUrl(publicBaseUrl: string, key: string): string {
 export function toMediaView(
   record: MediaRecord,
   settings: ViewSettings,
-  options: { folderId: boolean },
+  /** Whether folderId is shown; when it is, the root folder id that a file in no folder answers. */
+  options: { folderId: false } | { folderId: true; rootFolderId: number },
 ): MediaView {
   return {
     id: record.id,
     organizationId: record.organizationId,
-    ...(options.folderId ? { folderId: record.folderId } : {}),
+    ...(options.folderId ? { folderId: record.folderId ?? options.rootFolderId } : {}),
     name: record.name,
     url: downloadUrl(settings.publicBaseUrl, record.key),
     key: record.key,

@@ -284,7 +284,9 @@ function idleTimer(req: Request, onIdle: () => void, ms: number | undefined) {
  * The fields of a request, wherever the client put them: a multipart or
  * urlencoded form, a JSON object (already parsed by express.json), or the
  * query string. File parts are refused. Values are strings (JSON numbers and
- * arrays are kept as JSON values).
+ * arrays are kept as JSON values). A request without a body is read from its
+ * query whatever its Content-Type says (a browser's GET cannot carry the
+ * multipart body the content type announces).
  */
 export async function readFields(
   req: Request,
@@ -299,7 +301,7 @@ export async function readFields(
     }
     fields[name] = value;
   };
-  if (isMultipart(req)) {
+  if (isMultipart(req) && hasBody(req)) {
     const { fields: form } = await readMultipart<never>(
       req,
       // (a generous size limit: a file part is refused as such, not as too large)
@@ -328,6 +330,13 @@ export async function readFields(
     if (fields[name] === undefined) take(name, value);
   }
   return fields;
+}
+
+/** Whether the request carries a body: chunked, or a Content-Length above 0. */
+function hasBody(req: Request): boolean {
+  if (req.headers['transfer-encoding'] !== undefined) return true;
+  const length = Number(req.headers['content-length'] ?? 0);
+  return !Number.isFinite(length) || length > 0;
 }
 
 /** How long a connection closed after an early answer keeps reading what the client still sends. */

@@ -34,7 +34,7 @@ export function folderRoutes(deps: { folders: FoldersService; guards: RouteGuard
   const { folders } = deps;
 
   routes.get('/media/folders', { scope: 'read' }, async ({ caller }, res) => {
-    success(res, { folders: await folders.list(caller) });
+    success(res, await folders.list(caller));
   });
 
   routes.post(

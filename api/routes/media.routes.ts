@@ -62,15 +62,18 @@ export function mediaRoutes(deps: {
 }): Router {
   const routes = new RouteTable(Router(), deps.guards);
   const views = { publicBaseUrl: deps.config.publicBaseUrl, bucket: deps.config.bucket };
-  const show = (record: Parameters<typeof toMediaView>[0]) =>
-    toMediaView(record, views, { folderId: true });
+  // Every read shows folderId; a file in no folder answers the root folder's id.
+  const viewFor =
+    ({ organization }: { organization: { rootFolderId: number } }) =>
+    (record: Parameters<typeof toMediaView>[0]) =>
+      toMediaView(record, views, { folderId: true, rootFolderId: organization.rootFolderId });
 
   routes.get(
     '/media',
     { scope: 'read', cost: 2, query: listQuery },
     async ({ caller, query }, res) => {
       const page = await deps.media.list(caller, query);
-      success(res, { media: page.media.map(show), nextCursor: page.nextCursor });
+      success(res, { media: page.media.map(viewFor(caller)), nextCursor: page.nextCursor });
     },
   );
 
@@ -82,7 +85,7 @@ export function mediaRoutes(deps: {
     '/media/record',
     { scope: 'read', query: keyQuery },
     async ({ caller, query }, res) => {
-      success(res, show(await deps.media.get(caller, { key: query.media })));
+      success(res, viewFor(caller)(await deps.media.get(caller, { key: query.media })));
     },
   );
 
@@ -90,7 +93,7 @@ export function mediaRoutes(deps: {
     '/media/record',
     { scope: 'delete', cost: 2, query: keyQuery },
     async ({ caller, query }, res) => {
-      success(res, show(await deps.media.delete(caller, { key: query.media })));
+      success(res, viewFor(caller)(await deps.media.delete(caller, { key: query.media })));
     },
   );
 
@@ -111,12 +114,12 @@ export function mediaRoutes(deps: {
 
   routes.get('/media/:id', { scope: 'read' }, async ({ caller, req }, res, next) => {
     const ref = byId(req, next);
-    if (ref) success(res, show(await deps.media.get(caller, ref)));
+    if (ref) success(res, viewFor(caller)(await deps.media.get(caller, ref)));
   });
 
   routes.delete('/media/:id', { scope: 'delete', cost: 2 }, async ({ caller, req }, res, next) => {
     const ref = byId(req, next);
-    if (ref) success(res, show(await deps.media.delete(caller, ref)));
+    if (ref) success(res, viewFor(caller)(await deps.media.delete(caller, ref)));
   });
 
   return routes.router;

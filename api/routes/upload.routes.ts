@@ -78,7 +78,8 @@ export function uploadRoutes(deps: {
     async ({ caller, body }, res) => {
       const record = await uploads.uploadDataUrl(caller, body);
       metrics.bytesStored('/media/upload/base64', record.bytes);
-      success(res, toMediaView(record, views, { folderId: true }), 201);
+      const { rootFolderId } = caller.organization;
+      success(res, toMediaView(record, views, { folderId: true, rootFolderId }), 201);
     },
   );
 

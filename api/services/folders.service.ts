@@ -10,6 +10,13 @@
  * looks for its files, so an upload committing into it at that moment either
  * is seen (409, or deleted with the rest) or sees the hold and undoes itself
  * (shared/repositories/folders.repository.ts).
+ *
+ * Files in no folder belong to the organization's root folder: it has an
+ * integer id (the `folderId` such files answer) and no name. `folderId` may
+ * name it wherever a folder id is taken (the file then goes in no folder; a
+ * listing then shows the files in no folder); the list shows it apart, as
+ * `root`, and it cannot be read, renamed or deleted as a folder (409
+ * ROOT_FOLDER).
  */
 import { Errors } from '@shared/errors';
 import type { EventOutbox } from '@shared/events/outbox';
@@ -28,6 +35,13 @@ export interface FolderView {
   bytes: number;
   createdAt: string;
   updatedAt: string;
+}
+
+/** The root folder as the list shows it: its id, and the files in no folder. */
+export interface RootFolderView {
+  id: number;
+  files: number;
+  bytes: number;
 }
 
 /** The most a folder name may hold. */
@@ -51,17 +65,25 @@ export class FoldersService {
     },
   ) {}
 
-  async list(caller: Pick<Caller, 'organization'>): Promise<FolderView[]> {
+  async list(
+    caller: Pick<Caller, 'organization'>,
+  ): Promise<{ folders: FolderView[]; root: RootFolderView }> {
     const org = caller.organization;
-    const [folders, usage] = await Promise.all([
+    const [folders, usage, rootUsage] = await Promise.all([
       this.deps.folders.list(org.id),
       this.deps.media.folderUsage(org.id),
+      this.deps.media.folderUsage(org.id, [null]),
     ]);
-    return folders.map((f) => view(f, usage.get(f.id)));
+    const inRoot = rootUsage.get(null);
+    return {
+      folders: folders.map((f) => view(f, usage.get(f.id))),
+      root: { id: org.rootFolderId, files: inRoot?.files ?? 0, bytes: inRoot?.bytes ?? 0 },
+    };
   }
 
   async get(caller: Pick<Caller, 'organization'>, input: { id: number }): Promise<FolderView> {
     const { organization: org } = caller;
+    if (input.id === org.rootFolderId) throw Errors.rootFolder(input.id, 'read as a folder');
     const folder = await this.require(org, input.id);
     const usage = await this.deps.media.folderUsage(org.id, [input.id]);
     return view(folder, usage.get(input.id));
@@ -80,6 +102,7 @@ export class FoldersService {
   ): Promise<FolderView> {
     const org = caller.organization;
     const { id, name } = input;
+    if (id === org.rootFolderId) throw Errors.rootFolder(id, 'renamed');
     const renamed = await this.deps.folders.rename(org.id, id, checkName(name));
     if (renamed === null) throw Errors.folderNotFound(id);
     if (renamed === 'taken')
@@ -101,6 +124,7 @@ export class FoldersService {
   ): Promise<{ deleted: FolderView } | { job: JobAnswer }> {
     const org = caller.organization;
     const { id } = input;
+    if (id === org.rootFolderId) throw Errors.rootFolder(id, 'deleted');
     const folder = await this.deps.folders.holdForDelete(org.id, id);
     if (!folder) throw Errors.folderNotFound(id);
     // Whether the hold is done with (the folder removed) or handed over (to the job).
@@ -119,7 +143,7 @@ export class FoldersService {
       const job = await this.deps.jobs.run(
         'media.delete-folder',
         { organizationId: org.id, requestId: caller.requestId, folderId: id },
-        { async: true, onQueued: () => (handedOver = true) },
+        { async: true, onQueued: () => (handedOver = true), rootFolderId: org.rootFolderId },
       );
       return { job };
     } finally {
@@ -134,7 +158,11 @@ export class FoldersService {
     return folder;
   }
 
-  /** Validates and resolves a folder spec: a name finds or creates, an id must exist; both must agree. */
+  /**
+   * Validates and resolves a folder spec: a name finds or creates, an id must
+   * exist; both must agree. Null: no folder (neither given, or the root
+   * folder's id alone).
+   */
   async resolve(org: Organization, spec: FolderSpec): Promise<Folder | null> {
     const name = spec.folder?.trim();
     const rawId = spec.folderId?.trim();
@@ -144,6 +172,11 @@ export class FoldersService {
         throw Errors.validation([
           { field: 'folderId', message: 'folderId must be a positive integer' },
         ]);
+      }
+      if (Number(rawId) === org.rootFolderId) {
+        // The root folder has no name: a name beside its id names another folder.
+        if (name !== undefined && name !== '') throw Errors.folderMismatch(name, org.rootFolderId);
+        return null;
       }
       byId = await this.deps.folders.findById(org.id, Number(rawId));
       if (!byId) throw Errors.folderNotFound(rawId);

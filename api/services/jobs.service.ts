@@ -35,6 +35,9 @@ export type JobAnswer =
 /** A job recalled for a retry: its answer, its failure, or null when it is gone. */
 export type Recalled = JobAnswer | { kind: 'failed'; error: AppError } | null;
 
+/** The organization a job's answer is for (a record in no folder answers its root folder id). */
+type Owner = Pick<Organization, 'id' | 'rootFolderId'>;
+
 export class JobsService {
   constructor(
     private readonly deps: {
@@ -66,6 +69,8 @@ export class JobsService {
       onQueued?: (jobId: string) => void;
       /** Its estimated work is long (shared/media/work.ts). */
       heavy?: boolean;
+      /** The root folder id of the payload's organization (for the answer's folderId). */
+      rootFolderId: number;
     },
   ): Promise<JobAnswer> {
     const jobId = await this.deps.queue.add(name, payload, randomUUID(), {
@@ -75,7 +80,8 @@ export class JobsService {
     if (options.async)
       return { kind: 'pending', jobId, state: 'waiting', statusUrl: this.statusUrl(jobId) };
     const outcome = await this.deps.queue.wait(name, jobId, this.deps.waitMs);
-    return this.answer(name, jobId, this.resultOf(jobId, outcome), payload.organizationId);
+    const owner = { id: payload.organizationId, rootFolderId: options.rootFolderId };
+    return this.answer(name, jobId, this.resultOf(jobId, outcome), owner);
   }
 
   /**
@@ -102,6 +108,7 @@ export class JobsService {
       async: caller.respondAsync,
       onQueued: caller.onJobQueued,
       heavy: input.heavy,
+      rootFolderId: caller.organization.rootFolderId,
     });
   }
 
@@ -153,7 +160,7 @@ export class JobsService {
     if (!job || job.data.organizationId !== org.id || job.state === 'unknown') {
       throw Errors.jobNotFound(jobId);
     }
-    return this.answerFor(job);
+    return this.answerFor(job, org);
   }
 
   /**
@@ -165,12 +172,12 @@ export class JobsService {
    * when it failed (before or during the wait); `null` when it is gone
    * (trimmed, another organization's, or the record it made deleted since).
    */
-  async recall(org: Organization, jobId: string, waitMs = 0): Promise<Recalled> {
+  async recall(org: Owner, jobId: string, waitMs = 0): Promise<Recalled> {
     const made = await this.deps.media.findByJobId(jobId);
     if (made && made.organizationId === org.id) {
       return {
         kind: 'done',
-        data: toMediaView(made, this.deps, { folderId: true }),
+        data: toMediaView(made, this.deps, { folderId: true, rootFolderId: org.rootFolderId }),
         creates: true,
       };
     }
@@ -179,12 +186,12 @@ export class JobsService {
     if (job.state === 'failed') {
       return { kind: 'failed', error: (job.error ?? Errors.internal()).withExtra({ jobId }) };
     }
-    if (job.state === 'completed') return this.answerOrNull(job.name, jobId, job.result, org.id);
-    if (waitMs <= 0) return this.answerFor(job);
+    if (job.state === 'completed') return this.answerOrNull(job.name, jobId, job.result, org);
+    if (waitMs <= 0) return this.answerFor(job, org);
     const outcome = await this.deps.queue.wait(job.name, jobId, waitMs);
     switch (outcome.state) {
       case 'completed':
-        return this.answerOrNull(job.name, jobId, outcome.result, org.id);
+        return this.answerOrNull(job.name, jobId, outcome.result, org);
       case 'failed':
         return { kind: 'failed', error: outcome.error.withExtra({ jobId }) };
       case 'unavailable':
@@ -199,24 +206,20 @@ export class JobsService {
     name: JobName,
     jobId: string,
     result: unknown,
-    organizationId: number,
+    owner: Owner,
   ): Promise<JobAnswer | null> {
     try {
-      return await this.answer(name, jobId, result as JobResults[JobName], organizationId);
+      return await this.answer(name, jobId, result as JobResults[JobName], owner);
     } catch (err) {
       if (isAppError(err) && err.status === 404) return null;
       throw err;
     }
   }
 
-  private async answerFor(job: JobSnapshot): Promise<JobAnswer> {
+  /** A job of `owner`'s (the caller checked). */
+  private async answerFor(job: JobSnapshot, owner: Owner): Promise<JobAnswer> {
     if (job.state === 'completed') {
-      return this.answer(
-        job.name,
-        job.id,
-        job.result as JobResults[JobName],
-        job.data.organizationId,
-      );
+      return this.answer(job.name, job.id, job.result as JobResults[JobName], owner);
     }
     if (job.state === 'failed') {
       throw (job.error ?? Errors.internal()).withExtra({ jobId: job.id });
@@ -249,7 +252,7 @@ export class JobsService {
     name: N,
     jobId: string,
     stored: JobResults[N],
-    organizationId: number,
+    owner: Owner,
   ): Promise<JobAnswer> {
     const result = (
       isResultRef(stored) ? await this.storedResult(jobId, stored.resultRef.key) : stored
@@ -258,11 +261,14 @@ export class JobsService {
     if ('folder' in result) return { kind: 'done', data: result, creates: false };
     if ('variant' in result) return { kind: 'done', data: result.variant, creates: false };
     if ('delivered' in result) return { kind: 'done', data: result, creates: false };
-    const record = await this.deps.media.findById(organizationId, result.mediaId);
+    const record = await this.deps.media.findById(owner.id, result.mediaId);
     // Deleted since the job made it.
     if (!record) throw Errors.mediaIdNotFound(result.mediaId);
     // convert and merge-pdfs answer with folderId, as the interface shows.
-    const view: MediaView = toMediaView(record, this.deps, { folderId: true });
+    const view: MediaView = toMediaView(record, this.deps, {
+      folderId: true,
+      rootFolderId: owner.rootFolderId,
+    });
     return { kind: 'done', data: view, creates: true };
   }
 }

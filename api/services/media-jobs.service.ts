@@ -135,6 +135,7 @@ export class MediaJobsService {
         {
           async: caller.respondAsync,
           heavy: mergeIsHeavy(resolved),
+          rootFolderId: org.rootFolderId,
           // Once queued, the job owns the bundle (and removes it when it ends); until then
           // (Redis refusing the job) it is this request's to remove.
           onQueued: (jobId) => {

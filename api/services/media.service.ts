@@ -91,6 +91,9 @@ export class MediaService {
         throw Errors.folderMismatch(query.folder, query.folderId);
       }
       filter.folderId = folder.id;
+    } else if (query.folderId !== undefined && query.folderId === org.rootFolderId) {
+      // The root folder's id lists the files in no folder.
+      filter.folderId = null;
     } else if (query.folderId !== undefined) {
       // Like everywhere else, a folderId must name one of the organization's folders.
       if (!(await this.deps.folders.findById(org.id, query.folderId))) {

@@ -66,6 +66,7 @@ function toConfig(env: Env) {
     S3_UPLOAD_CONCURRENCY,
     S3_SINGLE_PUT_MAX,
     STORAGE_DIR,
+    STORAGE_PUBLIC_ENDPOINT,
     MAX_FILE_SIZE,
     MAX_FILES,
     MAX_BASE64_SIZE,
@@ -163,6 +164,8 @@ function toConfig(env: Env) {
     dataDir: DATA_DIR,
     /** Root of the file-system object store (used when S3_ENDPOINT is not set); default DATA_DIR/storage. */
     storageDir: STORAGE_DIR ?? `${DATA_DIR.replace(/\/+$/, '')}/storage`,
+    /** The file-system store's endpoint in object addresses (`file://` when unset: `file:///<bucket>/<key>`). */
+    storagePublicEndpoint: STORAGE_PUBLIC_ENDPOINT?.replace(/\/+$/, '') ?? 'file://',
     limits: {
       maxFileSize: MAX_FILE_SIZE,
       maxFiles: MAX_FILES,

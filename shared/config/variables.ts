@@ -261,6 +261,12 @@ export const VARIABLES = {
     unset: '`DATA_DIR/storage`',
     doc: 'Local file-system storage, used when `S3_ENDPOINT` is not set (development only).',
   },
+  STORAGE_PUBLIC_ENDPOINT: {
+    section: 'storage',
+    value: url(['http', 'https']),
+    unset: '`file://`: addresses `file:///<bucket>/<key>`',
+    doc: "The file-system store's endpoint as clients see it, as `S3_PUBLIC_ENDPOINT` is S3's: a merged PDF's `name` is `<endpoint>/<bucket>/<key>`, never the server's own path.",
+  },
 
   // Uploads and limits
   MAX_FILE_SIZE: {

@@ -16,6 +16,12 @@ export interface OrganizationDoc {
   name: string;
   /** Bytes the organization may store; null: no quota. */
   quotaBytes: number | null;
+  /**
+   * The id of its root folder, which files in no folder belong to (taken from
+   * the folders' counter, so no folder shares it); absent on organizations
+   * made before it existed until they are next read.
+   */
+  rootFolderId?: number | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -205,6 +211,7 @@ const organizationSchema = new Schema<OrganizationDoc>(
     slug: { type: String, required: true, unique: true },
     name: { type: String, required: true },
     quotaBytes: { type: Number, default: null },
+    rootFolderId: { type: Number, default: null },
   },
   options,
 );

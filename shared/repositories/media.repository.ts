@@ -9,7 +9,8 @@ export type NewMedia = Omit<MediaDoc, 'id' | 'createdAt' | 'updatedAt' | 'deleti
 
 /** What GET /media filters on; every filter is served by an index that starts with the organization. */
 export interface MediaFilter {
-  folderId?: number | undefined;
+  /** A folder's id; null: the files in no folder (the root folder's). */
+  folderId?: number | null | undefined;
   /** An exact MIME type, or a top-level type as a prefix (`image/`). */
   mimetype?: string | undefined;
   mimetypePrefix?: string | undefined;
@@ -220,13 +221,16 @@ export class MediaRepository {
     return (doc?.variants ?? []).reduce((n, v) => n + v.bytes, 0);
   }
 
-  /** Files and bytes per folder of an organization (folders without files are absent). */
+  /**
+   * Files and bytes per folder of an organization (folders without files are
+   * absent); null: the files in no folder, when asked for.
+   */
   async folderUsage(
     organizationId: number,
-    folderIds?: number[],
-  ): Promise<Map<number, { files: number; bytes: number }>> {
+    folderIds?: (number | null)[],
+  ): Promise<Map<number | null, { files: number; bytes: number }>> {
     const rows = await db(() =>
-      this.models.Media.aggregate<{ _id: number; files: number; bytes: number }>([
+      this.models.Media.aggregate<{ _id: number | null; files: number; bytes: number }>([
         {
           $match: {
             organizationId,

@@ -12,7 +12,14 @@ import { S3ObjectStore } from './s3-object-store';
 
 export function createObjectStore(config: Config, logger: Logger): ObjectStore {
   const s3 = config.s3;
-  if (!s3) return new FsObjectStore({ root: config.storageDir, logger });
+  if (!s3) {
+    return new FsObjectStore({
+      root: config.storageDir,
+      logger,
+      bucket: config.bucket,
+      publicEndpoint: config.storagePublicEndpoint,
+    });
+  }
   return new S3ObjectStore({
     client: createS3Client(s3),
     bucket: s3.bucket,

@@ -15,7 +15,6 @@ import { randomUUID } from 'node:crypto';
 import { constants as fsConstants, createWriteStream, type Dirent } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import * as path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Errors, isAppError } from '../errors';
@@ -50,6 +49,14 @@ export interface FsStoreOptions {
   logger?: Logger;
   /** `init()` removes temporary files older than this (default one hour). */
   staleTempMs?: number;
+  /** The bucket name addresses carry (S3_BUCKET; default `media`). */
+  bucket?: string;
+  /**
+   * The store's endpoint as clients see it, without a trailing slash
+   * (STORAGE_PUBLIC_ENDPOINT; default `file://`): addresses are
+   * `<endpoint>/<bucket>/<key>`, never the server's path.
+   */
+  publicEndpoint?: string;
 }
 
 export class FsObjectStore implements ObjectStore {
@@ -68,7 +75,8 @@ export class FsObjectStore implements ObjectStore {
   }
 
   address(key: string): string {
-    return pathToFileURL(this.pathOf(key)).href;
+    assertValidKey(key);
+    return `${this.options.publicEndpoint ?? 'file://'}/${this.options.bucket ?? 'media'}/${key}`;
   }
 
   /** The file of `key` (after validating it). */

@@ -53,9 +53,10 @@ export interface ObjectStore {
   readonly description: string;
   /**
    * The object's full address in the store, as a client outside the service
-   * would name it: `<endpoint>/<bucket>/<key>` for S3, a `file://` URL for
-   * the file system. (A merged PDF's record `name`; the address needs the
-   * store's own credentials to be read.)
+   * would name it: `<endpoint>/<bucket>/<key>` (S3_PUBLIC_ENDPOINT or
+   * S3_ENDPOINT for S3; STORAGE_PUBLIC_ENDPOINT, by default `file://`, for
+   * the file system, never the server's own path). (A merged PDF's record
+   * `name`; the address needs the store's own credentials to be read.)
    */
   address(key: string): string;
   /** Prepares the store (creates the bucket when missing). */

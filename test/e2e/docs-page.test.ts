@@ -6,6 +6,12 @@
  * and a page on another origin that frames /docs gets nothing (the browser
  * refuses the frame: `frame-ancestors 'none'`), while the same page framing
  * an unprotected answer (/healthz) is not refused.
+ *
+ * "Try it out" as a newcomer does it, driven through playwright-core: the
+ * Authorize dialog offers the bearer token first; with only the token and a
+ * file, a first Execute of the upload stores it (nothing pre-filled into the
+ * optional fields, no example request id sent), and a first Execute of the
+ * listing and of a record read answers 2xx in the page.
  */
 import { execFile } from 'node:child_process';
 import { once } from 'node:events';
@@ -14,7 +20,9 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { isolatedEnv } from '../support/context';
+import { chromium, type Locator, type Page } from 'playwright-core';
+import { startApi, type TestApi } from '../support/api';
+import { FIXTURES } from '../support/files';
 import { startApiProcess, type ServiceProcess } from '../support/processes';
 
 const CHROMIUM = process.env.CHROMIUM_BIN ?? 'chromium';
@@ -59,6 +67,7 @@ function browse(url: string, profile: string): Promise<{ dom: string; log: strin
 const consoleLines = (log: string) =>
   log.split('\n').filter((l) => /CONSOLE|Content Security Policy|Refused to/i.test(l));
 
+let harness: TestApi;
 let api: ServiceProcess;
 let pages: Server;
 let html = '';
@@ -70,7 +79,8 @@ const profile = () => {
 };
 
 beforeAll(async () => {
-  api = await startApiProcess(isolatedEnv('e2edocs').env);
+  harness = await startApi('e2edocs');
+  api = await startApiProcess(harness.env.env);
   pages = createServer((_req, res) => {
     res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' });
     res.end(html);
@@ -82,6 +92,7 @@ afterAll(async () => {
   await api?.kill('SIGTERM');
   pages?.close();
   for (const dir of profiles) rmSync(dir, { recursive: true, force: true });
+  await harness?.close();
 });
 
 it('renders the operations under its Content Security Policy, with nothing refused', async () => {
@@ -104,4 +115,85 @@ it('cannot be framed by a page on another origin; an unprotected answer can', as
   html = `<!doctype html><html><body><iframe src="${api.url!}/healthz"></iframe></body></html>`;
   const control = await browse(`${pageOrigin}/`, profile());
   expect(consoleLines(control.log).join('\n')).not.toMatch(/frame-ancestors/);
+}, 120_000);
+
+/** Opens an operation and its "Try it out" form; answers the operation's block. */
+async function tryItOut(page: Page, operationId: string, tag: string): Promise<Locator> {
+  const op = page.locator(`#operations-${tag}-${operationId}`);
+  await op.locator('.opblock-summary').first().click();
+  await op.locator('button.try-out__btn').click();
+  return op;
+}
+
+/** Clicks Execute; answers the request the page sent and the status the page shows. */
+async function execute(page: Page, op: Locator, path: RegExp) {
+  const sent = page.waitForRequest((r) => path.test(new URL(r.url()).pathname));
+  const answered = page.waitForResponse((r) => path.test(new URL(r.url()).pathname));
+  await op.locator('button.execute').click();
+  const [request, response] = await Promise.all([sent, answered]);
+  const shown = op.locator('.live-responses-table tbody .response-col_status').first();
+  await shown.waitFor();
+  return { request, response, shown: (await shown.innerText()).trim() };
+}
+
+it('"Try it out" works at once with only a token and a file: upload, list, read', async () => {
+  const org = await harness.createOrg('docspage');
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM_BIN ?? '/usr/bin/chromium',
+    args: [
+      '--no-sandbox', // tests run as root in CI containers
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+    ],
+  });
+  try {
+    const page = await browser.newPage();
+    await page.goto(`${api.url!}/docs/`);
+    await page.locator('.opblock').first().waitFor();
+
+    // Authorize: the bearer token scheme comes first; the token goes there.
+    await page.locator('button.authorize').first().click();
+    const schemes = page.locator('.modal-ux .auth-container');
+    expect(await schemes.first().locator('h4').innerText()).toMatch(/^bearerAuth/);
+    const bearer = schemes.first();
+    await bearer.locator('input').first().fill(org.token);
+    await bearer.locator('button.authorize').click();
+    await page.locator('.modal-ux button.close-modal').click();
+
+    // Upload: only the file is given.
+    const upload = await tryItOut(page, 'uploadMedia', 'media');
+    for (const field of ['folder', 'folderId', 'X-Request-Id', 'Idempotency-Key']) {
+      const input = upload.locator(`input[placeholder="${field}"]`);
+      expect([field, await input.inputValue()]).toEqual([field, '']);
+    }
+    await upload.locator('input[type=file]').setInputFiles(join(FIXTURES, 'Canon_40D.jpg'));
+    const uploaded = await execute(page, upload, /^\/media\/upload$/);
+    expect(uploaded.shown).toBe('201');
+    expect(uploaded.response.status()).toBe(201);
+    const headers = await uploaded.request.allHeaders();
+    expect(headers.authorization).toBe(`Bearer ${org.token}`);
+    expect(headers['x-request-id']).toBeUndefined();
+    const record = ((await uploaded.response.json()) as { data: { id: number; key: string } }).data;
+    expect(record.key).toMatch(
+      new RegExp(`^${org.organization.slug}/Canon_40D-[A-Za-z0-9_-]+\\.jpe?g$`),
+    );
+
+    // The listing, as it comes.
+    const list = await tryItOut(page, 'listMedia', 'manage');
+    const listed = await execute(page, list, /^\/media$/);
+    expect(listed.shown).toBe('200');
+    const media = ((await listed.response.json()) as { data: { media: { key: string }[] } }).data
+      .media;
+    expect(media.map((m) => m.key)).toContain(record.key);
+
+    // A record read: its id is the one thing to type.
+    const get = await tryItOut(page, 'getMediaById', 'manage');
+    await get.locator('input[placeholder="id"]').fill(String(record.id));
+    const got = await execute(page, get, /^\/media\/\d+$/);
+    expect(got.shown).toBe('200');
+    expect(((await got.response.json()) as { data: { key: string } }).data.key).toBe(record.key);
+  } finally {
+    await browser.close();
+  }
 }, 120_000);

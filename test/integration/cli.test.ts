@@ -41,6 +41,7 @@ it('creates an organization with a token the API accepts, lists and revokes toke
       slug: 'acme',
       name: 'Acme',
       quotaBytes: null,
+      rootFolderId: expect.any(Number) as number,
     },
     token: expect.stringMatching(/^mst_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/) as string,
     tokenId: expect.stringMatching(/^[0-9a-f]{16}$/) as string,

@@ -32,7 +32,13 @@ function setup(options: { ttlMs?: number; expiresAt?: Date | null } = {}) {
     lastUsedAt: null,
     createdAt: new Date(now),
   };
-  const organization: Organization = { id: 7, slug: 'acme', name: 'Acme', quotaBytes: null };
+  const organization: Organization = {
+    id: 7,
+    slug: 'acme',
+    name: 'Acme',
+    quotaBytes: null,
+    rootFolderId: 8,
+  };
   const calls = { token: 0, organization: 0, touch: 0 };
   let hold: Promise<void> | undefined;
   const tokens = {

@@ -37,6 +37,18 @@ describe('FsObjectStore', () => {
     expect(store.description).toBe(`file system ${join(dir, 'storage')}`);
   });
 
+  it("gives addresses as <endpoint>/<bucket>/<key>, never with the server's path", () => {
+    expect(store.address('acme/a-x.jpg')).toBe('file:///media/acme/a-x.jpg');
+    const named = new FsObjectStore({
+      root: join(dir, 'storage'),
+      bucket: 'uploads',
+      publicEndpoint: 'https://files.example.com',
+    });
+    expect(named.address('merged_1.pdf')).toBe('https://files.example.com/uploads/merged_1.pdf');
+    expect(store.address('merged_1.pdf')).not.toContain(dir);
+    expect(() => store.address('../escape')).toThrow(/Invalid object key/);
+  });
+
   it.each([
     '../escape',
     'a/../../escape',

@@ -165,7 +165,10 @@ describe('bounds', () => {
     const svc = service({}, 3);
     const refused = await svc
       .render(
-        { organization: { id: 1, slug: 'acme', name: 'Acme', quotaBytes: null }, requestId: 'r' },
+        {
+          organization: { id: 1, slug: 'acme', name: 'Acme', quotaBytes: null, rootFolderId: 2 },
+          requestId: 'r',
+        },
         { ...read(svc, { w: '10' }), accept: undefined },
       )
       .catch((err: unknown) => err);

@@ -33,7 +33,8 @@ function setup(options: { cache?: boolean; failLookups?: boolean } = {}) {
     touch: () => Promise.resolve(),
   } as unknown as TokensRepository;
   const organizations = {
-    findById: (id: number) => Promise.resolve({ id, slug: 'acme', name: 'Acme', quotaBytes: null }),
+    findById: (id: number) =>
+      Promise.resolve({ id, slug: 'acme', name: 'Acme', quotaBytes: null, rootFolderId: 2 }),
   } as unknown as OrganizationsRepository;
   const service = new TokensService(tokens, organizations, undefined, {
     cache: options.cache ? new AuthCache(60_000) : undefined,

@@ -71,7 +71,8 @@ it('generates types, compiles a client under --strict, and that client works', a
   });
   expect(out.multiple).toMatchObject({ status: 201 });
   expect(out.multiple!.keys).toHaveLength(2);
-  expect(out.base64).toEqual({ status: 201, folderId: null });
+  expect(out.base64).toEqual({ status: 201, folderId: expect.any(Number) as number });
+  expect(Number.isInteger(out.base64!.folderId)).toBe(true);
   expect(out.metadata).toEqual({ format: 'jpeg', width: 100 });
   expect(out.convert).toMatchObject({ mimetype: 'image/png', name: 'file.jpg' });
   expect(out.convert!.folderId).toEqual(expect.any(Number));

@@ -4,12 +4,23 @@
  * convert), through the real API, worker, Redis, S3 and MongoDB. For each
  * answer it asserts every field the interface gives: its presence or absence,
  * its type and its documented form (see docs/api.md, "The interface, field by
- * field"). Each answer is also checked against api/openapi.yaml.
+ * field"). Each answer is also checked against api/openapi.yaml. `folderId`
+ * is an integer in every answer that carries it (a file in no folder answers
+ * its organization's root folder id), and the root folder's id works as a
+ * folder id; a merged PDF's name on the file-system store does not tell the
+ * server's paths.
  */
+import { mkdtemp, rm } from 'node:fs/promises';
 import { request } from 'node:http';
 import { isIP } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createLogger } from '../../../shared/logger';
 import { mergedKey } from '../../../shared/media/naming';
+import { createObjectStore } from '../../../shared/storage/create-object-store';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
+import { isolatedEnv } from '../../support/context';
+import { eventually } from '../../support/eventually';
 import { fixture } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker, type TestWorker } from '../../support/worker';
@@ -31,7 +42,8 @@ let other: TestOrg;
 
 beforeAll(async () => {
   // Listening like production (dual-stack), so an IPv4 client shows as `::ffff:127.0.0.1`.
-  api = await startApi('contract', { env: { PUBLIC_BASE_URL }, host: '::' });
+  // One token makes every call of this file, more than its default rate budget a minute.
+  api = await startApi('contract', { env: { PUBLIC_BASE_URL, RATE_LIMIT_MAX: '0' }, host: '::' });
   worker = await startWorker(api.env.env);
   org = await api.createOrg('acme');
   other = await api.createOrg('globex');
@@ -121,12 +133,13 @@ const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 /**
  * Every field of the interface's media record. `folderId`: 'absent' (upload,
- * upload/multiple) or the expected value (base64, convert, merge-pdfs).
+ * upload/multiple) or the expected value, an integer (base64, convert,
+ * merge-pdfs, and the reads outside the interface).
  */
 function expectMediaRecord(
   record: Json,
   expected: {
-    folderId: 'absent' | number | null;
+    folderId: 'absent' | number;
     mimetype: string;
     bytes: number;
     userAgent?: string;
@@ -152,6 +165,7 @@ function expectMediaRecord(
   if (expected.folderId === 'absent') {
     expect(record).not.toHaveProperty('folderId');
   } else {
+    expect(Number.isInteger(record.folderId)).toBe(true);
     expect(record).toHaveProperty('folderId', expected.folderId);
   }
   expect(record.createdAt).toMatch(ISO_MS);
@@ -305,16 +319,19 @@ describe('POST /media/upload/base64', () => {
     expect(record.key).toMatch(keyPattern('uploads', 'file', 'jpe?g'));
   });
 
-  it('answers folderId null when no folder is given', async () => {
+  it("answers the organization's root folder id as folderId when no folder is given", async () => {
     const { body } = await call('POST', '/media/upload/base64', {
       body: JSON.stringify({ file: `data:application/pdf;base64,${pdf.toString('base64')}` }),
       headers: { 'Content-Type': 'application/json' },
     });
-    expectMediaRecord(expectEnvelope(body), {
-      folderId: null,
+    const record = expectEnvelope(body);
+    expectMediaRecord(record, {
+      folderId: org.organization.rootFolderId,
       mimetype: 'application/pdf',
       bytes: pdf.length,
     });
+    // The key keeps the form without a folder segment.
+    expect(record.key).toMatch(keyPattern(null, 'file', 'pdf'));
   });
 });
 
@@ -363,6 +380,26 @@ describe('GET /media/metadata', () => {
       '<x:xmpmeta',
     );
   });
+
+  it("takes mediaKey from the query whatever the Content-Type says (a browser's fetch)", async () => {
+    const upload = await call('POST', '/media/upload', {
+      body: fileForm('file', [[blueSquare, 'xmp-BlueSquare.jpg']]),
+    });
+    const key = String(expectEnvelope(upload.body).key);
+    const path = `/media/metadata?mediaKey=${encodeURIComponent(key)}`;
+    for (const contentType of [
+      'multipart/form-data',
+      'multipart/form-data; boundary=----unused',
+      'application/json',
+      undefined,
+    ]) {
+      const { status, body } = await call('GET', path, {
+        headers: contentType ? { 'Content-Type': contentType } : {},
+      });
+      expect([contentType, status]).toEqual([contentType, 200]);
+      expect(expectEnvelope(body)).toMatchObject({ format: 'jpeg', width: 360, height: 216 });
+    }
+  });
 });
 
 describe('POST /media/convert', () => {
@@ -381,7 +418,7 @@ describe('POST /media/convert', () => {
     const res = await downloadByUrl(record);
     const bytes = Buffer.from(await res.arrayBuffer());
     expectMediaRecord(record, {
-      folderId: stored!.folderId,
+      folderId: stored!.folderId!,
       mimetype: 'image/png',
       bytes: bytes.length,
     });
@@ -403,7 +440,7 @@ describe('POST /media/convert', () => {
     expect(record.mimetype).toBe('image/jpeg');
     expect(record.name).toBe('BSG1.tiff');
     expect(record.key).toMatch(keyPattern(null, 'BSG1', 'jpe?g'));
-    expect(record).toHaveProperty('folderId', null);
+    expect(record).toHaveProperty('folderId', org.organization.rootFolderId);
   });
 });
 
@@ -458,7 +495,11 @@ describe('POST /media/merge-pdfs', () => {
         call('POST', '/media/merge-pdfs', { body: fileForm('files', [[pdf, 'one.pdf']]) }),
       ),
     );
-    const keys = merges.map(({ body }) => String(expectEnvelope(body).key));
+    const records = merges.map(({ body }) => expectEnvelope(body));
+    for (const record of records) {
+      expect(record).toHaveProperty('folderId', org.organization.rootFolderId);
+    }
+    const keys = records.map((record) => String(record.key));
     expect(new Set(keys).size).toBe(3);
     for (const key of keys) expect(key).toMatch(/^merged_\d{13}\.pdf$/);
   });
@@ -476,6 +517,213 @@ describe('POST /media/merge-pdfs', () => {
       await api.ctx.media.claimKey(`pdf-claim-b-${ms}`, org.organization.id, ms + 50, mergedKey),
     ).toBe(claims[1]);
     await api.ctx.models.KeyClaim.deleteMany({ jobId: { $regex: `^pdf-claim-.*-${ms}$` } });
+  });
+});
+
+describe('folderId outside the interface answers, and the root folder', () => {
+  const rootId = () => org.organization.rootFolderId;
+  const base64 = (fields: Json) =>
+    call('POST', '/media/upload/base64', {
+      body: JSON.stringify({
+        file: `data:image/jpeg;base64,${canon.toString('base64')}`,
+        ...fields,
+      }),
+      headers: { 'Content-Type': 'application/json' },
+    });
+
+  it('every listed and read record carries an integer folderId', async () => {
+    const inRoot = expectEnvelope(
+      (await call('POST', '/media/upload', { body: fileForm('file', [[canon, 'root.jpg']]) })).body,
+    );
+    const inFolder = expectEnvelope((await base64({ name: 'albums.jpg', folder: 'Albums' })).body);
+    const listed = expectEnvelope((await call('GET', '/media?limit=1000')).body).media as Json[];
+    expect(listed.length).toBeGreaterThanOrEqual(2);
+    for (const record of listed) expect(Number.isInteger(record.folderId)).toBe(true);
+    const byId = new Map(listed.map((r) => [r.id, r]));
+    expect(byId.get(inRoot.id)).toHaveProperty('folderId', rootId());
+    expect(byId.get(inFolder.id)).toHaveProperty('folderId', inFolder.folderId);
+    expect(inFolder.folderId).not.toBe(rootId());
+
+    for (const path of [
+      `/media/record?media=${String(inRoot.key)}`,
+      `/media/${String(inRoot.id)}`,
+    ]) {
+      const { status, body } = await call('GET', path);
+      expect(status).toBe(200);
+      expect(expectEnvelope(body)).toHaveProperty('folderId', rootId());
+    }
+    // A delete answers the deleted record, with its folderId too.
+    const deleted = await call('DELETE', `/media/${String(inFolder.id)}`);
+    expect(deleted.status).toBe(200);
+    expect(expectEnvelope(deleted.body)).toHaveProperty('folderId', inFolder.folderId);
+    const gone = await call('DELETE', `/media/record?media=${String(inRoot.key)}`);
+    expect(gone.status).toBe(200);
+    expect(expectEnvelope(gone.body)).toHaveProperty('folderId', rootId());
+  });
+
+  it("a job's status URL answers the record with an integer folderId", async () => {
+    const source = expectEnvelope(
+      (await call('POST', '/media/upload', { body: fileForm('file', [[canon, 'later.jpg']]) }))
+        .body,
+    );
+    const queued = await call('POST', '/media/convert', {
+      body: JSON.stringify({ mediaKey: source.key, format: 'webp' }),
+      headers: { 'Content-Type': 'application/json', Prefer: 'respond-async' },
+    });
+    expect(queued.status).toBe(202);
+    const jobId = String((queued.body.data as { jobId: string }).jobId);
+    const done = await eventually(async () => {
+      const answer = await call('GET', `/media/jobs/${jobId}`);
+      expect(answer.status).toBe(200);
+      return expectEnvelope(answer.body);
+    }, 20_000);
+    expect(done).toHaveProperty('folderId', rootId());
+    expect(done.key).toMatch(keyPattern(null, 'later', 'webp'));
+  });
+
+  it('folders list the root folder apart, with its integer id', async () => {
+    const { status, body } = await call('GET', '/media/folders');
+    expect(status).toBe(200);
+    const data = expectEnvelope(body) as { folders: Json[]; root: Json };
+    expect(data.root).toEqual({
+      id: rootId(),
+      files: expect.any(Number) as number,
+      bytes: expect.any(Number) as number,
+    });
+    expect(data.folders.length).toBeGreaterThan(0);
+    for (const folder of data.folders) {
+      expect(Number.isInteger(folder.id)).toBe(true);
+      expect(folder.id).not.toBe(rootId());
+    }
+  });
+
+  it('takes the root folder id as a folder id: no folder in the key, listed with the files in no folder', async () => {
+    const viaForm = expectEnvelope(
+      (
+        await call('POST', '/media/upload', {
+          body: fileForm('file', [[canon, 'rooted.jpg']], [['folderId', String(rootId())]]),
+        })
+      ).body,
+    );
+    expect(viaForm.key).toMatch(keyPattern(null, 'rooted', 'jpe?g'));
+    const viaJson = expectEnvelope((await base64({ name: 'rooted.jpg', folderId: rootId() })).body);
+    expect(viaJson).toHaveProperty('folderId', rootId());
+    expect(viaJson.key).toMatch(keyPattern(null, 'rooted', 'jpe?g'));
+    const merged = await call('POST', '/media/merge-pdfs', {
+      body: fileForm('files', [[pdf, 'one.pdf']], [['folderId', String(rootId())]]),
+    });
+    expect(merged.status).toBe(201);
+    expect(expectEnvelope(merged.body)).toHaveProperty('folderId', rootId());
+
+    const inFolder = expectEnvelope((await base64({ name: 'kept.jpg', folder: 'Kept' })).body);
+    const listed = expectEnvelope(
+      (await call('GET', `/media?folderId=${rootId()}&limit=1000`)).body,
+    ).media as Json[];
+    const ids = listed.map((r) => r.id);
+    expect(ids).toEqual(expect.arrayContaining([viaForm.id, viaJson.id]));
+    expect(ids).not.toContain(inFolder.id);
+    for (const record of listed) expect(record).toHaveProperty('folderId', rootId());
+
+    // The root folder has no name: a folder name beside its id names another folder.
+    const mismatch = await call('POST', '/media/upload', {
+      body: fileForm(
+        'file',
+        [[canon, 'x.jpg']],
+        [
+          ['folderId', String(rootId())],
+          ['folder', 'Kept'],
+        ],
+      ),
+    });
+    expect(mismatch.status).toBe(400);
+    expect(mismatch.body).toMatchObject({ error: 'FOLDER_MISMATCH' });
+  });
+
+  it('refuses to read, rename or delete the root folder as a folder (409 ROOT_FOLDER)', async () => {
+    for (const [method, body] of [
+      ['GET', undefined],
+      ['PATCH', JSON.stringify({ name: 'Renamed' })],
+      ['DELETE', undefined],
+    ] as const) {
+      const answer = await call(method, `/media/folders/${rootId()}`, {
+        ...(body ? { body, headers: { 'Content-Type': 'application/json' } } : {}),
+      });
+      expect([method, answer.status]).toEqual([method, 409]);
+      expect(answer.body).toMatchObject({ statusCode: 409, error: 'ROOT_FOLDER' });
+    }
+    // Its files are still there.
+    const listed = await call('GET', `/media?folderId=${rootId()}&limit=1`);
+    expect((expectEnvelope(listed.body).media as Json[]).length).toBe(1);
+  });
+
+  it('gives an organization made before root folders one, once, on its first read', async () => {
+    const legacy = await api.createOrg('legacy');
+    await api.ctx.models.Organization.updateOne(
+      { id: legacy.organization.id },
+      { $unset: { rootFolderId: 1 } },
+    );
+    const upload = () =>
+      fetch(`${api.url}/media/upload/base64`, {
+        method: 'POST',
+        headers: { ...legacy.auth, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ file: `data:application/pdf;base64,${pdf.toString('base64')}` }),
+      }).then(async (res) => ({ status: res.status, body: (await res.json()) as Envelope }));
+    const answers = await Promise.all([upload(), upload()]);
+    const stored = await api.ctx.models.Organization.findOne({
+      id: legacy.organization.id,
+    }).lean();
+    expect(Number.isInteger(stored?.rootFolderId)).toBe(true);
+    for (const answer of answers) {
+      expect(answer.status).toBe(201);
+      expect(answer.body.data).toHaveProperty('folderId', stored!.rootFolderId);
+    }
+  });
+});
+
+describe('The file-system store', () => {
+  it("answers a merged PDF's name without the server's storage path", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'contract-fs-'));
+    const storageDir = join(dir, 'private-storage-dir');
+    // The same environment as the other tests, without S3: the store is the file system.
+    const { env, config } = isolatedEnv('contract-fs', {
+      S3_ENDPOINT: '',
+      STORAGE_DIR: storageDir,
+    });
+    const store = createObjectStore(config, createLogger({ level: 'silent' }));
+    // (Its own store: startApi leaves the store and the database, named here, to this test.)
+    const fsApi = await startApi('contract-fs', { env, store });
+    const fsWorker = await startWorker(env);
+    try {
+      const acme = await fsApi.createOrg('files');
+      const fd = fileForm('files', [[pdf, 'one.pdf']]);
+      const res = await fetch(`${fsApi.url}/media/merge-pdfs`, {
+        method: 'POST',
+        headers: acme.auth,
+        body: fd,
+      });
+      const text = await res.text();
+      expect(res.status).toBe(201);
+      expect(text).not.toContain(dir);
+      expect(text).not.toContain('private-storage-dir');
+      const record = (JSON.parse(text) as Envelope).data;
+      expect(record.name).toBe(`file:///${String(record.bucket)}/${String(record.key)}`);
+      expect(record).toHaveProperty('folderId', acme.organization.rootFolderId);
+      // The bytes are where the store keeps them, and downloadable through url.
+      const download = await fetch(String(record.url).replace(/^https?:\/\/[^/]+/, fsApi.url), {
+        headers: acme.auth,
+      });
+      expect(download.status).toBe(200);
+      expect(
+        Buffer.from(await download.arrayBuffer())
+          .subarray(0, 5)
+          .toString('latin1'),
+      ).toBe('%PDF-');
+    } finally {
+      await fsWorker.close();
+      await fsApi.ctx.connection.dropDatabase();
+      await fsApi.close();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 

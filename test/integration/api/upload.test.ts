@@ -50,8 +50,11 @@ async function expectStored(media: Media, bytes: Buffer) {
   const record = await api.ctx.models.Media.findOne({ id: media.id }).lean();
   expect(record).toMatchObject({
     organizationId: media.organizationId,
-    // Upload answers carry no folderId (the interface's form); base64 answers do.
-    ...('folderId' in media ? { folderId: media.folderId } : {}),
+    // Upload answers carry no folderId (the interface's form); base64 answers do, the
+    // root folder's id for a file in no folder (kept as none on the record).
+    ...('folderId' in media
+      ? { folderId: media.folderId === org.organization.rootFolderId ? null : media.folderId }
+      : {}),
     key: media.key,
     name: media.name,
     mimetype: media.mimetype,

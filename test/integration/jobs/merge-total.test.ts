@@ -167,7 +167,7 @@ it('the worker checks the stored sizes before reading (a job that got past the A
             folderId: null,
             temporaryKeys: [],
           },
-          { async: false },
+          { async: false, rootFolderId: org.organization.rootFolderId },
         )
         .then(
           () => undefined,

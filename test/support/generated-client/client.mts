@@ -47,7 +47,8 @@ const base64 = await client.POST('/media/upload/base64', {
   },
 });
 if (!base64.data) throw new Error(`upload/base64: ${base64.response.status}`);
-const folderId: number | null = base64.data.data.folderId;
+// An integer, never null (a file in no folder answers its root folder id).
+const folderId: number = base64.data.data.folderId;
 
 const metadata = await client.GET('/media/metadata', {
   params: { query: { mediaKey: record.key } },

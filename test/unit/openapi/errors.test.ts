@@ -26,6 +26,7 @@ const sampleErrors: Record<keyof typeof Errors, () => AppError> = {
   mediaIdNotFound: () => Errors.mediaIdNotFound(42),
   folderNameNotFound: () => Errors.folderNameNotFound('Photos'),
   folderNotEmpty: () => Errors.folderNotEmpty(7, 3),
+  rootFolder: () => Errors.rootFolder(2, 'deleted'),
   idempotencyKeyInUse: () => Errors.idempotencyKeyInUse(),
   idempotencyKeyReused: () => Errors.idempotencyKeyReused(),
   quotaExceeded: () => Errors.quotaExceeded(10 * 1024 * 1024 * 1024),

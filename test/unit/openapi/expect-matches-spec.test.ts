@@ -48,7 +48,7 @@ describe('expectMatchesSpec', () => {
     };
     success(
       res as unknown as Response,
-      toMediaView(sampleRecord(), views, { folderId: true }),
+      toMediaView(sampleRecord(), views, { folderId: true, rootFolderId: 1 }),
       201,
     );
     expect(() => expectMatchesSpec('POST', '/media/upload/base64', status, body)).not.toThrow();

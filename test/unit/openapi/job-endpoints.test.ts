@@ -30,7 +30,7 @@ import { expectMatchesSpec } from '../../support/openapi';
 import { fromJob, type JsonObject } from './samples';
 
 describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-in queue)', () => {
-  const org = { id: 3, slug: 'acme', name: 'Acme', quotaBytes: null };
+  const org = { id: 3, slug: 'acme', name: 'Acme', quotaBytes: null, rootFolderId: 2 };
   const publicBaseUrl = 'http://localhost:3000';
   const at = new Date('2025-11-22T06:52:11.408Z');
   const record = (id: number, key: string, mimetype: string, name: string): MediaRecord => ({
@@ -136,7 +136,13 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
           ? { organization: org, tokenId: 't1', scopes: new Set(SCOPES) }
           : token === 'theirs'
             ? {
-                organization: { id: 4, slug: 'other', name: 'Other', quotaBytes: null },
+                organization: {
+                  id: 4,
+                  slug: 'other',
+                  name: 'Other',
+                  quotaBytes: null,
+                  rootFolderId: 5,
+                },
                 tokenId: 't2',
                 scopes: new Set(SCOPES),
               }

@@ -118,10 +118,11 @@ describe('api/openapi.yaml and the code', () => {
 
   it('MediaRecord and UploadedMediaRecord are what toMediaView builds (every field, nothing more)', () => {
     const settings = { publicBaseUrl: 'https://media.example.com', bucket: 'media' };
-    const withFolder = toMediaView(sampleRecord(), settings, { folderId: true });
-    const noFolder = toMediaView({ ...sampleRecord(), folderId: null, bytes: 70 }, settings, {
-      folderId: true,
-    });
+    const shown = { folderId: true, rootFolderId: 1 } as const;
+    const withFolder = toMediaView(sampleRecord(), settings, shown);
+    const noFolder = toMediaView({ ...sampleRecord(), folderId: null, bytes: 70 }, settings, shown);
+    // A file in no folder answers the root folder's id: an integer, never null.
+    expect(noFolder.folderId).toBe(1);
     const uploaded = toMediaView(sampleRecord(), settings, { folderId: false });
     const validate = validatorAt('/components/schemas/MediaRecord');
     const validateUploaded = validatorAt('/components/schemas/UploadedMediaRecord');
