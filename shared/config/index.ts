@@ -111,6 +111,14 @@ function toConfig(env: Env) {
     DASHBOARD_WRITE,
     DASHBOARD_AUTH_FAILURE_LIMIT,
     DASHBOARD_LOCKOUT_MS,
+    EGRESS_ALLOWED_PORTS,
+    EGRESS_ALLOWLIST,
+    WEBHOOK_MAX_ENDPOINTS,
+    WEBHOOK_TIMEOUT_MS,
+    WEBHOOK_RETRY_SCHEDULE,
+    WEBHOOK_DISABLE_AFTER_MS,
+    WEBHOOK_SECRET_OVERLAP_MS,
+    WEBHOOK_ENDPOINT_CONCURRENCY,
     OTEL_TRACES_EXPORTER,
     OTEL_SERVICE_NAME,
     OTEL_EXPORTER_OTLP_ENDPOINT,
@@ -303,6 +311,18 @@ function toConfig(env: Env) {
         : undefined,
     /** Origins allowed to read answers from browsers (CORS); empty: no CORS headers. `*`: any. */
     corsOrigins: CORS_ORIGINS,
+    /** Where outbound requests may go (shared/egress/): ports besides 80/443, and what the operator opened. */
+    egress: { allowedPorts: EGRESS_ALLOWED_PORTS, allowlist: EGRESS_ALLOWLIST },
+    /** Webhooks (shared/webhooks/, worker/webhooks/): the cap per organization and how deliveries run. */
+    webhooks: {
+      maxEndpoints: WEBHOOK_MAX_ENDPOINTS,
+      timeoutMs: WEBHOOK_TIMEOUT_MS,
+      /** The delay before each attempt of a message (its length is the number of attempts). */
+      retrySchedule: WEBHOOK_RETRY_SCHEDULE,
+      disableAfterMs: WEBHOOK_DISABLE_AFTER_MS,
+      secretOverlapMs: WEBHOOK_SECRET_OVERLAP_MS,
+      endpointConcurrency: WEBHOOK_ENDPOINT_CONCURRENCY,
+    },
   };
 
   /**
