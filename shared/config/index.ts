@@ -118,6 +118,7 @@ function toConfig(env: Env) {
     WEBHOOK_RETRY_SCHEDULE,
     WEBHOOK_DISABLE_AFTER_MS,
     WEBHOOK_SECRET_OVERLAP_MS,
+    WEBHOOK_CONCURRENCY,
     WEBHOOK_ENDPOINT_CONCURRENCY,
     OTEL_TRACES_EXPORTER,
     OTEL_SERVICE_NAME,
@@ -236,7 +237,8 @@ function toConfig(env: Env) {
     fairQueues: { reservedSlots: JOB_RESERVED_SLOTS, queuedPerSlot: JOB_QUEUED_PER_SLOT },
     worker: {
       queues: WORKER_QUEUES,
-      concurrency: WORKER_CONCURRENCY,
+      /** Per queue; the `webhook` queue's is WEBHOOK_CONCURRENCY (deliveries wait on the network). */
+      concurrency: { ...WORKER_CONCURRENCY, webhook: WEBHOOK_CONCURRENCY },
       /** How long a worker's lock on a job lasts without renewal; a dead worker's job is retried after it. */
       lockMs: JOB_LOCK_MS,
       /** Longest a job may run; past it it fails for good (422 PROCESSING_TIMEOUT) and frees its slot. */

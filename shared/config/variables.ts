@@ -403,7 +403,7 @@ export const VARIABLES = {
       default: QUEUE_NAMES.join(','),
       type: `comma-separated queue names: ${QUEUE_NAMES.map((q) => `\`${q}\``).join(', ')}`,
     }),
-    doc: 'Queues a worker takes (`maintenance`: folder deletes).',
+    doc: 'Queues a worker takes (`maintenance`: folder deletes and event dispatch; `webhook`: webhook deliveries).',
   },
   WORKER_CONCURRENCY: {
     section: 'jobs',
@@ -581,6 +581,11 @@ export const VARIABLES = {
     section: 'egress',
     value: integer({ default: DAY_MS, min: 0, max: 30 * DAY_MS, unit: 'ms' }),
     doc: 'After a rotation, how long the previous signing secret still signs (two signatures in `webhook-signature`).',
+  },
+  WEBHOOK_CONCURRENCY: {
+    section: 'egress',
+    value: integer({ default: 16, min: 1, max: 256 }),
+    doc: "Webhook deliveries a worker runs at once (the `webhook` queue's concurrency, instead of `WORKER_CONCURRENCY`'s: a delivery mostly waits on the network).",
   },
   WEBHOOK_ENDPOINT_CONCURRENCY: {
     section: 'egress',
