@@ -570,7 +570,7 @@ export const VARIABLES = {
       default: '0,5s,5m,30m,2h,5h,10h,10h',
       type: 'comma-separated delays (`ms`, `s`, `m`, `h`), one per attempt',
     }),
-    doc: "A webhook message's attempts: the delay before each (the first is usually 0), each later one with up to 10% jitter; a `Retry-After` on a 429 or 503 postpones the next attempt (at most to the schedule's longest delay).",
+    doc: "A webhook message's attempts: the delay before each (the first is usually 0), each later one with up to 10% jitter; a `Retry-After` on a 429 or 503 postpones the next attempt (at most the schedule's longest delay, or an hour).",
   },
   WEBHOOK_DISABLE_AFTER_MS: {
     section: 'egress',

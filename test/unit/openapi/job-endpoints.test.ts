@@ -159,7 +159,7 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
       mediaJobs,
       mediaService: {} as MediaService,
       signedUrls: {} as SignedUrlService,
-    webhooks: {} as WebhooksService,
+      webhooks: {} as WebhooksService,
       folders: {} as FoldersService,
       metrics: createApiMetrics(),
       readiness: {},
