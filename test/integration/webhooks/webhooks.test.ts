@@ -14,6 +14,7 @@ import { Webhook } from 'standardwebhooks';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { eventually } from '../../support/eventually';
 import { fixture } from '../../support/files';
+import { expectMatchesSpec } from '../../support/openapi';
 import { startWorker, type TestWorker } from '../../support/worker';
 
 const RECEIVER_IP = '127.0.0.3';
@@ -114,7 +115,11 @@ async function call(
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   const text = await res.text();
-  return { status: res.status, body: (text ? JSON.parse(text) : {}) as Body };
+  const answer = { status: res.status, body: (text ? JSON.parse(text) : {}) as Body };
+  // Every answer is as api/openapi.yaml describes it.
+  const template = path.split('?')[0]!.replace(/^\/media\/webhooks\/\d+/, '/media/webhooks/{id}');
+  expectMatchesSpec(method, template, answer.status, answer.body, res.headers);
+  return answer;
 }
 
 /** An endpoint of `owner` (an organization of its own per test: each upload goes to all its endpoints). */
