@@ -40,6 +40,9 @@ const scripts = new Map<
   ({ status: number; headers?: Record<string, string> } | 'hang')[]
 >();
 const logLines: string[] = [];
+/** Per path: requests held open now, and the most at once. */
+const hanging = new Map<string, number>();
+const mostHanging = new Map<string, number>();
 
 beforeAll(async () => {
   receiver = http.createServer((req, res) => {
@@ -50,7 +53,14 @@ beforeAll(async () => {
       received.push({ path, headers: req.headers, body, at: Date.now() });
       const script = scripts.get(path) ?? [{ status: 200 }];
       const step = script.length > 1 ? script.shift()! : script[0]!;
-      if (step === 'hang') return;
+      if (step === 'hang') {
+        // Held open until the sender gives up; counted while open.
+        const open = (hanging.get(path) ?? 0) + 1;
+        hanging.set(path, open);
+        mostHanging.set(path, Math.max(mostHanging.get(path) ?? 0, open));
+        res.on('close', () => hanging.set(path, (hanging.get(path) ?? 1) - 1));
+        return;
+      }
       res.writeHead(step.status, step.headers ?? {}).end(`answer ${step.status}`);
     });
   });
@@ -67,6 +77,8 @@ beforeAll(async () => {
       WEBHOOK_MAX_ENDPOINTS: '6',
       WEBHOOK_TIMEOUT_MS: '2000',
       JOB_LOCK_MS: '1000',
+      WEBHOOK_CONCURRENCY: '4',
+      WEBHOOK_ENDPOINT_CONCURRENCY: '2',
     },
   });
   worker = await startWorker(
@@ -383,6 +395,68 @@ describe('deliveries', () => {
     await owner.upload(PDF, 'gone2.pdf');
     await new Promise((r) => setTimeout(r, 1_000));
     expect(received.filter((r) => r.path === '/gone')).toHaveLength(1);
+  });
+
+  it('an endpoint failing past WEBHOOK_DISABLE_AFTER_MS is disabled; replay since sends what failed', async () => {
+    scripts.set('/down', [{ status: 500 }]);
+    const owner = await api.createOrg();
+    const { id, secret } = await createEndpoint(owner, '/down');
+    // It has been failing for six days (the default bound is five).
+    await api.ctx.models.WebhookEndpoint.updateOne(
+      { id },
+      { $set: { failingSince: new Date(Date.now() - 6 * 86_400_000) } },
+    );
+    const since = new Date().toISOString();
+    await owner.upload(PDF, 'down.pdf');
+    const endpoint = await eventually(async () => {
+      const answer = await call('GET', `/media/webhooks/${id}`, undefined, owner.auth);
+      expect(answer.body.data.enabled).toBe(false);
+      return answer.body.data;
+    });
+    expect(endpoint.disabledReason).toMatch(/every delivery failed since/);
+    const [failed] = deliveriesTo('/down', secret);
+    expect(deliveriesTo('/down')).toHaveLength(1);
+
+    // Back up: enabled again, every message that failed since then is sent again.
+    scripts.set('/down', [{ status: 204 }]);
+    const enabled = await call('PATCH', `/media/webhooks/${id}`, { enabled: true }, owner.auth);
+    expect(enabled.body.data).toMatchObject({
+      enabled: true,
+      disabledReason: null,
+      failingSince: null,
+    });
+    const replay = await call('POST', `/media/webhooks/${id}/replay`, { since }, owner.auth);
+    expect(replay.body.data.replayed).toEqual([failed!.headers['webhook-id']]);
+    const again = await eventually(() => {
+      const got = deliveriesTo('/down', secret);
+      expect(got).toHaveLength(2);
+      return got[1]!;
+    });
+    expect(again.headers['webhook-id']).toBe(failed!.headers['webhook-id']);
+  });
+
+  it('a hanging endpoint does not delay another organization’s deliveries', async () => {
+    scripts.set('/hang', ['hang']);
+    const slow = await api.createOrg();
+    const fast = await api.createOrg();
+    await createEndpoint(slow, '/hang');
+    const { secret } = await createEndpoint(fast, '/fast');
+    // More messages to the hanging endpoint than the worker has webhook slots (4).
+    for (let i = 0; i < 6; i++) await slow.upload(PDF, `slow-${i}.pdf`);
+    await eventually(() =>
+      expect(received.filter((r) => r.path === '/hang').length).toBeGreaterThanOrEqual(2),
+    );
+    const sent = Date.now();
+    await fast.upload(PDF, 'fast.pdf');
+    const [delivery] = await eventually(() => {
+      const got = deliveriesTo('/fast', secret);
+      expect(got).toHaveLength(1);
+      return got;
+    });
+    // Well within the hanging endpoint's 2 s timeout: nothing waited behind it.
+    expect(delivery!.at - sent).toBeLessThan(1_500);
+    // At most WEBHOOK_ENDPOINT_CONCURRENCY (2) of the hanging endpoint's attempts at once.
+    expect(mostHanging.get('/hang')).toBe(2);
   });
 
   it('rotation signs with both secrets during the overlap; replay and test keep their webhook-id', async () => {
