@@ -90,6 +90,8 @@ export interface JobPayloads {
     /** The event it carries (recorded in the outbox); null for a test message. */
     eventId: string | null;
     eventType: string;
+    /** The message's JSON payload, when queued for an event (small: a record's fields); else read from the outbox. */
+    body?: string;
     trigger: 'event' | 'replay' | 'test';
     /** The run of attempts this one belongs to (`event`, or a replay's or test's own id). */
     run: string;
