@@ -35,7 +35,9 @@ const description = z.string().max(500, 'description is at most 500 characters')
 const enabled = z.boolean({ error: 'enabled is true or false' });
 
 const createBody = jsonBody(
-  z.object({ url, events, description: description.optional(), enabled: enabled.optional() }).strict(),
+  z
+    .object({ url, events, description: description.optional(), enabled: enabled.optional() })
+    .strict(),
   { limit: '16kb' },
 );
 

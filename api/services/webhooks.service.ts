@@ -59,10 +59,7 @@ export class WebhooksService {
     }
   }
 
-  async create(
-    caller: Who,
-    input: CreateInput,
-  ): Promise<WebhookEndpoint & { secret: string }> {
+  async create(caller: Who, input: CreateInput): Promise<WebhookEndpoint & { secret: string }> {
     const org = caller.organization.id;
     await this.checkUrl(input.url);
     if ((await this.deps.webhooks.count(org)) >= this.deps.settings.maxEndpoints) {
@@ -142,7 +139,13 @@ export class WebhooksService {
     await this.get(caller, id);
     const run = randomUUID();
     const messageId = `msg_${run.replace(/-/g, '')}`;
-    await this.queue(caller, id, { messageId, eventId: null, eventType: TEST_EVENT_TYPE }, 'test', run);
+    await this.queue(
+      caller,
+      id,
+      { messageId, eventId: null, eventType: TEST_EVENT_TYPE },
+      'test',
+      run,
+    );
     return { messageId };
   }
 

@@ -199,9 +199,7 @@ export class WebhooksRepository {
   }
 
   /** The endpoint with the secrets that sign now (current first): the worker's view. */
-  async forDelivery(
-    id: number,
-  ): Promise<{ endpoint: WebhookEndpoint; secrets: string[] } | null> {
+  async forDelivery(id: number): Promise<{ endpoint: WebhookEndpoint; secrets: string[] } | null> {
     const doc = await this.find(undefined, id);
     if (!doc) return null;
     const now = this.now().getTime();

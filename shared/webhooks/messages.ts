@@ -28,7 +28,12 @@ export function messageIdOf(eventId: string, endpointId: number): string {
 }
 
 /** The id (uuid part) of an attempt's job: one per message, run, attempt and wait. */
-export function attemptUuid(p: { messageId: string; run: string; attempt: number; waits: number }): string {
+export function attemptUuid(p: {
+  messageId: string;
+  run: string;
+  attempt: number;
+  waits: number;
+}): string {
   return derivedUuid(`webhook:${p.messageId}:${p.run}:${p.attempt}:${p.waits}`);
 }
 
