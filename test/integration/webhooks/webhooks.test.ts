@@ -11,6 +11,8 @@ import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
+import type { JobPayloads } from '../../../shared/jobs';
+import { attemptUuid } from '../../../shared/webhooks/messages';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { runCli } from '../../support/cli';
 import { eventually } from '../../support/eventually';
@@ -504,6 +506,51 @@ describe('deliveries', () => {
       owner.auth,
     );
     expect(unknown.status).toBe(404);
+  });
+
+  it('the sweep finishes hand-overs a crash cut short, and serves attempts left waiting', async () => {
+    const owner = await api.createOrg();
+    const { id, secret } = await createEndpoint(owner, '/parked');
+    const redis = api.ctx.redis!;
+    const prefix = api.env.queuePrefix;
+    const entry = (messageId: string) => {
+      const payload: JobPayloads['webhook.deliver'] = {
+        organizationId: owner.organization.id,
+        requestId: messageId,
+        endpointId: id,
+        messageId,
+        eventId: null,
+        eventType: 'webhook.test',
+        body: JSON.stringify({
+          type: 'webhook.test',
+          timestamp: new Date().toISOString(),
+          data: {},
+        }),
+        trigger: 'test',
+        run: 'parked',
+        attempt: 1,
+        waits: 1,
+      };
+      const member = attemptUuid(payload);
+      return { member, text: JSON.stringify({ member, payload }) };
+    };
+    // A hand-over whose worker died before queueing it, and an attempt parked with nothing in flight.
+    const cut = entry('msg_cut_short');
+    await redis.hset(`${prefix}:webhook-promoting`, cut.member, cut.text);
+    await redis.zadd(`${prefix}:webhook-promoting-at`, Date.now() - 60_000, cut.member);
+    const parked = entry('msg_parked');
+    await redis.rpush(`${prefix}:webhook-waiting:${id}`, parked.text);
+    await redis.sadd(`${prefix}:webhook-waiting-endpoints`, String(id));
+
+    await worker.ctx.webhooks.sweep();
+    const got = await eventually(() => {
+      const all = deliveriesTo('/parked', secret);
+      expect(all).toHaveLength(2);
+      return all;
+    });
+    expect(got.map((r) => r.headers['webhook-id']).sort()).toEqual(['msg_cut_short', 'msg_parked']);
+    expect(await redis.hlen(`${prefix}:webhook-promoting`)).toBe(0);
+    expect(await redis.llen(`${prefix}:webhook-waiting:${id}`)).toBe(0);
   });
 
   it('no secret appears in the worker’s logs', () => {
