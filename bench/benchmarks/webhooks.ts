@@ -15,6 +15,7 @@ import { Queue } from 'bullmq';
 import { createLogger } from '../../shared/logger';
 import { createRedis } from '../../shared/queue/redis';
 import type { Benchmark, BenchContext } from '../lib/benchmark';
+import { bars } from '../lib/charts';
 import type { BenchmarkResult, Table } from '../lib/report';
 import { target } from '../lib/report';
 import { percentile, stat } from '../lib/stats';
@@ -235,7 +236,32 @@ message is from its event's commit (\`occurredAt\`, the payload's
 Fresh organizations and an emptied queue for each run. ${failures} events
 failed to record.`,
       tables: [table],
-      charts: [],
+      charts: [
+        {
+          id: 'webhooks',
+          title: 'Webhook delivery latency, the other organization’s endpoint answering or hanging',
+          spec: bars({
+            title: 'Delivery latency (commit → receiver), ms',
+            yTitle: 'ms',
+            format: '.0f',
+            data: runs.flatMap((r) =>
+              (['p50', 'p99'] as const).map((series) => {
+                const v = r.latencies.length
+                  ? percentile(r.latencies, series === 'p50' ? 50 : 99)
+                  : 0;
+                return {
+                  group: `${r.rate}/s, other ${r.hang ? 'hanging' : 'answering'}`,
+                  series,
+                  median: v,
+                  min: v,
+                  max: v,
+                };
+              }),
+            ),
+            rules: [{ y: 1000, label: 'target p99' }],
+          }),
+        },
+      ],
       targets: [
         target(
           `the answering organization’s delivery p99 at ${answeringRun.rate}/s, beside a hanging endpoint`,
