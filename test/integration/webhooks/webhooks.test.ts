@@ -9,7 +9,7 @@
  */
 import { once } from 'node:events';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import type { JobPayloads } from '../../../shared/jobs';
 import { attemptUuid } from '../../../shared/webhooks/messages';
@@ -506,6 +506,43 @@ describe('deliveries', () => {
       owner.auth,
     );
     expect(unknown.status).toBe(404);
+  });
+
+  it('a URL the guard refuses is refused again at delivery; the target sees no connection', async () => {
+    // A sentinel on 127.0.0.1 (not allowlisted) at the receiver's port (allowed), counting connections.
+    let connections = 0;
+    const sentinel = net.createServer((socket) => {
+      connections++;
+      socket.destroy();
+    });
+    const port = Number(new URL(base).port);
+    sentinel.listen(port, '127.0.0.1');
+    await once(sentinel, 'listening');
+    try {
+      const owner = await api.createOrg();
+      const { id } = await createEndpoint(owner, '/moved');
+      // A URL kept from before the rules refused it (written behind the API's back).
+      await api.ctx.models.WebhookEndpoint.updateOne(
+        { id },
+        { $set: { url: `http://[::ffff:127.0.0.1]:${port}/hook` } },
+      );
+      await owner.upload(PDF, 'moved.pdf');
+      const entries = await eventually(async () => {
+        const l = await log(owner, id);
+        expect(l.length).toBeGreaterThanOrEqual(1);
+        return l;
+      });
+      expect(entries.at(-1)).toMatchObject({
+        attempt: 1,
+        ok: false,
+        status: null,
+        errorClass: 'url_not_allowed',
+      });
+      expect(String(entries.at(-1)!.response)).toMatch(/IPv4/);
+      expect(connections).toBe(0);
+    } finally {
+      sentinel.close();
+    }
   });
 
   it('the sweep finishes hand-overs a crash cut short, and serves attempts left waiting', async () => {
