@@ -18,6 +18,7 @@ import { dashboardRoutes } from './routes/dashboard.routes';
 import { docsRoutes } from './routes/docs.routes';
 import { downloadRoutes } from './routes/download.routes';
 import { folderRoutes } from './routes/folders.routes';
+import { webhookRoutes } from './routes/webhooks.routes';
 import { jobRoutes } from './routes/jobs.routes';
 import { mediaRoutes } from './routes/media.routes';
 import { opsRoutes } from './routes/ops.routes';
@@ -45,6 +46,7 @@ export type AppDeps = Pick<
   | 'mediaJobs'
   | 'mediaService'
   | 'folders'
+  | 'webhooks'
   | 'signedUrls'
   | 'metrics'
   | 'readiness'
@@ -131,6 +133,7 @@ export function createApp(deps: AppDeps): Express {
   );
   app.use(jobRoutes({ jobs: deps.jobs, mediaJobs: deps.mediaJobs, config: deps.config, guards }));
   app.use(folderRoutes({ folders: deps.folders, guards }));
+  app.use(webhookRoutes({ webhooks: deps.webhooks, guards }));
   // Last: its /media/{id} takes what no other /media route named.
   app.use(mediaRoutes({ media: deps.mediaService, config: deps.config, guards }));
   // What no route took (a 404 to come) is charged the default cost.

@@ -11,6 +11,11 @@
  *   token:update --id <tokenId> --scopes read,write,delete
  *   token:list --org <slug>
  *   reconcile [--org <slug>] [--older-than <1h>] [--fix] [--pushgateway <url>]
+ *   webhook:create --org <slug> --url <url> --events media.created,… [--description <text>]
+ *   webhook:list --org <slug>
+ *   webhook:update --id <id> [--url <url>] [--events …] [--enabled true|false]
+ *   webhook:delete --id <id>
+ *   webhook:deliveries --id <id> [--limit <1-100>]
  */
 import { parseArgs } from 'node:util';
 import bytes from 'bytes';
@@ -24,6 +29,8 @@ import { createObjectStore } from '@shared/storage/create-object-store';
 import { createDataContext, type DataContext } from './context';
 import { OffboardingService } from './services/offboarding.service';
 import { SCOPES, type Scope } from './services/tokens.service';
+import { WebhooksService } from './services/webhooks.service';
+import { EVENT_TYPES, type EventType } from '@shared/events/events';
 import { adoptDevState } from './dev-state';
 import { pushMetrics, reconcileMetrics } from './cli/reconcile-metrics';
 import { ReconcileService, type ReconcileReport } from './services/reconcile.service';
@@ -81,6 +88,40 @@ function parseScopes(value: string): Scope[] {
     throw new UsageError(`--scopes takes ${SCOPES.join(', ')} (comma-separated); got "${value}"`);
   }
   return scopes as Scope[];
+}
+
+function parseEvents(value: string): EventType[] {
+  const events = value.split(',').map((s) => s.trim());
+  const unknown = events.filter((e) => !(EVENT_TYPES as readonly string[]).includes(e));
+  if (unknown.length > 0 || events.length === 0) {
+    throw new UsageError(
+      `--events takes ${EVENT_TYPES.join(', ')} (comma-separated); got "${value}"`,
+    );
+  }
+  return events as EventType[];
+}
+
+function parseId(value: string): number {
+  if (!/^[1-9][0-9]{0,15}$/.test(value)) throw new UsageError(`--id must be a positive integer`);
+  return Number(value);
+}
+
+/** Webhook endpoints as the API manages them (the same checks of the URL), without a queue. */
+function webhooksOf(ctx: DataContext): WebhooksService {
+  return new WebhooksService({
+    webhooks: ctx.repositories.webhooks,
+    settings: ctx.config.webhooks,
+    egress: ctx.config.egress,
+  });
+}
+
+/** The organization owning a webhook endpoint (any organization's: the operator's view). */
+async function endpointOwner(ctx: DataContext, id: number) {
+  const endpoint = await ctx.repositories.webhooks.get(undefined, id);
+  const organization =
+    endpoint && (await ctx.repositories.organizations.findById(endpoint.organizationId));
+  if (!organization) throw new UsageError(`no webhook endpoint with id ${id}`);
+  return { organization };
 }
 
 /** Builds what a command needing storage and the queues uses, and closes it afterwards. */
@@ -280,6 +321,77 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
         }
       }
       return report;
+    },
+  },
+  'webhook:create': {
+    usage:
+      'webhook:create --org <slug> --url <url> --events media.created,… [--description <text>]',
+    run: async (ctx, args) => {
+      const o = options(args, {
+        org: { type: 'string', required: true },
+        url: { type: 'string', required: true },
+        events: { type: 'string', required: true },
+        description: { type: 'string' },
+      });
+      const organization = await ctx.organizations.require(o.org!);
+      // The signing secret is in this answer only.
+      return webhooksOf(ctx).create(
+        { organization },
+        { url: o.url!, events: parseEvents(o.events!), description: o.description },
+      );
+    },
+  },
+  'webhook:list': {
+    usage: 'webhook:list --org <slug>',
+    run: async (ctx, args) => {
+      const o = options(args, { org: { type: 'string', required: true } });
+      const organization = await ctx.organizations.require(o.org!);
+      return { organization, webhooks: await webhooksOf(ctx).list({ organization }) };
+    },
+  },
+  'webhook:update': {
+    usage: 'webhook:update --id <id> [--url <url>] [--events …] [--enabled true|false]',
+    run: async (ctx, args) => {
+      const o = options(args, {
+        id: { type: 'string', required: true },
+        url: { type: 'string' },
+        events: { type: 'string' },
+        enabled: { type: 'string' },
+      });
+      if (o.enabled !== undefined && o.enabled !== 'true' && o.enabled !== 'false') {
+        throw new UsageError('--enabled takes true or false');
+      }
+      const id = parseId(o.id!);
+      return webhooksOf(ctx).update(await endpointOwner(ctx, id), id, {
+        ...(o.url !== undefined ? { url: o.url } : {}),
+        ...(o.events !== undefined ? { events: parseEvents(o.events) } : {}),
+        ...(o.enabled !== undefined ? { enabled: o.enabled === 'true' } : {}),
+      });
+    },
+  },
+  'webhook:delete': {
+    usage: 'webhook:delete --id <id>',
+    run: async (ctx, args) => {
+      const o = options(args, { id: { type: 'string', required: true } });
+      const id = parseId(o.id!);
+      return webhooksOf(ctx).remove(await endpointOwner(ctx, id), id);
+    },
+  },
+  'webhook:deliveries': {
+    usage: 'webhook:deliveries --id <id> [--limit <1-100>]',
+    run: async (ctx, args) => {
+      const o = options(args, {
+        id: { type: 'string', required: true },
+        limit: { type: 'string' },
+      });
+      const id = parseId(o.id!);
+      const limit = o.limit === undefined ? 50 : Number(o.limit);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 100) {
+        throw new UsageError('--limit must be an integer from 1 to 100');
+      }
+      return {
+        deliveries: await webhooksOf(ctx).deliveries(await endpointOwner(ctx, id), id, { limit }),
+      };
     },
   },
 };

@@ -28,6 +28,7 @@ import { AuthCache } from './domain/auth-cache';
 import { DownloadService } from './services/download.service';
 import { RenderService } from './services/render.service';
 import { FoldersService } from './services/folders.service';
+import { WebhooksService } from './services/webhooks.service';
 import { IdempotencyService } from './services/idempotency.service';
 import { IngestService } from './services/ingest.service';
 import { JobsService } from './services/jobs.service';
@@ -72,6 +73,8 @@ export interface ApiContext extends DataContext {
   mediaJobs: MediaJobsService;
   mediaService: MediaService;
   folders: FoldersService;
+  /** Webhook endpoints, their delivery log, replays, rotations and test sends. */
+  webhooks: WebhooksService;
   /** Signs URLs (POST /media/sign) and verifies signed requests. */
   signedUrls: SignedUrlService;
   /** HTTP latency and bytes stored, served on GET /metrics. */
@@ -276,6 +279,12 @@ export async function createApiContext(
         deletion,
       }),
       folders,
+      webhooks: new WebhooksService({
+        webhooks: data.repositories.webhooks,
+        settings: config.webhooks,
+        egress: config.egress,
+        queue,
+      }),
       downloads: new DownloadService({ media, store }),
       signedUrls: new SignedUrlService({
         signing: config.urlSigning,

@@ -27,6 +27,7 @@ import { scaling } from './benchmarks/scaling';
 import { tenancy } from './benchmarks/tenancy';
 import { upload } from './benchmarks/upload';
 import { uploadMemory } from './benchmarks/upload-memory';
+import { webhooks } from './benchmarks/webhooks';
 import { MiB, type Benchmark } from './lib/benchmark';
 import { renderSvg } from './lib/charts';
 import { machineInfo } from './lib/proc';
@@ -47,6 +48,7 @@ export const BENCHMARKS: Benchmark[] = [
   render,
   heic,
   tenancy,
+  webhooks,
 ];
 
 const root = join(__dirname, '..');

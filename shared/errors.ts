@@ -43,6 +43,7 @@ export type ErrorCode =
   | 'SIGNED_URLS_DISABLED'
   | 'PROCESSING_TIMEOUT'
   | 'OUTPUT_TOO_LARGE'
+  | 'URL_NOT_ALLOWED'
   | 'INTERNAL';
 
 export interface ErrorDetail {
@@ -201,6 +202,11 @@ export const Errors = {
     new AppError('FOLDER_NOT_FOUND', 404, `No folder named "${name}"`),
   jobNotFound: (jobId: string) => new AppError('JOB_NOT_FOUND', 404, `No job with id "${jobId}"`),
   conflict: (message: string) => new AppError('CONFLICT', 409, message),
+  /** A URL the guarded way out refuses (shared/egress/): the reason says why. */
+  urlNotAllowed: (reason: string, field = 'url') =>
+    new AppError('URL_NOT_ALLOWED', 400, `The URL is not allowed: ${reason}`, [
+      { field, message: reason },
+    ]),
   folderNotEmpty: (folderId: number, files: number) =>
     new AppError(
       'FOLDER_NOT_EMPTY',

@@ -21,6 +21,7 @@ export const JOB_QUEUES = {
   'pdf.merge': 'pdf',
   'media.delete-folder': 'maintenance',
   'event.deliver': 'maintenance',
+  'webhook.deliver': 'webhook',
 } as const;
 
 export type JobName = keyof typeof JOB_QUEUES;
@@ -76,6 +77,29 @@ export interface JobPayloads {
    * once per event and listener by the dispatcher (its id derives from both).
    */
   'event.deliver': BasePayload & { eventId: string; listener: string };
+  /**
+   * One attempt to deliver a webhook message to an endpoint (worker/webhooks/);
+   * a failed attempt queues the next one itself, after its delay. Its id
+   * derives from the message, the run (the event's first sending, or a
+   * replay's) and the attempt, so a crash never queues one twice.
+   */
+  'webhook.deliver': BasePayload & {
+    endpointId: number;
+    /** The `webhook-id`: the same across the message's attempts and replays. */
+    messageId: string;
+    /** The event it carries (recorded in the outbox); null for a test message. */
+    eventId: string | null;
+    eventType: string;
+    /** The message's JSON payload, when queued for an event (small: a record's fields); else read from the outbox. */
+    body?: string;
+    trigger: 'event' | 'replay' | 'test';
+    /** The run of attempts this one belongs to (`event`, or a replay's or test's own id). */
+    run: string;
+    /** 1 for a run's first attempt. */
+    attempt: number;
+    /** Times this attempt was put back because its endpoint had all its deliveries in flight. */
+    waits: number;
+  };
 }
 
 /** Metadata as the API returns it; Buffers travel as `{ type: 'Buffer', data: [...] }`. */
@@ -93,6 +117,11 @@ export interface JobResults {
   };
   /** False when the event or the listener is no longer there (nothing to do). */
   'event.deliver': { delivered: boolean };
+  /** What the endpoint answered (null: no answer), or why nothing was sent. */
+  'webhook.deliver': {
+    outcome: 'delivered' | 'failed' | 'waiting' | 'skipped';
+    status: number | null;
+  };
 }
 
 /** A rendered variant as stored beside its source (GET /media/render streams it). */

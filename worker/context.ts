@@ -15,6 +15,7 @@ import { MediaCreation } from '@shared/media-creation';
 import { MediaDeletion } from '@shared/media-deletion';
 import type { DependencyMetrics } from '@shared/metrics';
 import { JobHandoff } from '@shared/queue/handoff';
+import { BullJobQueue } from '@shared/queue/job-queue';
 import { createRedis, type RedisConnection } from '@shared/queue/redis';
 import { createRepositories, type Repositories } from '@shared/repositories';
 import { createObjectStore } from '@shared/storage/create-object-store';
@@ -24,6 +25,7 @@ import { StoredResults } from '@shared/stored-results';
 import { LISTENERS } from './listeners';
 import { buildListeners, type Listener, type Listeners } from './listeners/listener';
 import { ResultsService } from './services/results.service';
+import { WebhookDeliveries } from './services/webhook-deliveries.service';
 
 /** Image work (over sharp): what the image processors need. */
 export interface ImageOps {
@@ -72,6 +74,8 @@ export interface JobContext {
   listeners: Listeners;
   /** Work off the job's answer (awaited by the worker's shutdown, not by the job). */
   background: Pick<BackgroundTasks, 'run'>;
+  /** Webhook messages queued for an event and each attempt made (worker/services/webhook-deliveries.service.ts). */
+  webhooks: WebhookDeliveries;
 }
 
 export interface WorkerContext extends JobContext {
@@ -103,8 +107,10 @@ export async function createWorkerContext(
     // Every storage call is timed and traced (shared/storage/observed-object-store.ts).
     const store = observeObjectStore(overrides.store ?? createObjectStore(config, logger), metrics);
     if (!overrides.store) await store.init();
-    const { media, folders, organizations, usage, variants, jobResults, events } =
+    const { media, folders, organizations, usage, variants, jobResults, events, webhooks } =
       createRepositories(models, { usageBookingTtlMs: config.usageBookingTtlMs });
+    // The webhook deliveries' own queue producer, made on first use.
+    let webhookQueue: BullJobQueue | undefined;
     // Its own fail-fast connection, made on the first handoff (a worker without image jobs never makes it).
     let handoffRedis: RedisConnection | undefined;
     const { redisUrl } = config;
@@ -154,8 +160,22 @@ export async function createWorkerContext(
       events,
       listeners: buildListeners(overrides.listeners ?? LISTENERS),
       background,
+      webhooks: new WebhookDeliveries({
+        webhooks,
+        events,
+        queue: () =>
+          (webhookQueue ??= new BullJobQueue(
+            { redisUrl: config.redisUrl, queuePrefix: config.queuePrefix },
+            logger,
+          )),
+        settings: config.webhooks,
+        egress: config.egress,
+        queuePrefix: config.queuePrefix,
+        logger,
+      }),
       close: async () => {
         await background.drain();
+        await webhookQueue?.close();
         handoffRedis?.disconnect();
         await connection.close();
       },

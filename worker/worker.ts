@@ -258,6 +258,10 @@ export function createWorker(
       })
     : undefined;
   dispatcher?.start();
+  // Webhook attempts waiting for a slot of their endpoint, and hand-overs a crash cut short.
+  const webhookSweep = config.worker.queues.includes(JOB_QUEUES['webhook.deliver'])
+    ? ctx.webhooks.startSweeping()
+    : undefined;
 
   return {
     workers,
@@ -283,7 +287,7 @@ export function createWorker(
       await Promise.allSettled(
         config.worker.queues.map((queue) => queues.gate.withdraw(queue, workerId)),
       );
-      await Promise.all([...workers.map((w) => w.close()), sweeping.stop()]);
+      await Promise.all([...workers.map((w) => w.close()), sweeping.stop(), webhookSweep?.stop()]);
       await Promise.all(releasing);
       await queues.close();
       for (const c of connections) c.disconnect();

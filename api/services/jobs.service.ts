@@ -260,7 +260,9 @@ export class JobsService {
     if ('metadata' in result) return { kind: 'done', data: result.metadata, creates: false };
     if ('folder' in result) return { kind: 'done', data: result, creates: false };
     if ('variant' in result) return { kind: 'done', data: result.variant, creates: false };
-    if ('delivered' in result) return { kind: 'done', data: result, creates: false };
+    if ('delivered' in result || 'outcome' in result) {
+      return { kind: 'done', data: result, creates: false };
+    }
     const record = await this.deps.media.findById(owner.id, result.mediaId);
     // Deleted since the job made it.
     if (!record) throw Errors.mediaIdNotFound(result.mediaId);

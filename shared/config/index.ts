@@ -112,6 +112,15 @@ function toConfig(env: Env) {
     DASHBOARD_WRITE,
     DASHBOARD_AUTH_FAILURE_LIMIT,
     DASHBOARD_LOCKOUT_MS,
+    EGRESS_ALLOWED_PORTS,
+    EGRESS_ALLOWLIST,
+    WEBHOOK_MAX_ENDPOINTS,
+    WEBHOOK_TIMEOUT_MS,
+    WEBHOOK_RETRY_SCHEDULE,
+    WEBHOOK_DISABLE_AFTER_MS,
+    WEBHOOK_SECRET_OVERLAP_MS,
+    WEBHOOK_CONCURRENCY,
+    WEBHOOK_ENDPOINT_CONCURRENCY,
     OTEL_TRACES_EXPORTER,
     OTEL_SERVICE_NAME,
     OTEL_EXPORTER_OTLP_ENDPOINT,
@@ -231,7 +240,8 @@ function toConfig(env: Env) {
     fairQueues: { reservedSlots: JOB_RESERVED_SLOTS, queuedPerSlot: JOB_QUEUED_PER_SLOT },
     worker: {
       queues: WORKER_QUEUES,
-      concurrency: WORKER_CONCURRENCY,
+      /** Per queue; the `webhook` queue's is WEBHOOK_CONCURRENCY (deliveries wait on the network). */
+      concurrency: { ...WORKER_CONCURRENCY, webhook: WEBHOOK_CONCURRENCY },
       /** How long a worker's lock on a job lasts without renewal; a dead worker's job is retried after it. */
       lockMs: JOB_LOCK_MS,
       /** Longest a job may run; past it it fails for good (422 PROCESSING_TIMEOUT) and frees its slot. */
@@ -306,6 +316,18 @@ function toConfig(env: Env) {
         : undefined,
     /** Origins allowed to read answers from browsers (CORS); empty: no CORS headers. `*`: any. */
     corsOrigins: CORS_ORIGINS,
+    /** Where outbound requests may go (shared/egress/): ports besides 80/443, and what the operator opened. */
+    egress: { allowedPorts: EGRESS_ALLOWED_PORTS, allowlist: EGRESS_ALLOWLIST },
+    /** Webhooks (shared/webhooks/, worker/webhooks/): the cap per organization and how deliveries run. */
+    webhooks: {
+      maxEndpoints: WEBHOOK_MAX_ENDPOINTS,
+      timeoutMs: WEBHOOK_TIMEOUT_MS,
+      /** The delay before each attempt of a message (its length is the number of attempts). */
+      retrySchedule: WEBHOOK_RETRY_SCHEDULE,
+      disableAfterMs: WEBHOOK_DISABLE_AFTER_MS,
+      secretOverlapMs: WEBHOOK_SECRET_OVERLAP_MS,
+      endpointConcurrency: WEBHOOK_ENDPOINT_CONCURRENCY,
+    },
   };
 
   /**

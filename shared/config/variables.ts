@@ -12,6 +12,7 @@
 import { DEFAULT_ACCEPTED_TYPES } from '../media/formats';
 import { parseRenderSizes } from '../media/render-options';
 import { parseRenderPresets } from '../media/render-params';
+import { parseAllowlist, parsePorts, parseRetrySchedule } from '../egress/parsers';
 import { parseRedisUrl } from '../queue/redis-url';
 import { boolean, decimal, integer, oneOf, parsed, text, url, type Kind } from './define';
 import {
@@ -69,6 +70,11 @@ export const SECTIONS = {
     title: 'Operator surfaces',
     about:
       '`/metrics`, the details of `/readyz` and the Bull dashboard ([operations.md](operations.md#protecting-metrics)).',
+  },
+  egress: {
+    title: 'Outbound requests and webhooks',
+    about:
+      'Where the service may connect to (webhook deliveries), and how webhooks are delivered ([operations.md](operations.md#outbound-requests-and-webhooks)).',
   },
   tracing: {
     title: 'Tracing',
@@ -403,7 +409,7 @@ export const VARIABLES = {
       default: QUEUE_NAMES.join(','),
       type: `comma-separated queue names: ${QUEUE_NAMES.map((q) => `\`${q}\``).join(', ')}`,
     }),
-    doc: 'Queues a worker takes (`maintenance`: folder deletes).',
+    doc: 'Queues a worker takes (`maintenance`: folder deletes and event dispatch; `webhook`: webhook deliveries).',
   },
   WORKER_CONCURRENCY: {
     section: 'jobs',
@@ -538,6 +544,60 @@ export const VARIABLES = {
     doc: 'Window of the dashboard lockout.',
   },
 
+  // Outbound requests and webhooks
+  EGRESS_ALLOWED_PORTS: {
+    section: 'egress',
+    value: parsed({ parse: parsePorts, default: '', type: 'comma-separated ports (1 to 65535)' }),
+    doc: 'Ports an outbound request may use besides 80 and 443.',
+  },
+  EGRESS_ALLOWLIST: {
+    section: 'egress',
+    value: parsed({
+      parse: parseAllowlist,
+      default: '',
+      type: 'comma-separated host names and CIDRs (`hooks.internal,10.1.0.0/16`)',
+    }),
+    doc: 'Internal targets opened on purpose: a named host may resolve to any address, an address in a CIDR is reached though private. Nothing else opens loopback, private, link-local, CGNAT, metadata or IPv4-in-IPv6 addresses ([operations.md](operations.md#outbound-requests-and-webhooks)).',
+  },
+  WEBHOOK_MAX_ENDPOINTS: {
+    section: 'egress',
+    value: integer({ default: 20, min: 1, max: 1_000 }),
+    doc: 'Webhook endpoints one organization may have; past it `409 CONFLICT`.',
+  },
+  WEBHOOK_TIMEOUT_MS: {
+    section: 'egress',
+    value: integer({ default: 15_000, min: 100, max: 60_000, unit: 'ms' }),
+    doc: 'Longest a webhook delivery may take (connection, answer and the 4 KiB of it kept); past it the attempt failed.',
+  },
+  WEBHOOK_RETRY_SCHEDULE: {
+    section: 'egress',
+    value: parsed({
+      parse: parseRetrySchedule,
+      default: '0,5s,5m,30m,2h,5h,10h,10h',
+      type: 'comma-separated delays (`ms`, `s`, `m`, `h`), one per attempt',
+    }),
+    doc: "A webhook message's attempts: the delay before each (the first is usually 0), each later one with up to 10% jitter; a `Retry-After` on a 429 or 503 postpones the next attempt (at most the schedule's longest delay, or an hour).",
+  },
+  WEBHOOK_DISABLE_AFTER_MS: {
+    section: 'egress',
+    value: integer({ default: 5 * DAY_MS, min: 1_000, unit: 'ms' }),
+    doc: 'An endpoint whose deliveries have all failed for this long is disabled (`disabledReason` says so); re-enable it with `PATCH`.',
+  },
+  WEBHOOK_SECRET_OVERLAP_MS: {
+    section: 'egress',
+    value: integer({ default: DAY_MS, min: 0, max: 30 * DAY_MS, unit: 'ms' }),
+    doc: 'After a rotation, how long the previous signing secret still signs (two signatures in `webhook-signature`).',
+  },
+  WEBHOOK_CONCURRENCY: {
+    section: 'egress',
+    value: integer({ default: 16, min: 1, max: 256 }),
+    doc: "Webhook deliveries a worker runs at once (the `webhook` queue's concurrency, instead of `WORKER_CONCURRENCY`'s: a delivery mostly waits on the network).",
+  },
+  WEBHOOK_ENDPOINT_CONCURRENCY: {
+    section: 'egress',
+    value: integer({ default: 4, min: 1, max: 64 }),
+    doc: "Deliveries to one endpoint in flight at once, across workers: a slow endpoint holds at most this many of the `webhook` queue's slots.",
+  },
   // Tracing
   OTEL_TRACES_EXPORTER: {
     section: 'tracing',

@@ -64,8 +64,12 @@ export interface FolderDoc {
   updatedAt: Date;
 }
 
-/** What a token may do: read (download, metadata, list, get, usage), write (uploads, jobs, folders), delete. */
-export const SCOPES = ['read', 'write', 'delete'] as const;
+/**
+ * What a token may do: read (download, metadata, list, get, usage), write
+ * (uploads, jobs, folders), delete, webhooks (manage the organization's
+ * webhook endpoints: they see its events and hold signing secrets).
+ */
+export const SCOPES = ['read', 'write', 'delete', 'webhooks'] as const;
 export type Scope = (typeof SCOPES)[number];
 
 /** Where the request that created a record came from (the record's `metaData`). */
@@ -183,6 +187,56 @@ export interface EventDoc {
   /** A dispatcher at work on it until then (another takes it after). */
   lockedUntil: Date | null;
   createdAt: Date;
+}
+
+/** A signing secret of a webhook endpoint (`whsec_…`); a rotated one signs until `expiresAt`. */
+export interface WebhookSecretDoc {
+  secret: string;
+  /** Null for the current secret; set on the previous one when a rotation's overlap ends. */
+  expiresAt: Date | null;
+  createdAt: Date;
+}
+
+/** An organization's webhook endpoint: where its events are delivered, signed (shared/webhooks/). */
+export interface WebhookEndpointDoc {
+  id: number;
+  organizationId: number;
+  url: string;
+  events: EventType[];
+  description: string;
+  enabled: boolean;
+  /** Why it was disabled by the service (410 from it, failing too long); null when enabled or disabled by hand. */
+  disabledReason: string | null;
+  /** Newest first; never answered by the API after the create or rotate that made it. */
+  secrets: WebhookSecretDoc[];
+  /** Since when every delivery has failed (null: the last one succeeded). */
+  failingSince: Date | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/** One attempt to deliver a webhook message (the delivery log; kept 30 days). */
+export interface WebhookDeliveryDoc {
+  endpointId: number;
+  organizationId: number;
+  /** The `webhook-id` header: the same across retries and replays of one message. */
+  messageId: string;
+  eventId: string | null;
+  eventType: string;
+  /** 1 for a message's first attempt (a replay starts again at 1). */
+  attempt: number;
+  trigger: 'event' | 'replay' | 'test';
+  at: Date;
+  ok: boolean;
+  /** The endpoint's HTTP status; null when none came (refused, timeout, connection). */
+  status: number | null;
+  latencyMs: number;
+  /** Why it failed: `http_status`, `timeout`, `connect`, `tls`, `dns`, `url_not_allowed`, `protocol`; null when it succeeded. */
+  errorClass: string | null;
+  /** The start of the answer (at most 4 KiB, as text). */
+  response: string;
+  /** When the next attempt is due; null when none will be made. */
+  nextAttemptAt: Date | null;
 }
 
 /**
@@ -375,6 +429,53 @@ const eventSchema = new Schema<EventDoc>(
 eventSchema.index({ dispatchedAt: 1, occurredAt: 1 });
 eventSchema.index({ createdAt: 1 }, { expireAfterSeconds: 30 * 24 * 3_600 });
 
+const webhookSecretSchema = new Schema<WebhookSecretDoc>(
+  {
+    secret: { type: String, required: true },
+    expiresAt: { type: Date, default: null },
+    createdAt: { type: Date, required: true },
+  },
+  { _id: false },
+);
+
+const webhookEndpointSchema = new Schema<WebhookEndpointDoc>(
+  {
+    id: { type: Number, required: true, unique: true },
+    organizationId: { type: Number, required: true, index: true },
+    url: { type: String, required: true },
+    events: { type: [String], required: true },
+    description: { type: String, default: '' },
+    enabled: { type: Boolean, default: true },
+    disabledReason: { type: String, default: null },
+    secrets: { type: [webhookSecretSchema], required: true },
+    failingSince: { type: Date, default: null },
+  },
+  options,
+);
+
+const webhookDeliverySchema = new Schema<WebhookDeliveryDoc>(
+  {
+    endpointId: { type: Number, required: true },
+    organizationId: { type: Number, required: true },
+    messageId: { type: String, required: true },
+    eventId: { type: String, default: null },
+    eventType: { type: String, required: true },
+    attempt: { type: Number, required: true },
+    trigger: { type: String, required: true },
+    at: { type: Date, required: true },
+    ok: { type: Boolean, required: true },
+    status: { type: Number, default: null },
+    latencyMs: { type: Number, required: true },
+    errorClass: { type: String, default: null },
+    response: { type: String, default: '' },
+    nextAttemptAt: { type: Date, default: null },
+  },
+  { versionKey: false },
+);
+// The log of an endpoint, newest first; attempts go after 30 days.
+webhookDeliverySchema.index({ endpointId: 1, at: -1 });
+webhookDeliverySchema.index({ at: 1 }, { expireAfterSeconds: 30 * 24 * 3_600 });
+
 const settingSchema = new Schema<SettingDoc>(
   { _id: { type: String, required: true }, value: { type: String, required: true } },
   { versionKey: false, timestamps: { createdAt: true, updatedAt: false } },
@@ -391,6 +492,8 @@ export interface Models {
   JobResult: Model<JobResultDoc>;
   Setting: Model<SettingDoc>;
   Event: Model<EventDoc>;
+  WebhookEndpoint: Model<WebhookEndpointDoc>;
+  WebhookDelivery: Model<WebhookDeliveryDoc>;
 }
 
 export function createModels(connection: Connection): Models {
@@ -409,6 +512,16 @@ export function createModels(connection: Connection): Models {
     JobResult: connection.model<JobResultDoc>('JobResult', jobResultSchema, 'job_results'),
     Setting: connection.model<SettingDoc>('Setting', settingSchema, 'settings'),
     Event: connection.model<EventDoc>('Event', eventSchema, 'events'),
+    WebhookEndpoint: connection.model<WebhookEndpointDoc>(
+      'WebhookEndpoint',
+      webhookEndpointSchema,
+      'webhook_endpoints',
+    ),
+    WebhookDelivery: connection.model<WebhookDeliveryDoc>(
+      'WebhookDelivery',
+      webhookDeliverySchema,
+      'webhook_deliveries',
+    ),
   };
 }
 

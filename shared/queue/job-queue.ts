@@ -227,6 +227,29 @@ export class BullJobQueue implements JobQueue {
     return jobId;
   }
 
+  /**
+   * Queues a job outside the organization's cap and the fair gate, at once or
+   * after `delayMs`: for webhook deliveries, whose fairness is per endpoint
+   * (worker/webhooks/) and whose retries wait hours. Queued twice under the
+   * same id, it is one job.
+   */
+  async schedule<N extends JobName>(
+    name: N,
+    payload: JobPayloads[N],
+    jobUuid: string,
+    options: { delayMs?: number } = {},
+  ): Promise<string> {
+    const jobId = newJobId(name, jobUuid);
+    await this.call('add', () =>
+      this.queue(JOB_QUEUES[name]).add(name, payload, {
+        ...JOB_OPTIONS,
+        jobId,
+        ...(options.delayMs ? { delay: options.delayMs } : {}),
+      }),
+    );
+    return jobId;
+  }
+
   /** Waits (at most `timeoutMs`) for the producer connection: a fresh process's first calls. */
   async ready(timeoutMs = 5_000): Promise<void> {
     await redisCall(() => waitForRedis(this.producer(), timeoutMs));

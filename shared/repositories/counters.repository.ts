@@ -1,7 +1,7 @@
 import type { Models } from '../db/models';
 import { db } from '../db/errors';
 
-export type CounterName = 'organizations' | 'folders' | 'media';
+export type CounterName = 'organizations' | 'folders' | 'media' | 'webhooks';
 
 /** Integer ids from atomic counters: one `findOneAndUpdate` + `$inc` + upsert per call. */
 export class CountersRepository {

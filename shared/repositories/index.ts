@@ -9,6 +9,7 @@ import { OrganizationsRepository } from './organizations.repository';
 import { TokensRepository } from './tokens.repository';
 import { UsageRepository } from './usage.repository';
 import { VariantsRepository } from './variants.repository';
+import { WebhooksRepository } from './webhooks.repository';
 
 export interface Repositories {
   counters: CountersRepository;
@@ -21,6 +22,8 @@ export interface Repositories {
   jobResults: JobResultsRepository;
   /** Domain events: recorded with their changes, taken by the dispatcher (shared/events/outbox.ts). */
   events: EventOutbox;
+  /** Webhook endpoints and their delivery log. */
+  webhooks: WebhooksRepository;
 }
 
 export function createRepositories(
@@ -38,5 +41,6 @@ export function createRepositories(
     variants: new VariantsRepository(models),
     jobResults: new JobResultsRepository(models),
     events: new EventOutbox(models),
+    webhooks: new WebhooksRepository(models, counters),
   };
 }

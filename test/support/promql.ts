@@ -44,7 +44,12 @@ export const EMPTY_REPORT: ReconcileReport = {
 export async function exportedMetricNames(): Promise<Set<string>> {
   const api = createApiMetrics({
     queueCounts: () =>
-      Promise.resolve({ image: { waiting: 0 }, pdf: { waiting: 0 }, maintenance: { waiting: 0 } }),
+      Promise.resolve({
+        image: { waiting: 0 },
+        pdf: { waiting: 0 },
+        maintenance: { waiting: 0 },
+        webhook: { waiting: 0 },
+      }),
   });
   api.observeRequest('GET', '/media/download', 200, 0.01);
   api.bytesStored('/media/upload', 1);

@@ -29,11 +29,15 @@ export interface TestWorker {
 export async function startWorker(
   env: NodeJS.ProcessEnv,
   overrides: NodeJS.ProcessEnv = {},
-  /** Listeners of domain events instead of the service's own (worker/listeners/index.ts). */
-  options: { listeners?: readonly Listener[] } = {},
+  options: {
+    /** Listeners of domain events instead of the service's own (worker/listeners/index.ts). */
+    listeners?: readonly Listener[];
+    /** Where the worker's log lines go (a test that reads them); stdout by default. */
+    logTo?: { write(line: string): void };
+  } = {},
 ): Promise<TestWorker> {
   const config = loadConfig({ ...env, ...overrides });
-  const logger = createLogger({ level: config.logLevel });
+  const logger = createLogger({ level: config.logLevel }, options.logTo);
   const metrics = createWorkerMetrics();
   const adapters = createAdapters(config, logger);
   const ctx = await createWorkerContext(config, logger, adapters, {

@@ -28,8 +28,9 @@ describe('configuration', () => {
         maxMergeInputs: 50,
       },
       worker: {
-        queues: ['image', 'pdf', 'maintenance'],
-        concurrency: { image: 2, pdf: 2, maintenance: 2 },
+        queues: ['image', 'pdf', 'maintenance', 'webhook'],
+        // The webhook queue's is WEBHOOK_CONCURRENCY (deliveries wait on the network).
+        concurrency: { image: 2, pdf: 2, maintenance: 2, webhook: 16 },
       },
     });
   });
@@ -118,11 +119,13 @@ describe('configuration', () => {
       image: 1,
       pdf: 4,
       maintenance: 1,
+      webhook: 16,
     });
     expect(loadConfig({ WORKER_CONCURRENCY: '3' }).worker.concurrency).toEqual({
       image: 3,
       pdf: 3,
       maintenance: 3,
+      webhook: 16,
     });
     expect(problemsOf({ WORKER_CONCURRENCY: 'image=0' })).toEqual([
       expect.stringMatching(/^WORKER_CONCURRENCY: /),

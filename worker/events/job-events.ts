@@ -9,18 +9,23 @@
  * often as needed. A job trimmed from its set before any sweep saw it (a
  * completed job is kept an hour) has no event.
  *
- * Renders (shared and internal) and event deliveries have none.
+ * Renders (shared and internal), event deliveries and webhook deliveries have none.
  */
 import { eventId, type DomainEvent } from '@shared/events/events';
 import type { EventOutbox } from '@shared/events/outbox';
-import type { JobName } from '@shared/jobs';
+import { JOB_NAMES, JOB_QUEUES, type JobName } from '@shared/jobs';
 import type { Logger } from '@shared/logger';
 import { errorOfFailure } from '@shared/queue/job-types';
 import type { RedisConnection } from '@shared/queue/redis';
 import type { MediaRepository } from '@shared/repositories/media.repository';
 
 /** Jobs that have no events. */
-const SILENT: readonly JobName[] = ['image.render', 'event.deliver'];
+const SILENT: readonly JobName[] = ['image.render', 'event.deliver', 'webhook.deliver'];
+
+/** Whether any job of the queue has events. */
+function hasEvents(queue: string): boolean {
+  return JOB_NAMES.some((n) => JOB_QUEUES[n] === queue && !SILENT.includes(n));
+}
 
 /** Re-read before the watermark: jobs another worker recorded as ended with an earlier clock. */
 const OVERLAP_MS = 5_000;
@@ -43,6 +48,8 @@ export class JobEvents {
   async sweep(): Promise<number> {
     let recorded = 0;
     for (const queue of this.deps.queues) {
+      // A queue whose every job is silent (webhook deliveries) has nothing to read.
+      if (!hasEvents(queue)) continue;
       for (const state of ['completed', 'failed'] as const) {
         recorded += await this.sweepSet(queue, state);
       }

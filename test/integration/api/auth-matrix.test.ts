@@ -282,7 +282,7 @@ describe('bad credentials get 401 on every protected operation', () => {
 });
 
 describe('scopes: a token without the scope an operation names gets 403 on it', () => {
-  const SCOPES = ['read', 'write', 'delete'] as const;
+  const SCOPES = ['read', 'write', 'delete', 'webhooks'] as const;
   /** A token with every scope but one, and one with only that one. */
   const tokens: Record<string, { without: string; only: string }> = {};
   beforeAll(async () => {
@@ -295,15 +295,17 @@ describe('scopes: a token without the scope an operation names gets 403 on it', 
     }
   });
 
-  it('every protected operation names one scope, by its method', () => {
+  it('every protected operation names one scope, by its method (webhooks: their own)', () => {
     // Signing only reads: a signed URL grants nothing a reading token could not do.
     const exceptions: Record<string, string> = { 'POST /media/sign': 'read' };
     for (const op of protectedOps) {
-      const byMethod = ['GET', 'HEAD'].includes(op.method)
-        ? 'read'
-        : op.method === 'DELETE'
-          ? 'delete'
-          : 'write';
+      const byMethod = op.path.startsWith('/media/webhooks')
+        ? 'webhooks'
+        : ['GET', 'HEAD'].includes(op.method)
+          ? 'read'
+          : op.method === 'DELETE'
+            ? 'delete'
+            : 'write';
       const expected = exceptions[`${op.method} ${op.path}`] ?? byMethod;
       expect(`${op.method} ${op.path}: ${scopeOf(op)}`).toBe(
         `${op.method} ${op.path}: ${expected}`,

@@ -45,7 +45,12 @@ describe('with operator credentials configured', () => {
     });
     expect(res.status).toBe(200);
     const body = (await res.json()) as { queues: { name: string }[] };
-    expect(body.queues.map((q) => q.name).sort()).toEqual(['image', 'maintenance', 'pdf']);
+    expect(body.queues.map((q) => q.name).sort()).toEqual([
+      'image',
+      'maintenance',
+      'pdf',
+      'webhook',
+    ]);
   });
 });
 
@@ -246,6 +251,7 @@ describe('its actions', () => {
         ['image', true],
         ['maintenance', true],
         ['pdf', true],
+        ['webhook', true],
       ]);
       const job = await fetch(`${api.url}/admin/queues/api/queues/image/${ids.failed}`, {
         headers: operator,

@@ -44,6 +44,15 @@ const COSTS: Record<string, number> = {
   'GET /media/folders/{id}': 1,
   'PATCH /media/folders/{id}': 2,
   'DELETE /media/folders/{id}': 2,
+  'POST /media/webhooks': 2,
+  'GET /media/webhooks': 1,
+  'GET /media/webhooks/{id}': 1,
+  'PATCH /media/webhooks/{id}': 2,
+  'DELETE /media/webhooks/{id}': 2,
+  'GET /media/webhooks/{id}/deliveries': 1,
+  'POST /media/webhooks/{id}/replay': 5,
+  'POST /media/webhooks/{id}/rotate': 2,
+  'POST /media/webhooks/{id}/test': 2,
 };
 
 /** The routes whose multipart bodies stream to storage (in-flight cap, idle timeout). */

@@ -30,16 +30,20 @@ const ID_INPUTS: Record<string, string> = {
   'mediaKeys[]': 'MEDIA_NOT_FOUND',
   folderId: 'FOLDER_NOT_FOUND',
   id: 'JOB_NOT_FOUND',
+  /** A webhook message's id (the delivery log's filter). */
+  messageId: 'NOT_FOUND',
 };
 /** `{id}` names a job, a record or a folder, by path. */
 const codeFor = (row: Row): string =>
-  row.input !== 'id'
-    ? ID_INPUTS[row.input]!
-    : row.path.startsWith('/media/folders/')
-      ? 'FOLDER_NOT_FOUND'
-      : row.path === '/media/{id}'
-        ? 'MEDIA_NOT_FOUND'
-        : ID_INPUTS.id!;
+  row.path.startsWith('/media/webhooks/')
+    ? 'NOT_FOUND'
+    : row.input !== 'id'
+      ? ID_INPUTS[row.input]!
+      : row.path.startsWith('/media/folders/')
+        ? 'FOLDER_NOT_FOUND'
+        : row.path === '/media/{id}'
+          ? 'MEDIA_NOT_FOUND'
+          : ID_INPUTS.id!;
 /** Names that look like a key or an id: each must be in ID_INPUTS (or this test needs a look). */
 const LOOKS_LIKE_ID = /(?:key|id)s?(?:\[\])?$/i;
 
@@ -93,6 +97,10 @@ const owned = {
   doomedId: 0,
   doomedFolderId: 0,
   renamedFolderId: 0,
+  /** A webhook endpoint (and one the delete row's control removes), and a message in its log. */
+  webhookId: 0,
+  doomedWebhookId: 0,
+  messageId: 'msg_alpha_0123456789abcdef',
 };
 
 beforeAll(async () => {
@@ -139,6 +147,35 @@ beforeAll(async () => {
     },
     api.env.config.render.maxVariants,
   );
+  // Webhook endpoints on a public address literal (registration resolves nothing, sends nothing).
+  const webhook = async () => {
+    const res = await fetch(`${api.url}/media/webhooks`, {
+      method: 'POST',
+      headers: { ...alpha.auth, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ url: 'https://93.184.215.14/hook', events: ['media.created'] }),
+    });
+    expect(res.status).toBe(201);
+    return ((await res.json()) as { data: { id: number } }).data.id;
+  };
+  owned.webhookId = await webhook();
+  owned.doomedWebhookId = await webhook();
+  // A message in its log (this file runs no worker): what replay and the log's filter name.
+  await api.ctx.models.WebhookDelivery.create({
+    endpointId: owned.webhookId,
+    organizationId: alpha.organization.id,
+    messageId: owned.messageId,
+    eventId: null,
+    eventType: 'webhook.test',
+    attempt: 1,
+    trigger: 'test',
+    at: new Date(),
+    ok: false,
+    status: 500,
+    latencyMs: 3,
+    errorClass: 'http_status',
+    response: '',
+    nextAttemptAt: null,
+  });
   const job = await fetch(`${api.url}/media/metadata?mediaKey=${encodeURIComponent(jpeg.key)}`, {
     headers: { ...alpha.auth, Prefer: 'respond-async' },
   });
@@ -317,6 +354,32 @@ const REQUESTS: Record<string, (org: TestOrg) => Promise<Answer>> = {
     }),
   'DELETE /media/folders/{id} id (path)': (org) =>
     viaFetch(`/media/folders/${owned.doomedFolderId}`, { method: 'DELETE', headers: org.auth }),
+  'GET /media/webhooks/{id} id (path)': (org) =>
+    viaFetch(`/media/webhooks/${owned.webhookId}`, { headers: org.auth }),
+  'PATCH /media/webhooks/{id} id (path)': (org) =>
+    viaFetch(`/media/webhooks/${owned.webhookId}`, {
+      method: 'PATCH',
+      headers: { ...org.auth, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ description: 'renamed' }),
+    }),
+  'DELETE /media/webhooks/{id} id (path)': (org) =>
+    viaFetch(`/media/webhooks/${owned.doomedWebhookId}`, { method: 'DELETE', headers: org.auth }),
+  'GET /media/webhooks/{id}/deliveries id (path)': (org) =>
+    viaFetch(`/media/webhooks/${owned.webhookId}/deliveries`, { headers: org.auth }),
+  'GET /media/webhooks/{id}/deliveries messageId (query)': (org) =>
+    viaFetch(`/media/webhooks/${owned.webhookId}/deliveries?messageId=${owned.messageId}`, {
+      headers: org.auth,
+    }),
+  'POST /media/webhooks/{id}/replay id (path)': (org) =>
+    viaFetch(`/media/webhooks/${owned.webhookId}/replay`, {
+      method: 'POST',
+      headers: { ...org.auth, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ messageId: owned.messageId }),
+    }),
+  'POST /media/webhooks/{id}/rotate id (path)': (org) =>
+    viaFetch(`/media/webhooks/${owned.webhookId}/rotate`, { method: 'POST', headers: org.auth }),
+  'POST /media/webhooks/{id}/test id (path)': (org) =>
+    viaFetch(`/media/webhooks/${owned.webhookId}/test`, { method: 'POST', headers: org.auth }),
 };
 
 const { rows, unknown } = specRows();
@@ -385,10 +448,17 @@ describe("another organization's key, folder id or job id is a 404", () => {
       await api.ctx.models.Folder.countDocuments({ organizationId: beta.organization.id }),
     ).toBe(0);
     // Jobs: exactly alpha's (the one made in beforeAll and those of the controls); none for beta.
-    const counts = await api.ctx.queue.counts();
+    // Webhook deliveries (the controls' replay and test send) are alpha's, and not a 202's job.
+    const { webhook: deliveries, ...counts } = await api.ctx.queue.counts();
     const total = Object.values(counts)
       .flatMap((byState) => Object.values(byState))
       .reduce((a, b) => a + b, 0);
+    const webhookJobs = await api.ctx.queue.queue('webhook').getJobs();
+    expect(Object.values(deliveries).reduce((a, b) => a + b, 0)).toBe(webhookJobs.length);
+    expect(webhookJobs.map((j) => (j.data as { organizationId: number }).organizationId)).toEqual(
+      webhookJobs.map(() => alpha.organization.id),
+    );
+    expect(webhookJobs.length).toBe(2);
     expect(controls.length).toBe(rows.length);
     const alphaJobs = new Set([owned.jobId]);
     for (const c of controls.filter((c) => c.status === 202)) {

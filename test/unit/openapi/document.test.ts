@@ -184,8 +184,10 @@ describe('api/openapi.yaml', () => {
       if (!statuses.some((s) => /^2\d\d$/.test(s))) problems.push(`${where}: no 2xx response`);
       if (path === '/media' || path.startsWith('/media/')) {
         // The scope an operation needs follows its method: reads, deletes, the rest writes.
+        // Webhook endpoints take a scope of their own, whatever the method.
         const scope =
           SCOPE_EXCEPTIONS[where] ??
+          (path.startsWith('/media/webhooks') ? 'webhooks' : undefined) ??
           (method === 'GET' || method === 'HEAD'
             ? 'read'
             : method === 'DELETE'

@@ -35,6 +35,7 @@ const sampleErrors: Record<keyof typeof Errors, () => AppError> = {
   folderNotFound: () => Errors.folderNotFound(99),
   jobNotFound: () => Errors.jobNotFound('17'),
   conflict: () => Errors.conflict('already exists'),
+  urlNotAllowed: () => Errors.urlNotAllowed('"localhost" is a loopback name'),
   rangeNotSatisfiable: () => Errors.rangeNotSatisfiable(251505),
   fileTooLarge: () => Errors.fileTooLarge(104857600, 'holiday.jpg'),
   tooManyFiles: () => Errors.tooManyFiles(20),

@@ -19,6 +19,7 @@ import type { MediaService } from '../../../api/services/media.service';
 import type { SignedUrlService } from '../../../api/services/signed-urls.service';
 import { SCOPES, type TokensService } from '../../../api/services/tokens.service';
 import type { UploadService } from '../../../api/services/upload.service';
+import type { WebhooksService } from '../../../api/services/webhooks.service';
 import { loadConfig } from '../../../shared/config';
 import { Errors, type AppError } from '../../../shared/errors';
 import { decodeJobError, encodeJobError, newJobId, type JobName } from '../../../shared/jobs';
@@ -164,6 +165,7 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
       mediaJobs,
       mediaService: {} as MediaService,
       signedUrls: {} as SignedUrlService,
+      webhooks: {} as WebhooksService,
       folders: {} as FoldersService,
       metrics: createApiMetrics(),
       readiness: {},

@@ -17,6 +17,7 @@ import type { SignedUrlService } from '../../../api/services/signed-urls.service
 import { toMediaView } from '../../../api/domain/media-view';
 import type { TokensService } from '../../../api/services/tokens.service';
 import type { UploadService } from '../../../api/services/upload.service';
+import type { WebhooksService } from '../../../api/services/webhooks.service';
 import { loadConfig } from '../../../shared/config';
 import { createLogger } from '../../../shared/logger';
 import { createApiMetrics } from '../../../shared/metrics';
@@ -75,6 +76,7 @@ function appRoutes(): string[] {
     mediaJobs: {} as MediaJobsService,
     mediaService: {} as MediaService,
     signedUrls: {} as SignedUrlService,
+    webhooks: {} as WebhooksService,
     folders: {} as FoldersService,
     metrics: createApiMetrics(),
     readiness: {},
