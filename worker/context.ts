@@ -163,6 +163,7 @@ export async function createWorkerContext(
       webhooks: new WebhookDeliveries({
         webhooks,
         events,
+        rootFolderId: async (id) => (await organizations.findById(id))?.rootFolderId,
         queue: () =>
           (webhookQueue ??= new BullJobQueue(
             { redisUrl: config.redisUrl, queuePrefix: config.queuePrefix },

@@ -37,9 +37,17 @@ export function attemptUuid(p: {
   return derivedUuid(`webhook:${p.messageId}:${p.run}:${p.attempt}:${p.waits}`);
 }
 
-/** The payload of an event's message: what happened, with the event's own data. */
-export function eventPayload(event: DomainEvent): string {
-  const data = event.data as unknown as Record<string, unknown>;
+/**
+ * The payload of an event's message: what happened, with the event's own data.
+ * A file in no folder is recorded with `folderId: null`; clients see the
+ * organization's root folder id there, as in every answer of the API.
+ */
+export function eventPayload(event: DomainEvent, rootFolderId?: number): string {
+  let data = event.data as unknown as Record<string, unknown>;
+  const media = data.media as { folderId?: number | null } | undefined;
+  if (media && media.folderId === null && rootFolderId !== undefined) {
+    data = { ...data, media: { ...media, folderId: rootFolderId } };
+  }
   return JSON.stringify({
     type: event.type,
     timestamp: new Date(event.occurredAt).toISOString(),

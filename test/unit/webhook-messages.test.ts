@@ -48,6 +48,23 @@ describe('webhook messages', () => {
     });
   });
 
+  it("answers a file in no folder with the organization's root folder id", () => {
+    const mediaOf = (body: string) =>
+      (JSON.parse(body) as { data: { media: Record<string, unknown> } }).data.media;
+    const created = {
+      ...event,
+      type: 'media.created',
+      data: { media: { id: 7, folderId: null, key: 'acme/a-x.png' } },
+    } as unknown as DomainEvent;
+    expect(mediaOf(eventPayload(created, 99))).toEqual({
+      id: 7,
+      folderId: 99,
+      key: 'acme/a-x.png',
+    });
+    const inFolder = { ...created, data: { media: { id: 8, folderId: 5 } } } as DomainEvent;
+    expect(mediaOf(eventPayload(inFolder, 99)).folderId).toBe(5);
+  });
+
   it('signs with every secret that signs: each verifies, a stranger does not', () => {
     const [current, previous, stranger] = [newSecret(), newSecret(), newSecret()];
     const body = eventPayload(event);

@@ -114,6 +114,8 @@ interface WaitingEntry {
 export interface WebhookDeliveriesDeps {
   webhooks: WebhooksRepository;
   events: Pick<EventOutbox, 'get'>;
+  /** An organization's root folder id: what a file in no folder answers as its `folderId`. */
+  rootFolderId: (organizationId: number) => Promise<number | undefined>;
   queue: () => Pick<BullJobQueue, 'schedule' | 'redis'>;
   settings: Config['webhooks'];
   egress: EgressPolicy;
@@ -132,6 +134,9 @@ export class WebhookDeliveries {
   /** Queues an event's message to every enabled endpoint of its organization that takes it. */
   async enqueueEvent(event: DomainEvent): Promise<number> {
     const endpoints = await this.deps.webhooks.subscribers(event.organizationId, event.type);
+    const rootFolderId = endpoints.length
+      ? await this.deps.rootFolderId(event.organizationId)
+      : undefined;
     for (const endpoint of endpoints) {
       const payload: Payload = {
         organizationId: event.organizationId,
@@ -140,7 +145,7 @@ export class WebhookDeliveries {
         messageId: messageIdOf(event.id, endpoint.id),
         eventId: event.id,
         eventType: event.type,
-        body: eventPayload(event),
+        body: eventPayload(event, rootFolderId),
         trigger: 'event',
         run: 'event',
         attempt: 1,
@@ -186,7 +191,7 @@ export class WebhookDeliveries {
         log.warn({ eventId: payload.eventId }, 'event expired from the outbox: nothing sent');
         return { outcome: 'skipped', status: null };
       }
-      body = eventPayload(event);
+      body = eventPayload(event, await this.deps.rootFolderId(event.organizationId));
     } else {
       body = testPayload(endpoint.id, this.now());
     }

@@ -324,11 +324,19 @@ describe('deliveries', () => {
     const payload = new Webhook(secret).verify(
       delivery!.body,
       delivery!.headers as Record<string, string>,
-    ) as { type: string; timestamp: string; data: { media: { id: number; key: string } } };
+    ) as {
+      type: string;
+      timestamp: string;
+      data: { media: { id: number; key: string; folderId: number } };
+    };
+    // A file in no folder: its folderId is the organization's root folder id, as in the API's answers.
     expect(payload).toMatchObject({
       type: 'media.created',
-      data: { media: { id: record.id, key: record.key } },
+      data: {
+        media: { id: record.id, key: record.key, folderId: owner.organization.rootFolderId },
+      },
     });
+    expect(Number.isInteger(payload.data.media.folderId)).toBe(true);
     expect(delivery!.headers['webhook-id']).toMatch(/^msg_[0-9a-f]{32}$/);
     expect(delivery!.headers['content-type']).toBe('application/json');
     const entries = await eventually(async () => {
