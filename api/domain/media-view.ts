@@ -3,8 +3,11 @@
  * record (docs/api.md, "The media record"), plus `bytes` and `checksum`.
  * `folderId` is shown only where the interface lists it (base64 upload,
  * convert, merge-pdfs), never in the answers of upload and upload/multiple.
+ * `scanStatus` is shown when the record has one (stored while malware
+ * scanning was on: docs/api.md, "Malware scanning").
  */
 import type { MediaRecord, RequestOrigin } from '@shared/repositories/media.repository';
+import type { ScanStatus } from '@shared/scan/scan';
 
 export interface MediaView {
   id: number;
@@ -20,6 +23,8 @@ export interface MediaView {
   bytes: number;
   checksum: string;
   metaData: RequestOrigin;
+  /** pending, clean, infected or unscanned; absent when the file was stored while scanning was off. */
+  scanStatus?: ScanStatus;
   createdAt: string;
   updatedAt: string;
 }
@@ -54,6 +59,7 @@ export function toMediaView(
     bytes: record.bytes,
     checksum: record.checksum,
     metaData: { ipAddress: record.metaData.ipAddress, userAgent: record.metaData.userAgent },
+    ...(record.scanStatus ? { scanStatus: record.scanStatus } : {}),
     createdAt: record.createdAt.toISOString(),
     updatedAt: record.updatedAt.toISOString(),
   };

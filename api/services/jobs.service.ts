@@ -258,6 +258,7 @@ export class JobsService {
     if ('folder' in result) return { kind: 'done', data: result, creates: false };
     if ('variant' in result) return { kind: 'done', data: result.variant, creates: false };
     if ('delivered' in result) return { kind: 'done', data: result, creates: false };
+    if ('scanStatus' in result) return { kind: 'done', data: result, creates: false };
     const record = await this.deps.media.findById(organizationId, result.mediaId);
     // Deleted since the job made it.
     if (!record) throw Errors.mediaIdNotFound(result.mediaId);

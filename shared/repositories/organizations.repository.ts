@@ -1,4 +1,5 @@
 import type { Models, OrganizationDoc } from '../db/models';
+import type { ScanPolicy } from '../scan/scan';
 import { db } from '../db/errors';
 import type { CountersRepository } from './counters.repository';
 
@@ -8,6 +9,8 @@ export interface Organization {
   name: string;
   /** Bytes it may store; null: no quota. */
   quotaBytes: number | null;
+  /** Which files it is served while scanning is on; absent: SCAN_POLICY. */
+  scanPolicy?: ScanPolicy;
 }
 
 const toOrganization = (doc: OrganizationDoc): Organization => ({
@@ -15,6 +18,7 @@ const toOrganization = (doc: OrganizationDoc): Organization => ({
   slug: doc.slug,
   name: doc.name,
   quotaBytes: doc.quotaBytes ?? null,
+  ...(doc.scanPolicy ? { scanPolicy: doc.scanPolicy } : {}),
 });
 
 export class OrganizationsRepository {
@@ -51,6 +55,18 @@ export class OrganizationsRepository {
       this.models.Organization.findOneAndUpdate(
         { id },
         { $set: { quotaBytes } },
+        { returnDocument: 'after', lean: true },
+      ).exec(),
+    );
+    return doc ? toOrganization(doc) : null;
+  }
+
+  /** Sets (a policy) or removes (null: SCAN_POLICY applies) the organization's scan policy. */
+  async setScanPolicy(id: number, scanPolicy: ScanPolicy | null): Promise<Organization | null> {
+    const doc = await db(() =>
+      this.models.Organization.findOneAndUpdate(
+        { id },
+        scanPolicy ? { $set: { scanPolicy } } : { $unset: { scanPolicy: 1 } },
         { returnDocument: 'after', lean: true },
       ).exec(),
     );

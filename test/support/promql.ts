@@ -44,7 +44,12 @@ export const EMPTY_REPORT: ReconcileReport = {
 export async function exportedMetricNames(): Promise<Set<string>> {
   const api = createApiMetrics({
     queueCounts: () =>
-      Promise.resolve({ image: { waiting: 0 }, pdf: { waiting: 0 }, maintenance: { waiting: 0 } }),
+      Promise.resolve({
+        image: { waiting: 0 },
+        pdf: { waiting: 0 },
+        maintenance: { waiting: 0 },
+        scan: { waiting: 0 },
+      }),
   });
   api.observeRequest('GET', '/media/download', 200, 0.01);
   api.bytesStored('/media/upload', 1);
@@ -54,6 +59,7 @@ export async function exportedMetricNames(): Promise<Set<string>> {
   worker.observeJob('image', 'image.convert', 'completed', 0.5);
   worker.observeWait('image', 'image.convert', 0.1);
   worker.jobFailed('image', 'image.convert', 'INTERNAL', 'failed');
+  worker.scanned('clean', 0.01, 1);
   worker.observeDependency('mongodb', 'insert', 0.01, false);
   const texts = [
     await api.render(),

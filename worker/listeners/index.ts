@@ -4,5 +4,6 @@
  * docs/architecture.md, "Adding a listener".
  */
 import type { Listener } from './listener';
+import { scanListener } from './scan.listener';
 
-export const LISTENERS: readonly Listener[] = [];
+export const LISTENERS: readonly Listener[] = [scanListener];

@@ -6,6 +6,7 @@ import { eventDeliverProcessor } from './event-deliver.processor';
 import { mergePdfsProcessor } from './merge-pdfs.processor';
 import { metadataProcessor } from './metadata.processor';
 import { renderProcessor } from './render.processor';
+import { scanProcessor } from './scan.processor';
 
 export const PROCESSORS: readonly AnyProcessor[] = [
   metadataProcessor,
@@ -14,4 +15,5 @@ export const PROCESSORS: readonly AnyProcessor[] = [
   mergePdfsProcessor,
   deleteFolderProcessor,
   eventDeliverProcessor,
+  scanProcessor,
 ];
