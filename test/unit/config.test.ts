@@ -28,8 +28,8 @@ describe('configuration', () => {
         maxMergeInputs: 50,
       },
       worker: {
-        queues: ['image', 'pdf', 'maintenance'],
-        concurrency: { image: 2, pdf: 2, maintenance: 2 },
+        queues: ['image', 'pdf', 'maintenance', 'scan'],
+        concurrency: { image: 2, pdf: 2, maintenance: 2, scan: 2 },
       },
     });
   });
@@ -118,11 +118,13 @@ describe('configuration', () => {
       image: 1,
       pdf: 4,
       maintenance: 1,
+      scan: 1,
     });
     expect(loadConfig({ WORKER_CONCURRENCY: '3' }).worker.concurrency).toEqual({
       image: 3,
       pdf: 3,
       maintenance: 3,
+      scan: 3,
     });
     expect(problemsOf({ WORKER_CONCURRENCY: 'image=0' })).toEqual([
       expect.stringMatching(/^WORKER_CONCURRENCY: /),

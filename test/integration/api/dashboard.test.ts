@@ -45,7 +45,7 @@ describe('with operator credentials configured', () => {
     });
     expect(res.status).toBe(200);
     const body = (await res.json()) as { queues: { name: string }[] };
-    expect(body.queues.map((q) => q.name).sort()).toEqual(['image', 'maintenance', 'pdf']);
+    expect(body.queues.map((q) => q.name).sort()).toEqual(['image', 'maintenance', 'pdf', 'scan']);
   });
 });
 
@@ -246,6 +246,7 @@ describe('its actions', () => {
         ['image', true],
         ['maintenance', true],
         ['pdf', true],
+        ['scan', true],
       ]);
       const job = await fetch(`${api.url}/admin/queues/api/queues/image/${ids.failed}`, {
         headers: operator,
