@@ -24,6 +24,7 @@ import { metadata } from './benchmarks/metadata';
 import { queue } from './benchmarks/queue';
 import { render } from './benchmarks/render';
 import { scaling } from './benchmarks/scaling';
+import { scan } from './benchmarks/scan';
 import { tenancy } from './benchmarks/tenancy';
 import { upload } from './benchmarks/upload';
 import { uploadMemory } from './benchmarks/upload-memory';
@@ -47,6 +48,7 @@ export const BENCHMARKS: Benchmark[] = [
   render,
   heic,
   tenancy,
+  scan,
 ];
 
 const root = join(__dirname, '..');
@@ -86,6 +88,7 @@ const RUN_ORDER = [
   'scaling',
   'heic',
   'tenancy',
+  'scan',
 ];
 const selected = BENCHMARKS.filter((b) => !only || only.includes(b.id)).sort(
   (a, b) => RUN_ORDER.indexOf(a.id) - RUN_ORDER.indexOf(b.id),

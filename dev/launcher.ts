@@ -196,6 +196,7 @@ function banner(
     config.dashboard
       ? `  dashboard ${apiUrl}/admin/queues (user ${config.dashboard.user}${config.dashboard.write ? ', actions allowed' : ', read-only'})`
       : '  dashboard off (set DASHBOARD_USER and DASHBOARD_PASSWORD to enable /admin/queues)',
+    `  scanning  ${config.scan.clamdUrl ? `clamd at ${config.scan.clamdUrl}, ${config.scan.defaultPolicy}` : 'off (set CLAMD_URL to scan uploads for malware)'}`,
   ];
   if (org) {
     const file = existsSync(SAMPLE_FILE) ? SAMPLE_FILE : 'path/to/photo.jpg';

@@ -31,6 +31,7 @@ const IDS = [
   'render',
   'heic',
   'tenancy',
+  'scan',
 ];
 
 let run: { code: number; stdout: string; stderr: string; seconds: number };
