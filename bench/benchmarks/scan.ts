@@ -1,5 +1,5 @@
 /**
- * 12. Malware scanning: how fast clamd scans the corpus through the service's
+ * Malware scanning: how fast clamd scans the corpus through the service's
  * INSTREAM client (shared/scan/clamd-scanner.ts), and how much later a file
  * is served once scanning is on (upload answered → record `clean`: the
  * outbox, the dispatcher's tick, the scan listener, the `scan` queue and the

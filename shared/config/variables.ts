@@ -402,7 +402,7 @@ export const VARIABLES = {
       default: QUEUE_NAMES.join(','),
       type: `comma-separated queue names: ${QUEUE_NAMES.map((q) => `\`${q}\``).join(', ')}`,
     }),
-    doc: 'Queues a worker takes (`maintenance`: folder deletes).',
+    doc: 'Queues a worker takes (`maintenance`: folder deletes and event deliveries; `scan`: malware scans, when `CLAMD_URL` is set).',
   },
   WORKER_CONCURRENCY: {
     section: 'jobs',

@@ -335,8 +335,8 @@ export class MediaRepository {
   /**
    * Records a pending file's scan verdict; an infected one's quarantine key
    * and signature too, with its `media.infected` event in the same update.
-   * False when the record is gone or no longer pending (a verdict recorded
-   * already: scans are delivered at least once).
+   * False when the record is gone, being deleted, or no longer pending (a
+   * verdict recorded already: scans are delivered at least once).
    */
   async recordScan(
     id: number,
@@ -346,7 +346,7 @@ export class MediaRepository {
   ): Promise<boolean> {
     const result = await db(() =>
       this.models.Media.updateOne(
-        { id, scanStatus: 'pending' },
+        { id, scanStatus: 'pending', ...LIVE },
         verdict.status === 'infected'
           ? {
               $set: {

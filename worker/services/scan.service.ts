@@ -24,8 +24,8 @@ export interface ScanServiceDeps {
   store: Pick<ObjectStore, 'get' | 'copy' | 'remove'>;
   media: Pick<MediaRepository, 'recordScan'>;
   organizations: Pick<OrganizationsRepository, 'findById'>;
-  /** Where scan jobs are queued (the `scan` queue). */
-  queue: Pick<JobQueue, 'add'>;
+  /** Where scan jobs are queued (the `scan` queue); `ready` waits for its connection. */
+  queue: Pick<JobQueue, 'add'> & { ready(): Promise<void> };
   /** Largest file sent to clamd (CLAMD_MAX_BYTES); larger ones are `unscanned`. */
   maxBytes: number;
   metrics?: { scanned(outcome: ScanOutcomeLabel, seconds: number, bytes: number): void };
@@ -37,6 +37,8 @@ export class ScanService {
 
   /** Queues the scan of a record (once per record: the job's id derives from its id). */
   async queue(record: Pick<MediaRecord, 'id' | 'organizationId' | 'key'>, requestId: string) {
+    // The producer connects on first use and fails fast: the first add waits for it.
+    await this.deps.queue.ready();
     await this.deps.queue.add(
       'media.scan',
       { organizationId: record.organizationId, requestId, mediaId: record.id, key: record.key },
