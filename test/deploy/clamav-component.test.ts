@@ -73,7 +73,7 @@ describe('the clamav component', () => {
     const url = config.data!.CLAMD_URL!;
     const service = named<IService>('Service', 'media-clamd');
     expect(clamdAddress(url)).toEqual({
-      host: service.metadata!.name,
+      host: service.metadata.name,
       port: service.spec!.ports![0]!.port,
     });
   });

@@ -5,6 +5,7 @@
  */
 import { clamdAddress } from '../../shared/scan/clamd-scanner';
 import {
+  type ScanSettings,
   objectKeyOf,
   quarantineKeyOf,
   scanRefusal,
@@ -12,12 +13,12 @@ import {
   type ScanStatus,
 } from '../../shared/scan/scan';
 
-const on = { enabled: true, defaultPolicy: 'clean-only' as const };
-const off = { enabled: false, defaultPolicy: 'clean-only' as const };
+const on: ScanSettings = { enabled: true, defaultPolicy: 'clean-only' };
+const off: ScanSettings = { enabled: false, defaultPolicy: 'clean-only' };
 const key = 'acme/photo-ILm6DTZ4Wc-R.jpg';
 
 function answer(
-  settings: typeof on | typeof off,
+  settings: ScanSettings,
   policy: ScanPolicy | undefined,
   status: ScanStatus | undefined,
 ) {
@@ -46,7 +47,7 @@ describe('scanRefusal', () => {
   });
 
   it('follows SCAN_POLICY for organizations without a policy of their own', () => {
-    const lenient = { enabled: true, defaultPolicy: 'not-infected' as const };
+    const lenient: ScanSettings = { enabled: true, defaultPolicy: 'not-infected' };
     expect(answer(lenient, undefined, 'pending')).toBe('served');
     expect(answer(lenient, 'clean-only', 'pending')).toBe('409 SCAN_PENDING');
   });
