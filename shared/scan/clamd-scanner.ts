@@ -72,6 +72,9 @@ export class ClamdScanner {
       if (!(err instanceof ClamdError) || !err.midStream || sent === 0) throw err;
       await this.ping(signal);
       return { result: 'over-limit', reason: `clamd closed the stream after ${sent} bytes` };
+    } finally {
+      // What was not sent is not read (a storage stream let go).
+      body.destroy();
     }
     const line = reply.replace(/\0+$/, '').trim();
     const found = /^stream: (.+) FOUND$/.exec(line);
@@ -168,6 +171,17 @@ function write(socket: Socket, data: Buffer): Promise<boolean> {
       if (err) resolve(false);
       else if (ok) resolve(true);
     });
-    if (!ok) socket.once('drain', () => resolve(!socket.destroyed));
+    if (!ok) {
+      const drained = () => {
+        socket.off('close', closed);
+        resolve(!socket.destroyed);
+      };
+      const closed = () => {
+        socket.off('drain', drained);
+        resolve(false);
+      };
+      socket.once('drain', drained);
+      socket.once('close', closed);
+    }
   });
 }
