@@ -545,10 +545,12 @@ describe.each(OVERLAYS)('overlay %s', (overlay) => {
     const column = table[header]!.split('|').findIndex(
       (c) => c.trim() === 'worker RSS before, MiB',
     );
+    const rows = table.slice(header + 2);
+    const end = rows.findIndex((l) => !l.startsWith('|'));
+    // That table's rows only (the page's later tables have other columns).
     const baseline = Math.max(
-      ...table
-        .slice(header + 2)
-        .filter((l) => l.startsWith('|'))
+      ...rows
+        .slice(0, end < 0 ? undefined : end)
         .flatMap((l) => (l.split('|')[column] ?? '').match(/\d+(\.\d+)?/g) ?? [])
         .map(Number),
     );
