@@ -9,7 +9,8 @@
  * often as needed. A job trimmed from its set before any sweep saw it (a
  * completed job is kept an hour) has no event.
  *
- * Renders (shared and internal) and event deliveries have none.
+ * Renders (shared and internal), event deliveries and malware scans (their
+ * outcome is the record's `scanStatus`, and `media.infected`) have none.
  */
 import { eventId, type DomainEvent } from '@shared/events/events';
 import type { EventOutbox } from '@shared/events/outbox';
@@ -20,7 +21,7 @@ import type { RedisConnection } from '@shared/queue/redis';
 import type { MediaRepository } from '@shared/repositories/media.repository';
 
 /** Jobs that have no events. */
-const SILENT: readonly JobName[] = ['image.render', 'event.deliver'];
+const SILENT: readonly JobName[] = ['image.render', 'event.deliver', 'media.scan'];
 
 /** Re-read before the watermark: jobs another worker recorded as ended with an earlier clock. */
 const OVERLAP_MS = 5_000;
