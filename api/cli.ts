@@ -4,7 +4,7 @@
  *
  *   org:create --slug <slug> --name <name>
  *   org:list
- *   org:update --org <slug> --quota <10GB|none>
+ *   org:update --org <slug> [--quota <10GB|none>] [--scan-policy <clean-only|not-infected|default>]
  *   org:delete --org <slug> --confirm <slug>
  *   token:create --org <slug> [--name <label>] [--expires-in <30d|12h|…>] [--scopes read,write,delete]
  *   token:revoke --id <tokenId>
@@ -25,6 +25,7 @@ import { isAppError } from '@shared/errors';
 import { createLogger } from '@shared/logger';
 import { MediaDeletion } from '@shared/media-deletion';
 import { BullJobQueue } from '@shared/queue/job-queue';
+import { SCAN_POLICIES, type ScanPolicy } from '@shared/scan/scan';
 import { createObjectStore } from '@shared/storage/create-object-store';
 import { createDataContext, type DataContext } from './context';
 import { OffboardingService } from './services/offboarding.service';
@@ -69,6 +70,15 @@ function parseDuration(value: string): number {
     );
   }
   return parsed;
+}
+
+/** `--scan-policy`: one of SCAN_POLICIES, or `default` (SCAN_POLICY applies). */
+function parseScanPolicy(value: string): ScanPolicy | null {
+  if (value === 'default') return null;
+  if ((SCAN_POLICIES as readonly string[]).includes(value)) return value as ScanPolicy;
+  throw new UsageError(
+    `--scan-policy must be ${SCAN_POLICIES.join(', ')} or default (got "${value}")`,
+  );
 }
 
 /** `--quota 10GB` (1024-based units, as the `bytes` package reads them) or `none`. */
@@ -179,15 +189,28 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
     },
   },
   'org:update': {
-    usage: 'org:update --org <slug> --quota <10GB|none>',
+    usage:
+      'org:update --org <slug> [--quota <10GB|none>] [--scan-policy <clean-only|not-infected|default>]',
     run: async (ctx, args) => {
       const o = options(args, {
         org: { type: 'string', required: true },
-        quota: { type: 'string', required: true },
+        quota: { type: 'string' },
+        'scan-policy': { type: 'string' },
       });
-      const quotaBytes = parseQuota(o.quota!);
-      const organization = await ctx.organizations.require(o.org!);
-      return { organization: await ctx.organizations.setQuota(organization.id, quotaBytes) };
+      if (o.quota === undefined && o['scan-policy'] === undefined) {
+        throw new UsageError('give --quota, --scan-policy or both');
+      }
+      const quotaBytes = o.quota === undefined ? undefined : parseQuota(o.quota);
+      const scanPolicy =
+        o['scan-policy'] === undefined ? undefined : parseScanPolicy(o['scan-policy']);
+      let organization = await ctx.organizations.require(o.org!);
+      if (quotaBytes !== undefined) {
+        organization = await ctx.organizations.setQuota(organization.id, quotaBytes);
+      }
+      if (scanPolicy !== undefined) {
+        organization = await ctx.organizations.setScanPolicy(organization.id, scanPolicy);
+      }
+      return { organization };
     },
   },
   'org:delete': {

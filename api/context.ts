@@ -5,6 +5,7 @@
 import type { Connection } from 'mongoose';
 import type { Queue } from 'bullmq';
 import { QUEUE_NAMES, type Config } from '@shared/config';
+import type { ScanSettings } from '@shared/scan/scan';
 import { connectMongo, pingMongo } from '@shared/db/connection';
 import { createModels, syncIndexes, type Models } from '@shared/db/models';
 import type { Logger } from '@shared/logger';
@@ -198,6 +199,11 @@ export async function createApiContext(
     const deletion = new MediaDeletion({ media, usage, store, events, logger });
     // Work off the answers' path (settling bookings, recording events): the shutdown waits for it.
     const background = new BackgroundTasks(logger);
+    // Malware scanning (shared/scan/): the workers scan, the API serves what the policy allows.
+    const scan: ScanSettings = {
+      enabled: config.scan.clamdUrl !== undefined,
+      defaultPolicy: config.scan.defaultPolicy,
+    };
     const creation = new MediaCreation({
       media,
       usage,
@@ -207,8 +213,10 @@ export async function createApiContext(
       outbox: events,
       logger,
       background: (what, task) => background.run(what, task),
+      scanning: scan.enabled,
     });
     const renders = new RenderService({
+      scan,
       variants: data.repositories.variants,
       jobs,
       store,
@@ -261,6 +269,7 @@ export async function createApiContext(
           maxMergeInputs: config.limits.maxMergeInputs,
           maxMergeBytes: config.limits.maxMergeBytes,
         },
+        scan,
       }),
       uploads: new UploadService({
         ingest,
@@ -285,7 +294,7 @@ export async function createApiContext(
         egress: config.egress,
         queue,
       }),
-      downloads: new DownloadService({ media, store }),
+      downloads: new DownloadService({ media, store, scan }),
       signedUrls: new SignedUrlService({
         signing: config.urlSigning,
         publicBaseUrl: config.publicBaseUrl,

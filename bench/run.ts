@@ -24,6 +24,7 @@ import { metadata } from './benchmarks/metadata';
 import { queue } from './benchmarks/queue';
 import { render } from './benchmarks/render';
 import { scaling } from './benchmarks/scaling';
+import { scan } from './benchmarks/scan';
 import { tenancy } from './benchmarks/tenancy';
 import { upload } from './benchmarks/upload';
 import { uploadMemory } from './benchmarks/upload-memory';
@@ -49,6 +50,7 @@ export const BENCHMARKS: Benchmark[] = [
   heic,
   tenancy,
   webhooks,
+  scan,
 ];
 
 const root = join(__dirname, '..');
@@ -88,6 +90,7 @@ const RUN_ORDER = [
   'scaling',
   'heic',
   'tenancy',
+  'scan',
 ];
 const selected = BENCHMARKS.filter((b) => !only || only.includes(b.id)).sort(
   (a, b) => RUN_ORDER.indexOf(a.id) - RUN_ORDER.indexOf(b.id),

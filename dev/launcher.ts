@@ -265,6 +265,7 @@ function banner(
     `  health    ${apiUrl}/readyz   worker http://localhost:${config.worker.port}/readyz`,
     '',
     ...featureLines(apiUrl, config, defaults),
+    `  scanning  ${config.scan.clamdUrl ? `clamd at ${config.scan.clamdUrl}, ${config.scan.defaultPolicy}` : 'off (set CLAMD_URL to scan uploads for malware)'}`,
   ];
   if (org) {
     const file = existsSync(SAMPLE_FILE) ? SAMPLE_FILE : 'path/to/photo.jpg';

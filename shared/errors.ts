@@ -44,6 +44,9 @@ export type ErrorCode =
   | 'PROCESSING_TIMEOUT'
   | 'OUTPUT_TOO_LARGE'
   | 'URL_NOT_ALLOWED'
+  | 'SCAN_PENDING'
+  | 'FILE_NOT_SCANNED'
+  | 'FILE_INFECTED'
   | 'INTERNAL';
 
 export interface ErrorDetail {
@@ -207,6 +210,33 @@ export const Errors = {
     new AppError('URL_NOT_ALLOWED', 400, `The URL is not allowed: ${reason}`, [
       { field, message: reason },
     ]),
+  /** The file has not been scanned for malware yet, and its organization's policy serves only clean files. */
+  scanPending: (key: string) =>
+    new AppError(
+      'SCAN_PENDING',
+      409,
+      `"${key}" is being scanned for malware; it is served once found clean`,
+      undefined,
+      { headers: { 'Retry-After': '5' }, extra: { scanStatus: 'pending' } },
+    ),
+  /** The file was not scanned (larger than the scanner's limit), and the policy serves only clean files. */
+  fileNotScanned: (key: string) =>
+    new AppError(
+      'FILE_NOT_SCANNED',
+      409,
+      `"${key}" was not scanned for malware (larger than the scanner's limit or stored before scanning was on); this organization is served clean files only`,
+      undefined,
+      { extra: { scanStatus: 'unscanned' } },
+    ),
+  /** Malware was found in the file: it is quarantined and never served. */
+  fileInfected: (key: string) =>
+    new AppError(
+      'FILE_INFECTED',
+      403,
+      `"${key}" was found to contain malware; it is quarantined and never served`,
+      undefined,
+      { extra: { scanStatus: 'infected' } },
+    ),
   folderNotEmpty: (folderId: number, files: number) =>
     new AppError(
       'FOLDER_NOT_EMPTY',
@@ -373,7 +403,7 @@ export const Errors = {
       undefined,
       { headers: { 'Retry-After': '1' }, extra: { limit: cap } },
     ),
-  unavailable: (dependency: 'MongoDB' | 'Redis' | 'storage', cause?: unknown) =>
+  unavailable: (dependency: 'MongoDB' | 'Redis' | 'storage' | 'clamd', cause?: unknown) =>
     new AppError(
       'DEPENDENCY_UNAVAILABLE',
       503,

@@ -12,6 +12,7 @@ import { AppError, type ErrorCode, type ErrorDetail } from './errors';
 import type { ResultRef } from './job-result';
 import type { ConvertFormat } from './media/formats';
 import type { RenderOptions } from './media/render-options';
+import type { ScanStatus } from './scan/scan';
 
 /** Which queue each job name runs on: the queues are the ones named here, and no others. */
 export const JOB_QUEUES = {
@@ -22,6 +23,7 @@ export const JOB_QUEUES = {
   'media.delete-folder': 'maintenance',
   'event.deliver': 'maintenance',
   'webhook.deliver': 'webhook',
+  'media.scan': 'scan',
 } as const;
 
 export type JobName = keyof typeof JOB_QUEUES;
@@ -100,6 +102,11 @@ export interface JobPayloads {
     /** Times this attempt was put back because its endpoint had all its deliveries in flight. */
     waits: number;
   };
+  /**
+   * Scans one stored file for malware (queued by worker/listeners/scan.listener.ts
+   * on `media.created`; its id derives from the record's).
+   */
+  'media.scan': BasePayload & { mediaId: number; key: string };
 }
 
 /** Metadata as the API returns it; Buffers travel as `{ type: 'Buffer', data: [...] }`. */
@@ -122,6 +129,8 @@ export interface JobResults {
     outcome: 'delivered' | 'failed' | 'waiting' | 'skipped';
     status: number | null;
   };
+  /** The verdict recorded; `gone`: the record was deleted, or had its verdict already. */
+  'media.scan': { scanStatus: ScanStatus | 'gone' };
 }
 
 /** A rendered variant as stored beside its source (GET /media/render streams it). */
@@ -152,6 +161,17 @@ export const JOB_OPTIONS = {
   // Failed jobs are kept a week for the dashboard, at most 10,000.
   removeOnFail: { age: 7 * 24 * 3_600, count: 10_000 },
 } as const;
+
+/**
+ * Options of job names that differ from JOB_OPTIONS. A scan waits out a clamd
+ * away or slow (its file stays `pending`, never served by default): 15
+ * attempts, backing off from 2 s to about 9 h, some 18 h in all.
+ */
+export const JOB_OPTIONS_OF: Partial<
+  Record<JobName, { attempts: number; backoff: { type: 'exponential'; delay: number } }>
+> = {
+  'media.scan': { attempts: 15, backoff: { type: 'exponential', delay: 2_000 } },
+};
 
 /**
  * Entries kept in each queue's events stream (BullMQ's `streams.events.maxLen`,

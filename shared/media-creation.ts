@@ -65,6 +65,12 @@ export interface CommitOptions {
   jobId?: string;
   /** The job's time limit: a record inserted as it ran out is taken back. */
   signal?: AbortSignal;
+  /**
+   * Made only of files found clean (a conversion or merge of clean inputs):
+   * recorded `clean` without a scan of its own. Otherwise a new record is
+   * `pending` until scanned (while scanning is on).
+   */
+  fromCleanInputs?: boolean;
 }
 
 export class MediaCreation {
@@ -79,6 +85,8 @@ export class MediaCreation {
       logger: Logger;
       /** Work off the answer's path (settling bookings, promoting events). */
       background: (what: string, task: () => Promise<unknown>) => void;
+      /** Scanning is on (CLAMD_URL): new records carry a `scanStatus`. */
+      scanning?: boolean;
     },
   ) {}
 
@@ -138,6 +146,9 @@ export class MediaCreation {
           metaData: options.origin,
           createdBy: options.createdBy,
           ...(options.jobId ? { jobId: options.jobId } : {}),
+          ...(this.deps.scanning
+            ? { scanStatus: options.fromCleanInputs ? ('clean' as const) : ('pending' as const) }
+            : {}),
           pendingEvents: [pendingEvent('media.created', bookings[i]!.id, at)],
         })),
         bookings.map((b) => b.id),

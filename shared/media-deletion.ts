@@ -47,7 +47,10 @@ export class MediaDeletion {
     const derived = await (this.deps.derivedKeys ?? ((r) => this.variantKeys(r)))(record);
     // Read after the mark too: no variant is recorded on a marked record.
     const variantBytes = await this.deps.media.variantBytesOf(record.id);
-    await this.deps.store.removeMany([record.key, ...derived]);
+    // A quarantined file's object lies at its quarantine key (removing the original key too
+    // covers a delete that raced the quarantine's copy).
+    const quarantined = record.quarantineKey ? [record.quarantineKey] : [];
+    await this.deps.store.removeMany([record.key, ...quarantined, ...derived]);
     await this.deps.events.promoteMedia({ ids: [record.id] });
     await this.deps.media.removeByIds([record.id]);
     await this.deps.usage

@@ -230,7 +230,12 @@ export interface WorkerMetrics extends MetricsSource, DependencyMetrics {
   observeWait(queue: string, name: string, seconds: number): void;
   /** One attempt failed, by error code (an AppError's code, or INTERNAL): for good, or to be retried. */
   jobFailed(queue: string, name: string, code: string, outcome: 'failed' | 'retried'): void;
+  /** One malware scan ended (worker/services/scan.service.ts). */
+  scanned(outcome: ScanOutcomeLabel, seconds: number, bytes: number): void;
 }
+
+/** How a scan attempt ended: a verdict, or `error` (clamd away or failing: retried, the file stays pending). */
+export type ScanOutcomeLabel = 'clean' | 'infected' | 'unscanned' | 'error';
 
 export function createWorkerMetrics(): WorkerMetrics {
   const registry = new Registry();
@@ -254,9 +259,32 @@ export function createWorkerMetrics(): WorkerMetrics {
     labelNames: ['queue', 'name', 'code', 'outcome'] as const,
     registers: [registry],
   });
+  const scans = new Counter({
+    name: 'media_scans_total',
+    help: 'Malware scans by outcome: clean, infected, unscanned (over the scanner limit) or error (clamd away or failing; retried)',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  const scanSeconds = new Histogram({
+    name: 'media_scan_duration_seconds',
+    help: 'Duration of one malware scan in seconds (reading the object and clamd scanning it), by outcome',
+    labelNames: ['outcome'] as const,
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [registry],
+  });
+  const scanBytes = new Counter({
+    name: 'media_scanned_bytes_total',
+    help: 'Bytes of files clamd gave a verdict on (clean or infected)',
+    registers: [registry],
+  });
   const dependencies = dependencyMetrics(registry);
   return {
     ...sourceOf(registry),
+    scanned(outcome, seconds, bytes) {
+      scans.inc({ outcome });
+      scanSeconds.observe({ outcome }, seconds);
+      if (outcome === 'clean' || outcome === 'infected') scanBytes.inc(bytes);
+    },
     observeJob(queue, name, outcome, seconds) {
       jobs.observe({ queue, name, outcome }, seconds);
     },

@@ -13,9 +13,11 @@ import type { RenderOptions } from '@shared/media/render-options';
 import type { Logger } from '@shared/logger';
 import { MediaCreation } from '@shared/media-creation';
 import { MediaDeletion } from '@shared/media-deletion';
-import type { DependencyMetrics } from '@shared/metrics';
-import { JobHandoff } from '@shared/queue/handoff';
+import type { DependencyMetrics, WorkerMetrics } from '@shared/metrics';
 import { BullJobQueue } from '@shared/queue/job-queue';
+import { ClamdScanner } from '@shared/scan/clamd-scanner';
+import type { ScanSettings } from '@shared/scan/scan';
+import { JobHandoff } from '@shared/queue/handoff';
 import { createRedis, type RedisConnection } from '@shared/queue/redis';
 import { createRepositories, type Repositories } from '@shared/repositories';
 import { createObjectStore } from '@shared/storage/create-object-store';
@@ -26,6 +28,7 @@ import { LISTENERS } from './listeners';
 import { buildListeners, type Listener, type Listeners } from './listeners/listener';
 import { ResultsService } from './services/results.service';
 import { WebhookDeliveries } from './services/webhook-deliveries.service';
+import { ScanService } from './services/scan.service';
 
 /** Image work (over sharp): what the image processors need. */
 export interface ImageOps {
@@ -76,6 +79,10 @@ export interface JobContext {
   background: Pick<BackgroundTasks, 'run'>;
   /** Webhook messages queued for an event and each attempt made (worker/services/webhook-deliveries.service.ts). */
   webhooks: WebhookDeliveries;
+  /** Malware scanning: on when CLAMD_URL is set (shared/scan/); the policy applies to job inputs. */
+  scan: ScanSettings;
+  /** The scans themselves (null: scanning is off). */
+  scans: ScanService | null;
 }
 
 export interface WorkerContext extends JobContext {
@@ -92,8 +99,8 @@ export async function createWorkerContext(
   adapters: { images: ImageOps; pdfs: PdfOps },
   overrides: {
     store?: ObjectStore;
-    /** Times MongoDB commands and storage calls (the worker's metrics). */
-    metrics?: DependencyMetrics;
+    /** Times MongoDB commands and storage calls (the worker's metrics), and counts scans. */
+    metrics?: DependencyMetrics & Partial<Pick<WorkerMetrics, 'scanned'>>;
     /** The listeners of domain events (LISTENERS by default). */
     listeners?: readonly Listener[];
   } = {},
@@ -131,7 +138,37 @@ export async function createWorkerContext(
       outbox: events,
       logger,
       background: (what, task) => background.run(what, task),
+      scanning: config.scan.clamdUrl !== undefined,
     });
+    const scan: ScanSettings = {
+      enabled: config.scan.clamdUrl !== undefined,
+      defaultPolicy: config.scan.defaultPolicy,
+    };
+    // Scan jobs are queued by the scan listener through a producer of its own (connected on
+    // the first job: nothing is opened while scanning is off).
+    const scanQueue =
+      config.scan.clamdUrl && redisUrl
+        ? new BullJobQueue(
+            { redisUrl, queuePrefix: config.queuePrefix, fairQueues: config.fairQueues },
+            logger,
+          )
+        : undefined;
+    const scans =
+      config.scan.clamdUrl && scanQueue
+        ? new ScanService({
+            clamd: new ClamdScanner({
+              url: config.scan.clamdUrl,
+              timeoutMs: config.scan.timeoutMs,
+            }),
+            store,
+            media,
+            organizations,
+            queue: scanQueue,
+            maxBytes: config.scan.maxBytes,
+            ...(metrics?.scanned ? { metrics: { scanned: metrics.scanned } } : {}),
+            logger,
+          })
+        : null;
     return {
       config,
       logger,
@@ -158,7 +195,9 @@ export async function createWorkerContext(
       pdfs: adapters.pdfs,
       handoff,
       events,
-      listeners: buildListeners(overrides.listeners ?? LISTENERS),
+      listeners: buildListeners(
+        overrides.listeners ?? LISTENERS.filter((l) => l.enabled?.(config) ?? true),
+      ),
       background,
       webhooks: new WebhookDeliveries({
         webhooks,
@@ -174,9 +213,12 @@ export async function createWorkerContext(
         queuePrefix: config.queuePrefix,
         logger,
       }),
+      scan,
+      scans,
       close: async () => {
         await background.drain();
         await webhookQueue?.close();
+        await scanQueue?.close();
         handoffRedis?.disconnect();
         await connection.close();
       },

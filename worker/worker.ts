@@ -46,7 +46,7 @@ export function createWorker(
   registry: Registry,
   metrics: WorkerMetrics = createWorkerMetrics(),
 ): RunningWorker {
-  const { config, logger } = ctx;
+  const { config, logger, scans } = ctx;
   if (!config.redisUrl) throw new Error('REDIS_URL is not set');
   const connections: RedisConnection[] = [];
   // A job that has ended for good no longer counts against its organization's cap, and
@@ -266,20 +266,26 @@ export function createWorker(
   return {
     workers,
     metrics,
-    readiness: observeChecks(
-      {
-        mongodb: () => pingMongo(ctx.connection),
-        redis: async () => {
-          const stopped = workers.filter((w) => !w.isRunning() || w.closing !== undefined);
-          if (stopped.length) {
-            throw new Error(`not taking jobs from ${stopped.map((w) => w.name).join(', ')}`);
-          }
-          await Promise.all(connections.map((c) => c.ping()));
+    readiness: {
+      ...observeChecks(
+        {
+          mongodb: () => pingMongo(ctx.connection),
+          redis: async () => {
+            const stopped = workers.filter((w) => !w.isRunning() || w.closing !== undefined);
+            if (stopped.length) {
+              throw new Error(`not taking jobs from ${stopped.map((w) => w.name).join(', ')}`);
+            }
+            await Promise.all(connections.map((c) => c.ping()));
+          },
+          storage: () => ctx.store.ping(),
         },
-        storage: () => ctx.store.ping(),
-      },
-      metrics,
-    ),
+        metrics,
+      ),
+      // A worker that scans is not ready while clamd does not answer (files stay pending).
+      ...(scans && config.worker.queues.includes(JOB_QUEUES['media.scan'])
+        ? { clamd: () => scans.ping() }
+        : {}),
+    },
     async close() {
       clearInterval(tender);
       await tending;

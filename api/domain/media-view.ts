@@ -5,8 +5,11 @@
  * convert, merge-pdfs; and the listing and record reads), never in the
  * answers of upload and upload/multiple; always an integer: a file in no
  * folder answers its organization's root folder id.
+ * `scanStatus` is shown when the record has one (stored while malware
+ * scanning was on: docs/api.md, "Malware scanning").
  */
 import type { MediaRecord, RequestOrigin } from '@shared/repositories/media.repository';
+import type { ScanStatus } from '@shared/scan/scan';
 
 export interface MediaView {
   id: number;
@@ -22,6 +25,8 @@ export interface MediaView {
   bytes: number;
   checksum: string;
   metaData: RequestOrigin;
+  /** pending, clean, infected or unscanned; absent when the file was stored while scanning was off. */
+  scanStatus?: ScanStatus;
   createdAt: string;
   updatedAt: string;
 }
@@ -57,6 +62,7 @@ export function toMediaView(
     bytes: record.bytes,
     checksum: record.checksum,
     metaData: { ipAddress: record.metaData.ipAddress, userAgent: record.metaData.userAgent },
+    ...(record.scanStatus ? { scanStatus: record.scanStatus } : {}),
     createdAt: record.createdAt.toISOString(),
     updatedAt: record.updatedAt.toISOString(),
   };

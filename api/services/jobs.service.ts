@@ -263,6 +263,7 @@ export class JobsService {
     if ('delivered' in result || 'outcome' in result) {
       return { kind: 'done', data: result, creates: false };
     }
+    if ('scanStatus' in result) return { kind: 'done', data: result, creates: false };
     const record = await this.deps.media.findById(owner.id, result.mediaId);
     // Deleted since the job made it.
     if (!record) throw Errors.mediaIdNotFound(result.mediaId);

@@ -14,6 +14,7 @@ import { Errors, isAppError } from '@shared/errors';
 import type { JobPayloads } from '@shared/jobs';
 import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
+import { scanRefusal, type ScanSettings } from '@shared/scan/scan';
 import { isRenderableType } from '@shared/media/formats';
 import { convertIsHeavy, mergeIsHeavy } from '@shared/media/work';
 import type { Caller } from '../domain/caller';
@@ -53,6 +54,8 @@ export class MediaJobsService {
       ingest: IngestService;
       folders: FoldersService;
       limits: { maxMergeInputs: number; maxMergeBytes: number };
+      /** Malware scanning: a file the organization's policy does not serve is no job's input. */
+      scan: ScanSettings;
     },
   ) {}
 
@@ -161,6 +164,8 @@ export class MediaJobsService {
         const key = input.storedKey;
         const record = records.get(key);
         if (!record) throw Errors.mediaNotFound(key).forInput(index, key);
+        const refusal = scanRefusal(this.deps.scan, org, record);
+        if (refusal) throw refusal.forInput(index, key);
         if (record.mimetype !== 'application/pdf') {
           throw Errors.unsupportedType(`Input ${index + 1} ("${key}") is not a PDF`).forInput(
             index,
@@ -176,6 +181,8 @@ export class MediaJobsService {
   private async imageRecord(org: Organization, key: string): Promise<MediaRecord> {
     const record = await this.deps.media.findByKey(org.id, key);
     if (!record) throw Errors.mediaNotFound(key);
+    const refusal = scanRefusal(this.deps.scan, org, record);
+    if (refusal) throw refusal;
     if (!isRenderableType(record.mimetype)) {
       throw Errors.unsupportedType(`"${key}" is ${record.mimetype}, not an image`);
     }

@@ -7,6 +7,7 @@ import type {
   OrganizationsRepository,
 } from '@shared/repositories/organizations.repository';
 import type { InvalidationPublisher } from '@shared/queue/invalidations';
+import type { ScanPolicy } from '@shared/scan/scan';
 import type { AuthCache } from '../domain/auth-cache';
 import type { IssuedToken, TokensService } from './tokens.service';
 
@@ -60,6 +61,14 @@ export class OrganizationsService {
   /** Sets (a number of bytes) or removes (null) the organization's quota. */
   async setQuota(id: number, quotaBytes: number | null): Promise<Organization> {
     const organization = await this.organizations.setQuota(id, quotaBytes);
+    if (!organization) throw Errors.notFound(`No organization with id ${id}`);
+    await this.changed(id);
+    return organization;
+  }
+
+  /** Sets (a policy) or removes (null: SCAN_POLICY applies) the organization's scan policy. */
+  async setScanPolicy(id: number, scanPolicy: ScanPolicy | null): Promise<Organization> {
+    const organization = await this.organizations.setScanPolicy(id, scanPolicy);
     if (!organization) throw Errors.notFound(`No organization with id ${id}`);
     await this.changed(id);
     return organization;

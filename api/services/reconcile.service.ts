@@ -30,9 +30,13 @@
  * was cut off between the object and the record) is listed (`variant: true`)
  * and removed with `fix`. They are listed under `.variants/<org slug>/` in an
  * organization's scope.
+ *
+ * A quarantined file's object (`<org>/.quarantine/<key>`, an infected file's)
+ * is known by the record that moved it there, whose object it is.
  */
 import { RESULTS_SEGMENT } from '@shared/job-result';
 import { ROOT_KEY_PREFIX } from '@shared/media/naming';
+import { objectKeyOf } from '@shared/scan/scan';
 import { sourceOfVariantKey, VARIANTS_PREFIX } from '@shared/media/render-options';
 import type { MediaDeletion } from '@shared/media-deletion';
 import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
@@ -252,7 +256,7 @@ export class ReconcileService {
     const checkRecords = async () => {
       for (let i = 0; i < records.length; i += STAT_CONCURRENCY) {
         const slice = records.slice(i, i + STAT_CONCURRENCY);
-        const stats = await Promise.all(slice.map((r) => this.deps.store.stat(r.key)));
+        const stats = await Promise.all(slice.map((r) => this.deps.store.stat(objectKeyOf(r))));
         slice.forEach((r, j) => {
           if (stats[j] === null) recordsWithoutObject.push(r);
         });

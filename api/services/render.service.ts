@@ -21,6 +21,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
+import { scanRefusal, type ScanSettings } from '@shared/scan/scan';
 import type { Config } from '@shared/config';
 import { Errors, isAppError, type ErrorDetail } from '@shared/errors';
 import { derivedUuid, newJobId, type StoredVariant } from '@shared/jobs';
@@ -91,6 +92,8 @@ export class RenderService {
       handoff?: Pick<JobHandoff, 'take'>;
       /** The organizations' usage: a first render is refused at once when the quota is reached. */
       usage?: Pick<UsageRepository, 'get'>;
+      /** Malware scanning: a file its organization's policy does not serve is not rendered (stored variants neither). */
+      scan?: ScanSettings;
     },
   ) {
     this.rules = { ...deps.settings, maxOutputPixels: deps.maxOutputPixels };
@@ -133,6 +136,8 @@ export class RenderService {
     const found = await this.deps.variants.find(organizationId, key, variantId(options));
     if (!found) throw Errors.mediaNotFound(key);
     const { record } = found;
+    const refusal = this.deps.scan && scanRefusal(this.deps.scan, organization, record);
+    if (refusal) throw refusal;
     if (!isRenderableType(record.mimetype)) {
       throw Errors.unsupportedType(`"${key}" is ${record.mimetype}, not an image`);
     }

@@ -97,6 +97,8 @@ export class SignedUrlService {
     for (const key of request.mediaKeys) {
       const record = records.get(key);
       if (!record) throw Errors.mediaNotFound(key);
+      // Quarantined files are never signed; the scan policy is applied when the URL is used.
+      if (record.scanStatus === 'infected') throw Errors.fileInfected(key);
       if (request.render && !isRenderableType(record.mimetype)) {
         throw Errors.unsupportedType(
           `"${key}" is ${record.mimetype}, not an image: it has no renders`,

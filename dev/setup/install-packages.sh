@@ -31,6 +31,8 @@ if [ "$what" = test ]; then
   have qpdf || need+=(qpdf)
   # chromium: test/e2e/browser-page.test.ts shows a signed image in a page, headless.
   have chromium || need+=(chromium)
+  # clamd (clamav-daemon): test/integration/scan starts its own with a signature database it writes.
+  have clamd || [ -x /usr/sbin/clamd ] || need+=(clamav-daemon)
   # GNU time: the merge benchmark (npm test runs its quick mode) reads qpdf's peak RSS from it.
   [ -x /usr/bin/time ] || need+=(time)
   # promtool (Debian's prometheus package; its recommended node exporter is not
@@ -69,6 +71,7 @@ if [ "$(uname -s)" = Darwin ]; then
   if [ "$what" = test ]; then
     have qpdf || brew_need+=(qpdf)
     have promtool || brew_need+=(prometheus)
+    have clamd || brew_need+=(clamav)
     have chromium || [ -d /Applications/Chromium.app ] || cask_need+=(chromium)
   fi
   ((${#brew_need[@]} + ${#cask_need[@]})) || exit 0

@@ -121,6 +121,10 @@ function toConfig(env: Env) {
     WEBHOOK_SECRET_OVERLAP_MS,
     WEBHOOK_CONCURRENCY,
     WEBHOOK_ENDPOINT_CONCURRENCY,
+    CLAMD_URL,
+    CLAMD_TIMEOUT_MS,
+    CLAMD_MAX_BYTES,
+    SCAN_POLICY,
     OTEL_TRACES_EXPORTER,
     OTEL_SERVICE_NAME,
     OTEL_EXPORTER_OTLP_ENDPOINT,
@@ -250,6 +254,17 @@ function toConfig(env: Env) {
       port: WORKER_PORT,
     },
     shutdownTimeoutMs: SHUTDOWN_TIMEOUT_MS,
+    /**
+     * Malware scanning (shared/scan/): the clamd the workers ask (undefined:
+     * scanning is off), its time limit, the largest file sent to it, and the
+     * policy of organizations without one of their own.
+     */
+    scan: {
+      clamdUrl: CLAMD_URL,
+      timeoutMs: CLAMD_TIMEOUT_MS,
+      maxBytes: CLAMD_MAX_BYTES,
+      defaultPolicy: SCAN_POLICY,
+    },
     /**
      * Operator credentials of the Bull dashboard (undefined disables it), and
      * whether its actions (retry, clean, remove, pause, add…) are allowed:

@@ -76,6 +76,11 @@ export const SECTIONS = {
     about:
       'Where the service may connect to (webhook deliveries), and how webhooks are delivered ([operations.md](operations.md#outbound-requests-and-webhooks)).',
   },
+  scanning: {
+    title: 'Malware scanning',
+    about:
+      'Every stored file scanned by `clamd`; off unless `CLAMD_URL` is set ([operations.md](operations.md#malware-scanning)).',
+  },
   tracing: {
     title: 'Tracing',
     about:
@@ -409,7 +414,7 @@ export const VARIABLES = {
       default: QUEUE_NAMES.join(','),
       type: `comma-separated queue names: ${QUEUE_NAMES.map((q) => `\`${q}\``).join(', ')}`,
     }),
-    doc: 'Queues a worker takes (`maintenance`: folder deletes and event dispatch; `webhook`: webhook deliveries).',
+    doc: 'Queues a worker takes (`maintenance`: folder deletes and event dispatch; `webhook`: webhook deliveries; `scan`: malware scans, when `CLAMD_URL` is set).',
   },
   WORKER_CONCURRENCY: {
     section: 'jobs',
@@ -598,6 +603,35 @@ export const VARIABLES = {
     value: integer({ default: 4, min: 1, max: 64 }),
     doc: "Deliveries to one endpoint in flight at once, across workers: a slow endpoint holds at most this many of the `webhook` queue's slots.",
   },
+  // Malware scanning
+  CLAMD_URL: {
+    section: 'scanning',
+    value: text({
+      pattern: [
+        /^(tcp:\/\/[A-Za-z0-9.:[\]-]+:\d{1,5}|unix:\/\S+)$/,
+        'must be tcp://host:port or unix:/path/to/clamd.sock',
+      ],
+      type: '`tcp://host:port` or `unix:/path/to/clamd.sock`',
+    }),
+    unset: 'no scanning: records carry no `scanStatus` and every file is served as it is stored',
+    doc: "The `clamd` that scans every stored file (its INSTREAM command), on the workers' `scan` queue. Set it on the API too: the API then refuses what the organization's scan policy does not serve.",
+  },
+  CLAMD_TIMEOUT_MS: {
+    section: 'scanning',
+    value: integer({ default: 60_000, min: 100, unit: 'ms' }),
+    doc: "Longest one scan may take (connecting, sending, clamd's answer); past it the scan is retried with backoff and the file stays `pending`.",
+  },
+  CLAMD_MAX_BYTES: {
+    section: 'scanning',
+    value: integer({ default: 25 * MB, min: 1, unit: 'bytes' }),
+    doc: "Largest file sent to clamd; a larger one is `unscanned`. Keep it at most clamd's `StreamMaxLength`, `MaxScanSize` and `MaxFileSize`: clamd answers `OK` for a file past `MaxScanSize` without having read it all (unless `AlertExceedsMax yes`).",
+  },
+  SCAN_POLICY: {
+    section: 'scanning',
+    value: oneOf(['clean-only', 'not-infected'], { default: 'clean-only' }),
+    doc: 'What an organization without a policy of its own serves while scanning is on: `clean-only` serves, renders and takes as job input only `clean` files; `not-infected` also `pending` and `unscanned` ones. `infected` files are never served. Per organization: `cli.ts org scan-policy` ([operations.md](operations.md#malware-scanning)).',
+  },
+
   // Tracing
   OTEL_TRACES_EXPORTER: {
     section: 'tracing',

@@ -4,6 +4,7 @@
  */
 import { Schema, type Connection, type Model } from 'mongoose';
 import type { EventType, PendingEvent } from '../events/events';
+import { SCAN_POLICIES, SCAN_STATUSES, type ScanPolicy, type ScanStatus } from '../scan/scan';
 
 export interface CounterDoc {
   _id: string;
@@ -22,6 +23,8 @@ export interface OrganizationDoc {
    * made before it existed until they are next read.
    */
   rootFolderId?: number | null;
+  /** Which files are served while scanning is on (shared/scan/scan.ts); absent: SCAN_POLICY. */
+  scanPolicy?: ScanPolicy;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -96,6 +99,12 @@ export interface MediaDoc {
   deletingAt: Date | null;
   /** The job that produced this record (convert, merge), for idempotent retries. */
   jobId?: string;
+  /** The malware scan's verdict (shared/scan/scan.ts); absent: stored while scanning was off. */
+  scanStatus?: ScanStatus;
+  /** Where the object lies once quarantined (infected): under `<org>/.quarantine/`, reached by no download. */
+  quarantineKey?: string;
+  /** The signature clamd named, for an infected file. */
+  scanSignature?: string;
   /** Renders stored beside the file (GET /media/render); absent until the first. */
   variants?: VariantDoc[];
   /**
@@ -266,6 +275,7 @@ const organizationSchema = new Schema<OrganizationDoc>(
     name: { type: String, required: true },
     quotaBytes: { type: Number, default: null },
     rootFolderId: { type: Number, default: null },
+    scanPolicy: { type: String, enum: SCAN_POLICIES, required: false },
   },
   options,
 );
@@ -333,6 +343,9 @@ const mediaSchema = new Schema<MediaDoc>(
     deletingAt: { type: Date, default: null },
     // Absent (not null) unless a job made the record, so the sparse unique index skips it.
     jobId: { type: String, required: false },
+    scanStatus: { type: String, enum: SCAN_STATUSES, required: false },
+    quarantineKey: { type: String, required: false },
+    scanSignature: { type: String, required: false },
     variants: {
       type: [
         new Schema<VariantDoc>(
@@ -357,6 +370,8 @@ const mediaSchema = new Schema<MediaDoc>(
 mediaSchema.index({ 'pendingEvents.at': 1 }, { sparse: true });
 // Every lookup and list filter starts with the organization (GET /media: newest first by id).
 mediaSchema.index({ organizationId: 1, key: 1 });
+// Reconcile knows a quarantined object by the record that moved it there.
+mediaSchema.index({ quarantineKey: 1 }, { sparse: true });
 mediaSchema.index({ organizationId: 1, id: -1 });
 mediaSchema.index({ organizationId: 1, folderId: 1, id: -1 });
 mediaSchema.index({ organizationId: 1, mimetype: 1, id: -1 });

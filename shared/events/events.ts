@@ -20,6 +20,8 @@ export interface MediaEventData {
   /** The job that made it (convert, merge), if one did. */
   jobId: string | null;
   createdAt: string;
+  /** `media.infected`: the signature the scanner named. */
+  signature?: string;
 }
 
 /** What each event type carries. */
@@ -28,6 +30,8 @@ export interface EventMap {
   'media.created': { media: MediaEventData };
   /** A record was deleted (its delete began: from then on it is gone for the API). */
   'media.deleted': { media: MediaEventData };
+  /** A scan found malware in a file: its object was moved to quarantine (shared/scan/). */
+  'media.infected': { media: MediaEventData };
   /** A folder was deleted (its files, if any, were deleted before it: each has its event). */
   'folder.deleted': { folder: { id: number; name: string } };
   /** A job ended well (convert, merge, metadata, a recursive folder delete). */
@@ -53,6 +57,7 @@ export type EventType = keyof EventMap;
 export const EVENT_TYPES = [
   'media.created',
   'media.deleted',
+  'media.infected',
   'folder.deleted',
   'job.completed',
   'job.failed',

@@ -38,6 +38,7 @@ export function mediaEventData(doc: MediaDoc): MediaEventData {
     checksum: doc.checksum,
     jobId: doc.jobId ?? null,
     createdAt: doc.createdAt.toISOString(),
+    ...(doc.scanSignature ? { signature: doc.scanSignature } : {}),
   };
 }
 

@@ -13,6 +13,7 @@ import {
   type JobProgress,
   EVENTS_MAX_LEN,
   JOB_OPTIONS,
+  JOB_OPTIONS_OF,
   JOB_QUEUES,
   newJobId,
   queueOfJobId,
@@ -209,6 +210,7 @@ export class BullJobQueue implements JobQueue {
         await this.call('add', () =>
           this.queue(queue).add(name, data, {
             ...JOB_OPTIONS,
+            ...JOB_OPTIONS_OF[name],
             jobId,
             ...(runs ? {} : { delay: HOLD_DELAY_MS }),
           }),

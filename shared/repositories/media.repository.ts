@@ -44,6 +44,9 @@ export const toRecord = (doc: MediaDoc): MediaRecord => ({
   createdBy: doc.createdBy ?? null,
   deletingAt: doc.deletingAt ?? null,
   jobId: doc.jobId ?? null,
+  ...(doc.scanStatus ? { scanStatus: doc.scanStatus } : {}),
+  ...(doc.quarantineKey ? { quarantineKey: doc.quarantineKey } : {}),
+  ...(doc.scanSignature ? { scanSignature: doc.scanSignature } : {}),
   createdAt: doc.createdAt,
   updatedAt: doc.updatedAt,
 });
@@ -320,14 +323,47 @@ export class MediaRepository {
     return db(() => this.models.Media.countDocuments({ key }).exec());
   }
 
-  /** Which of `keys` have a record (in any organization). */
+  /** Which of `keys` have a record (in any organization), a quarantined object's included. */
   async recordedKeys(keys: string[]): Promise<Set<string>> {
     const docs = await db(() =>
-      this.models.Media.find({ key: { $in: keys } }, { key: 1, _id: 0 })
+      this.models.Media.find(
+        { $or: [{ key: { $in: keys } }, { quarantineKey: { $in: keys } }] },
+        { key: 1, quarantineKey: 1, _id: 0 },
+      )
         .lean()
         .exec(),
     );
-    return new Set(docs.map((d) => d.key));
+    return new Set(docs.flatMap((d) => (d.quarantineKey ? [d.key, d.quarantineKey] : [d.key])));
+  }
+
+  /**
+   * Records a pending file's scan verdict; an infected one's quarantine key
+   * and signature too, with its `media.infected` event in the same update.
+   * False when the record is gone, being deleted, or no longer pending (a
+   * verdict recorded already: scans are delivered at least once).
+   */
+  async recordScan(
+    id: number,
+    verdict:
+      | { status: 'clean' | 'unscanned' }
+      | { status: 'infected'; quarantineKey: string; signature: string },
+  ): Promise<boolean> {
+    const result = await db(() =>
+      this.models.Media.updateOne(
+        { id, scanStatus: 'pending', ...LIVE },
+        verdict.status === 'infected'
+          ? {
+              $set: {
+                scanStatus: 'infected',
+                quarantineKey: verdict.quarantineKey,
+                scanSignature: verdict.signature,
+              },
+              $push: { pendingEvents: pendingEvent('media.infected', id) },
+            }
+          : { $set: { scanStatus: verdict.status } },
+      ).exec(),
+    );
+    return result.modifiedCount === 1;
   }
 
   /** Which of `keys` (variants' object keys) are recorded on a record (in any organization). */

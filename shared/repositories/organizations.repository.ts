@@ -5,6 +5,7 @@
  * one the first time it is read (idempotently, safe under races).
  */
 import type { Models, OrganizationDoc } from '../db/models';
+import type { ScanPolicy } from '../scan/scan';
 import { db } from '../db/errors';
 import type { CountersRepository } from './counters.repository';
 
@@ -16,6 +17,8 @@ export interface Organization {
   quotaBytes: number | null;
   /** Its root folder: files in no folder answer this folderId (docs/api.md, "The root folder"). */
   rootFolderId: number;
+  /** Which files it is served while scanning is on; absent: SCAN_POLICY. */
+  scanPolicy?: ScanPolicy;
 }
 
 const toOrganization = (doc: OrganizationDoc & { rootFolderId: number }): Organization => ({
@@ -24,6 +27,7 @@ const toOrganization = (doc: OrganizationDoc & { rootFolderId: number }): Organi
   name: doc.name,
   quotaBytes: doc.quotaBytes ?? null,
   rootFolderId: doc.rootFolderId,
+  ...(doc.scanPolicy ? { scanPolicy: doc.scanPolicy } : {}),
 });
 
 export class OrganizationsRepository {
@@ -63,6 +67,18 @@ export class OrganizationsRepository {
       this.models.Organization.findOneAndUpdate(
         { id },
         { $set: { quotaBytes } },
+        { returnDocument: 'after', lean: true },
+      ).exec(),
+    );
+    return doc ? this.complete(doc) : null;
+  }
+
+  /** Sets (a policy) or removes (null: SCAN_POLICY applies) the organization's scan policy. */
+  async setScanPolicy(id: number, scanPolicy: ScanPolicy | null): Promise<Organization | null> {
+    const doc = await db(() =>
+      this.models.Organization.findOneAndUpdate(
+        { id },
+        scanPolicy ? { $set: { scanPolicy } } : { $unset: { scanPolicy: 1 } },
         { returnDocument: 'after', lean: true },
       ).exec(),
     );

@@ -32,6 +32,7 @@ const IDS = [
   'heic',
   'tenancy',
   'webhooks',
+  'scan',
 ];
 
 let run: { code: number; stdout: string; stderr: string; seconds: number };

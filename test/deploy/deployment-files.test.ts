@@ -51,7 +51,7 @@ const environmentOf = (service: string): NodeJS.ProcessEnv =>
  * with the image pool. Every queue is taken by exactly one pool.
  */
 const POOLS: Record<string, readonly string[]> = {
-  image: ['image', 'maintenance', 'webhook'],
+  image: ['image', 'maintenance', 'webhook', 'scan'],
   pdf: ['pdf'],
 };
 const workers = Object.keys(POOLS).map((p) => `worker-${p}`);
@@ -68,6 +68,7 @@ describe('docker-compose.yml', () => {
   it('runs MongoDB, Redis, MinIO with its bucket, the API and a worker service per queue', () => {
     expect(Object.keys(compose.services).sort()).toEqual([
       'api',
+      'clamd',
       'createbucket',
       'minio',
       'mongodb',
@@ -81,6 +82,7 @@ describe('docker-compose.yml', () => {
       expect.arrayContaining(['--maxmemory-policy', 'noeviction']),
     );
     expect(Object.keys(compose.volumes).sort()).toEqual([
+      'clamav-db',
       'minio-data',
       'mongodb-data',
       'redis-data',

@@ -138,6 +138,19 @@ it('lists organizations with their usage, sets and removes a quota', async () =>
   expect(bad.code).toBe(2);
 });
 
+it('sets and removes an organization’s scan policy', async () => {
+  await cli('org:create', '--slug', 'policy', '--name', 'Policy');
+  const set = await cli('org:update', '--org', 'policy', '--scan-policy', 'not-infected');
+  expect(set.code).toBe(0);
+  expect(JSON.parse(set.stdout)).toMatchObject({
+    organization: { slug: 'policy', scanPolicy: 'not-infected' },
+  });
+  const reset = await cli('org:update', '--org', 'policy', '--scan-policy', 'default');
+  expect(JSON.parse(reset.stdout)).not.toHaveProperty('organization.scanPolicy');
+  const bad = await cli('org:update', '--org', 'policy', '--scan-policy', 'anything');
+  expect([bad.code, (errorOf(bad.stderr) as { error: string }).error]).toEqual([2, 'USAGE']);
+});
+
 it('deletes an organization and everything it had, and nothing of another', async () => {
   const created = JSON.parse(
     (await cli('org:create', '--slug', 'leaving', '--name', 'Leaving')).stdout,

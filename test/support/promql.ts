@@ -49,6 +49,7 @@ export async function exportedMetricNames(): Promise<Set<string>> {
         pdf: { waiting: 0 },
         maintenance: { waiting: 0 },
         webhook: { waiting: 0 },
+        scan: { waiting: 0 },
       }),
   });
   api.observeRequest('GET', '/media/download', 200, 0.01);
@@ -59,6 +60,7 @@ export async function exportedMetricNames(): Promise<Set<string>> {
   worker.observeJob('image', 'image.convert', 'completed', 0.5);
   worker.observeWait('image', 'image.convert', 0.1);
   worker.jobFailed('image', 'image.convert', 'INTERNAL', 'failed');
+  worker.scanned('clean', 0.01, 1);
   worker.observeDependency('mongodb', 'insert', 0.01, false);
   const texts = [
     await api.render(),

@@ -28,9 +28,9 @@ describe('configuration', () => {
         maxMergeInputs: 50,
       },
       worker: {
-        queues: ['image', 'pdf', 'maintenance', 'webhook'],
+        queues: ['image', 'pdf', 'maintenance', 'webhook', 'scan'],
         // The webhook queue's is WEBHOOK_CONCURRENCY (deliveries wait on the network).
-        concurrency: { image: 2, pdf: 2, maintenance: 2, webhook: 16 },
+        concurrency: { image: 2, pdf: 2, maintenance: 2, webhook: 16, scan: 2 },
       },
     });
   });
@@ -120,12 +120,14 @@ describe('configuration', () => {
       pdf: 4,
       maintenance: 1,
       webhook: 16,
+      scan: 1,
     });
     expect(loadConfig({ WORKER_CONCURRENCY: '3' }).worker.concurrency).toEqual({
       image: 3,
       pdf: 3,
       maintenance: 3,
       webhook: 16,
+      scan: 3,
     });
     expect(problemsOf({ WORKER_CONCURRENCY: 'image=0' })).toEqual([
       expect.stringMatching(/^WORKER_CONCURRENCY: /),

@@ -9,7 +9,9 @@
  * often as needed. A job trimmed from its set before any sweep saw it (a
  * completed job is kept an hour) has no event.
  *
- * Renders (shared and internal), event deliveries and webhook deliveries have none.
+ * Renders (shared and internal), event deliveries, webhook deliveries and
+ * malware scans (their outcome is the record's `scanStatus`, and
+ * `media.infected`) have none.
  */
 import { eventId, type DomainEvent } from '@shared/events/events';
 import type { EventOutbox } from '@shared/events/outbox';
@@ -20,7 +22,12 @@ import type { RedisConnection } from '@shared/queue/redis';
 import type { MediaRepository } from '@shared/repositories/media.repository';
 
 /** Jobs that have no events. */
-const SILENT: readonly JobName[] = ['image.render', 'event.deliver', 'webhook.deliver'];
+const SILENT: readonly JobName[] = [
+  'image.render',
+  'event.deliver',
+  'webhook.deliver',
+  'media.scan',
+];
 
 /** Whether any job of the queue has events. */
 function hasEvents(queue: string): boolean {

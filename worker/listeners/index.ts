@@ -4,6 +4,7 @@
  * docs/architecture.md, "Three changes, walked through".
  */
 import type { Listener } from './listener';
+import { scanListener } from './scan.listener';
 import { webhooksListener } from './webhooks.listener';
 
-export const LISTENERS: readonly Listener[] = [webhooksListener];
+export const LISTENERS: readonly Listener[] = [scanListener, webhooksListener];

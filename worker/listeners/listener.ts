@@ -9,6 +9,7 @@
  */
 import type { DomainEvent, EventType } from '@shared/events/events';
 import { EVENT_TYPES } from '@shared/events/events';
+import type { Config } from '@shared/config';
 import type { Logger } from '@shared/logger';
 import type { JobContext } from '../context';
 
@@ -17,6 +18,8 @@ export interface Listener {
   name: string;
   /** The event types it takes. */
   events: readonly EventType[];
+  /** Whether it listens under this configuration (default: always); one that does not gets no deliveries. */
+  enabled?: (config: Config) => boolean;
   handle(
     event: DomainEvent,
     ctx: Omit<JobContext, 'listeners'> & { log: Logger; signal: AbortSignal },

@@ -2,12 +2,13 @@
  * image.convert: converts a stored image to another format (auto-oriented),
  * and stores the result as a new record with the source's name and folder.
  */
+import { scanRefusal } from '@shared/scan/scan';
 import type { Processor } from '../registry';
 import { requireMedia, requireOrganization } from './inputs';
 
 export const convertProcessor: Processor<
   'image.convert',
-  'results' | 'organizations' | 'media' | 'images' | 'limits'
+  'results' | 'organizations' | 'media' | 'images' | 'limits' | 'scan'
 > = {
   name: 'image.convert',
   async process(job, ctx) {
@@ -22,6 +23,9 @@ export const convertProcessor: Processor<
     if (done) return { mediaId: done.id };
     if (organization instanceof Error) throw organization;
     if (source instanceof Error) throw source;
+    // A source its organization's scan policy does not serve is no input (the API checked too).
+    const refusal = scanRefusal(ctx.scan, organization, source);
+    if (refusal) throw refusal;
     const input = await ctx.results.read(source.key, ctx.limits.maxFileSize);
     job.signal.throwIfAborted();
     // Stopped when the job's time is up; the write below drops a late result.
@@ -41,6 +45,8 @@ export const convertProcessor: Processor<
       data: output.data,
       origin,
       createdBy: tokenId,
+      // Made of a clean file: recorded clean, not scanned again (docs/operations.md).
+      fromCleanInputs: source.scanStatus === 'clean',
     });
     job.log.info({ source: source.key, key: record.key, bytes: record.bytes }, 'converted');
     return { mediaId: record.id };

@@ -7,6 +7,7 @@ import { mergePdfsProcessor } from './merge-pdfs.processor';
 import { metadataProcessor } from './metadata.processor';
 import { renderProcessor } from './render.processor';
 import { webhookDeliverProcessor } from './webhook-deliver.processor';
+import { scanProcessor } from './scan.processor';
 
 export const PROCESSORS: readonly AnyProcessor[] = [
   metadataProcessor,
@@ -16,4 +17,5 @@ export const PROCESSORS: readonly AnyProcessor[] = [
   deleteFolderProcessor,
   eventDeliverProcessor,
   webhookDeliverProcessor,
+  scanProcessor,
 ];

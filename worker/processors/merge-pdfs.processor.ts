@@ -14,12 +14,13 @@
  */
 import { Errors } from '@shared/errors';
 import { mergedKey } from '@shared/media/naming';
+import { scanRefusal } from '@shared/scan/scan';
 import type { Processor } from '../registry';
 import { requireOrganization, requireOwnInputs } from './inputs';
 
 export const mergePdfsProcessor: Processor<
   'pdf.merge',
-  'results' | 'store' | 'organizations' | 'pdfs' | 'media' | 'limits' | 'background'
+  'results' | 'store' | 'organizations' | 'pdfs' | 'media' | 'limits' | 'background' | 'scan'
 > = {
   name: 'pdf.merge',
   async process(job, ctx) {
@@ -44,6 +45,12 @@ export const mergePdfsProcessor: Processor<
       await ctx.store.removeMany(temporaryKeys);
       return { mediaId: done.id };
     }
+    // Stored inputs its organization's scan policy does not serve are no inputs (the API checked too).
+    inputs.forEach(({ key }, index) => {
+      const record = records.get(key);
+      const refusal = record && scanRefusal(ctx.scan, organization, record);
+      if (refusal) throw refusal.forInput(index, key);
+    });
     // The total first (the API checked it too; this is the second line): nothing is
     // read for a merge over MAX_MERGE_BYTES. Stored inputs' sizes are their records'
     // (just read); uploaded parts are asked of the store. The reads below count the
@@ -103,6 +110,8 @@ export const mergePdfsProcessor: Processor<
       data: merged.data,
       origin,
       createdBy: tokenId,
+      // Made of clean stored files only: recorded clean; an uploaded part makes it pending.
+      fromCleanInputs: inputs.every(({ key }) => records.get(key)?.scanStatus === 'clean'),
     });
     // Off the answer's path (the worker's shutdown waits for it): a removal cut short by a
     // killed worker leaves a temporary object of a finished job, which reconcile removes

@@ -6,17 +6,23 @@
  * reads it, removes it and answers, or the workers remove it once expired.
  */
 import { planResult } from '@shared/job-result';
+import { scanRefusal } from '@shared/scan/scan';
 import type { Processor } from '../registry';
 import { requireMedia, requireOrganization } from './inputs';
 
 export const metadataProcessor: Processor<
   'image.metadata',
-  'media' | 'results' | 'images' | 'limits' | 'organizations' | 'storedResults'
+  'media' | 'results' | 'images' | 'limits' | 'organizations' | 'storedResults' | 'scan'
 > = {
   name: 'image.metadata',
   async process(job, ctx) {
     const { organizationId, key } = job.data;
     const record = await requireMedia(ctx, organizationId, key);
+    if (ctx.scan.enabled || record.scanStatus === 'infected') {
+      // A file its organization's scan policy does not serve is not read (the API checked too).
+      const refusal = scanRefusal(ctx.scan, await requireOrganization(ctx, organizationId), record);
+      if (refusal) throw refusal;
+    }
     const bytes = await ctx.results.read(record.key, ctx.limits.maxFileSize);
     const metadata = await ctx.images.readMetadata(bytes);
     // Buffers (exif, iptc, xmp, icc) travel as { type: 'Buffer', data: [...] }: the documented form.

@@ -44,6 +44,8 @@ export interface JobOutput {
   key?: string;
   /** The job's time limit: once aborted, nothing more is written (a late result is dropped). */
   signal?: AbortSignal;
+  /** Made only of clean files: recorded `clean`, not scanned again (shared/media-creation.ts). */
+  fromCleanInputs?: boolean;
 }
 
 /** Inputs a job reads from storage at once (a merge names up to MAX_MERGE_INPUTS of them). */
@@ -137,6 +139,7 @@ export class ResultsService {
         createdBy: output.createdBy ?? null,
         jobId,
         ...(output.signal ? { signal: output.signal } : {}),
+        ...(output.fromCleanInputs ? { fromCleanInputs: true } : {}),
       },
     );
     return record!;

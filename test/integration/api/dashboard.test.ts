@@ -49,6 +49,7 @@ describe('with operator credentials configured', () => {
       'image',
       'maintenance',
       'pdf',
+      'scan',
       'webhook',
     ]);
   });
@@ -252,6 +253,7 @@ describe('its actions', () => {
         ['maintenance', true],
         ['pdf', true],
         ['webhook', true],
+        ['scan', true],
       ]);
       const job = await fetch(`${api.url}/admin/queues/api/queues/image/${ids.failed}`, {
         headers: operator,

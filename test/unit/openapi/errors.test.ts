@@ -57,6 +57,9 @@ const sampleErrors: Record<keyof typeof Errors, () => AppError> = {
   processingTimeout: () => Errors.processingTimeout(120_000),
   outputTooLarge: () =>
     Errors.outputTooLarge('GIF', 4032, 3024, 4_194_304, 'MAX_GIF_OUTPUT_PIXELS'),
+  scanPending: () => Errors.scanPending('acme/photo-ILm6DTZ4Wc-R.jpg'),
+  fileNotScanned: () => Errors.fileNotScanned('acme/photo-ILm6DTZ4Wc-R.jpg'),
+  fileInfected: () => Errors.fileInfected('acme/photo-ILm6DTZ4Wc-R.jpg'),
   internal: () => Errors.internal(new Error('boom')),
 };
 
@@ -181,6 +184,19 @@ describe('error answers and api/openapi.yaml', () => {
       ['GET', '/media/jobs/{id}', fromJob(Errors.unreadable('damaged', [{ message: 'x' }]))],
       ['GET', '/media/jobs/{id}', fromJob(Errors.unavailable('MongoDB'))],
       ['GET', '/media/jobs/{id}', fromJob(Errors.internal(new Error('boom')))],
+      // Malware scanning: what the organization's policy does not serve.
+      ['GET', '/media/download', Errors.scanPending('acme/k.jpg')],
+      ['GET', '/media/download', Errors.fileNotScanned('acme/k.jpg')],
+      ['GET', '/media/download', Errors.fileInfected('acme/k.jpg')],
+      ['GET', '/media/render', Errors.scanPending('acme/k.jpg')],
+      ['GET', '/media/render', Errors.fileInfected('acme/k.jpg')],
+      ['GET', '/media/metadata', Errors.scanPending('acme/k.jpg')],
+      ['GET', '/media/metadata', Errors.fileInfected('acme/k.jpg')],
+      ['POST', '/media/convert', Errors.fileNotScanned('acme/k.jpg')],
+      ['POST', '/media/convert', Errors.fileInfected('acme/k.jpg')],
+      ['POST', '/media/merge-pdfs', Errors.scanPending('acme/k.pdf').forInput(0, 'acme/k.pdf')],
+      ['POST', '/media/merge-pdfs', Errors.fileInfected('acme/k.pdf').forInput(0, 'acme/k.pdf')],
+      ['POST', '/media/sign', Errors.fileInfected('acme/k.jpg')],
     ];
     for (const [method, path, error, routeHeaders] of raised) {
       const { status, headers, body } = errorResponse(error);

@@ -129,6 +129,7 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
     } as unknown as IngestService,
     folders: { resolve: () => Promise.resolve(null) } as unknown as FoldersService,
     limits: { maxMergeInputs: 50, maxMergeBytes: 256 * 1024 * 1024 },
+    scan: { enabled: false, defaultPolicy: 'clean-only' },
   });
   const tokens = {
     verify: (token: string) =>
