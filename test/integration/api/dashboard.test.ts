@@ -252,8 +252,8 @@ describe('its actions', () => {
         ['image', true],
         ['maintenance', true],
         ['pdf', true],
-        ['webhook', true],
         ['scan', true],
+        ['webhook', true],
       ]);
       const job = await fetch(`${api.url}/admin/queues/api/queues/image/${ids.failed}`, {
         headers: operator,
