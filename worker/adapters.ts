@@ -21,6 +21,7 @@ export function createAdapters(
     maxOutputPixels: config.limits.maxOutputPixels,
     // One decoding thread per image job that can run at once.
     heicThreads: config.worker.concurrency.image,
+    maxPagePixels: config.render.maxWidth * config.render.maxHeight,
   });
   return {
     close: () => images.close(),

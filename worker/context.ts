@@ -38,7 +38,7 @@ export interface ImageOps {
     input: Buffer,
     options: RenderOptions,
     time: { signal?: AbortSignal; timeoutMs?: number },
-  ): Promise<{ data: Buffer; mime: string; width: number; height: number }>;
+  ): Promise<{ data: Buffer; mime: string; width: number; height: number; pages?: number }>;
 }
 
 /** PDF work (over pdf-lib and qpdf): what the merge processor needs. */
