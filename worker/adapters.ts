@@ -28,6 +28,7 @@ export function createAdapters(
     heicThreads: () => images.heicThreads,
     images: {
       readMetadata: async (input) => ({ ...(await images.readMetadata(input)) }),
+      readPdfInfo: (input, time) => images.readPdfInfo(input, time),
       convert: async (input, format, options) => {
         const out = await images.convert(input, format, options);
         return { data: out.data, mime: out.mime, ext: out.ext };

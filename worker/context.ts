@@ -28,6 +28,11 @@ import { ResultsService } from './services/results.service';
 /** Image work (over sharp): what the image processors need. */
 export interface ImageOps {
   readMetadata(input: Buffer): Promise<Record<string, unknown>>;
+  /** A PDF's information (format `pdf`, pages, page sizes, title, author, producer...). */
+  readPdfInfo(
+    input: Buffer,
+    time: { signal?: AbortSignal; timeoutMs?: number },
+  ): Promise<{ pages: number | null }>;
   convert(
     input: Buffer,
     format: JobPayloads['image.convert']['format'],

@@ -24,7 +24,8 @@ import type { RenderOptions } from '@shared/media/render-options';
 import { convertImage, type ConvertResult, type ImageBounds } from './convert';
 import { HeicThreadPool } from './heic-pool';
 import { readMetadata, type ImageMetadata } from './metadata';
-import { PdfThreadPool } from './pdf-pool';
+import type { PdfInfo } from './pdf-page';
+import { PdfThreadPool, readPdfInfoWithin } from './pdf-pool';
 import { renderImage, renderPdf, type RenderResult } from './render';
 import { ensureSharpConfigured, type TimeLimit } from './sharp';
 
@@ -32,6 +33,7 @@ export type { ConvertResult } from './convert';
 export { FORMAT_EXT, FORMAT_MIME } from './encoders';
 export type { ImageMetadata } from './metadata';
 export type { RenderResult } from './render';
+export type { PdfInfo } from './pdf-page';
 export { configureSharp, type TimeLimit } from './sharp';
 
 export interface ImageAdapterOptions {
@@ -86,6 +88,11 @@ export class ImageAdapter {
   /** What sharp reads from the image's header (no pixels are decoded). */
   readMetadata(input: Buffer): Promise<ImageMetadata> {
     return readMetadata(input, this.maxInputPixels);
+  }
+
+  /** A PDF's information (pages, sizes, title...; pdf-page.ts), read on the PDF threads. */
+  readPdfInfo(input: Buffer, time: TimeLimit = {}): Promise<PdfInfo> {
+    return readPdfInfoWithin(this.pdfs, input, time);
   }
 
   /**

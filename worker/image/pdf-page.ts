@@ -119,3 +119,125 @@ export async function renderPdfPage(
     doc.destroy();
   }
 }
+
+/** What `GET /media/metadata` answers of a PDF (PDF info, as PDFium reads it). */
+export interface PdfInfo {
+  format: 'pdf';
+  /** Bytes of the file. */
+  size: number;
+  /** From the header (`%PDF-1.7`), or PDFium's reading of it; null when neither says. */
+  version: string | null;
+  /** A security handler is present (a user password, or permissions only). */
+  encrypted: boolean;
+  /** Null when the PDF cannot be opened without a password. */
+  pages: number | null;
+  /** Each page's size in points (1/72 in), after its /Rotate; at most `PDF_INFO_MAX_PAGE_SIZES`. */
+  pageSizes: { width: number; height: number }[];
+  /** Document information (null when absent or unreadable). */
+  title: string | null;
+  author: string | null;
+  subject: string | null;
+  keywords: string | null;
+  creator: string | null;
+  producer: string | null;
+  creationDate: string | null;
+  modDate: string | null;
+}
+
+/** Page sizes listed at most (a PDF of more pages lists its first ones). */
+export const PDF_INFO_MAX_PAGE_SIZES = 10_000;
+
+const INFO_TAGS = [
+  ['title', 'Title'],
+  ['author', 'Author'],
+  ['subject', 'Subject'],
+  ['keywords', 'Keywords'],
+  ['creator', 'Creator'],
+  ['producer', 'Producer'],
+  ['creationDate', 'CreationDate'],
+  ['modDate', 'ModDate'],
+] as const;
+
+/** The functions of PDFium's module read here (exported by the wasm, not typed by the wrapper). */
+interface PdfiumModule {
+  HEAPU8: Uint8Array;
+  wasmExports: { malloc(n: number): number; free(p: number): void };
+  _FPDF_GetMetaText(doc: number, tag: number, buffer: number, length: number): number;
+  _FPDF_GetFileVersion(doc: number, version: number): number;
+  _FPDF_GetSecurityHandlerRevision(doc: number): number;
+  _FPDF_GetPageSizeByIndexF(doc: number, index: number, size: number): number;
+}
+
+/** The header's version (`%PDF-x.y` within the first 1 KiB), or null. */
+function headerVersion(input: Uint8Array): string | null {
+  const head = Buffer.from(input.buffer, input.byteOffset, Math.min(1024, input.byteLength));
+  return /%PDF-(\d\.\d)/.exec(head.toString('latin1'))?.[1] ?? null;
+}
+
+/** Reads a PDF's info (see `PdfInfo`). An unreadable PDF is a 422; an encrypted one answers what is known. */
+export async function readPdfInfo(input: Uint8Array): Promise<PdfInfo> {
+  const lib = await pdfium();
+  const base: PdfInfo = {
+    format: 'pdf',
+    size: input.byteLength,
+    version: headerVersion(input),
+    encrypted: false,
+    pages: null,
+    pageSizes: [],
+    title: null,
+    author: null,
+    subject: null,
+    keywords: null,
+    creator: null,
+    producer: null,
+    creationDate: null,
+    modDate: null,
+  };
+  let doc: Awaited<ReturnType<PDFiumLibrary['loadDocument']>>;
+  try {
+    doc = await lib.loadDocument(input);
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    if (/password|security/i.test(message)) return { ...base, encrypted: true };
+    throw Errors.unreadable(`The PDF cannot be read: ${message}`, [{ message }]);
+  }
+  const m = (lib as unknown as { module: PdfiumModule }).module;
+  const handle = (doc as unknown as { documentIdx: number }).documentIdx;
+  const scratch = m.wasmExports.malloc(64 * 1024);
+  try {
+    const info = { ...base };
+    info.encrypted = m._FPDF_GetSecurityHandlerRevision(handle) !== -1;
+    const view = () => new DataView(m.HEAPU8.buffer);
+    if (m._FPDF_GetFileVersion(handle, scratch)) {
+      const v = view().getInt32(scratch, true);
+      if (v >= 10 && v < 100) info.version ??= `${Math.floor(v / 10)}.${v % 10}`;
+    }
+    const pages = doc.getPageCount();
+    info.pages = pages;
+    for (let i = 0; i < Math.min(pages, PDF_INFO_MAX_PAGE_SIZES); i++) {
+      if (!m._FPDF_GetPageSizeByIndexF(handle, i, scratch)) continue;
+      const round = (x: number) => Math.round(x * 100) / 100;
+      info.pageSizes.push({
+        width: round(view().getFloat32(scratch, true)),
+        height: round(view().getFloat32(scratch + 4, true)),
+      });
+    }
+    for (const [field, tag] of INFO_TAGS) {
+      const tagBytes = Buffer.from(`${tag}\0`, 'latin1');
+      m.HEAPU8.set(tagBytes, scratch);
+      const buffer = scratch + 64;
+      const room = 64 * 1024 - 64;
+      const length = m._FPDF_GetMetaText(handle, scratch, buffer, room);
+      // UTF-16LE with a terminator: 2 bytes means empty; longer than the room is cut.
+      if (length > 2) {
+        const bytes = m.HEAPU8.slice(buffer, buffer + Math.min(length, room) - 2);
+        const text = new TextDecoder('utf-16le').decode(bytes);
+        if (text !== '') info[field] = text;
+      }
+    }
+    return info;
+  } finally {
+    m.wasmExports.free(scratch);
+    doc.destroy();
+  }
+}

@@ -18,13 +18,14 @@ import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { Errors } from '@shared/errors';
 import { decodeJobError } from '@shared/jobs';
-import type { PdfPagePixels, PdfPageRequest } from './pdf-page';
+import type { PdfInfo, PdfPagePixels, PdfPageRequest } from './pdf-page';
 import type { PdfThreadAnswer, PdfThreadRequest } from './pdf-thread';
 import { timeoutError, type TimeLimit } from './sharp';
 
 /** Renders PDF pages into RGBA pixels (see pdf-page.ts). */
 export interface PdfRasterizer {
   render(input: Buffer, request: PdfPageRequest, signal?: AbortSignal): Promise<PdfPagePixels>;
+  info(input: Buffer, signal?: AbortSignal): Promise<PdfInfo>;
   close(): Promise<void>;
 }
 
@@ -63,6 +64,22 @@ export class PdfThreadPool implements PdfRasterizer {
     request: PdfPageRequest,
     signal?: AbortSignal,
   ): Promise<PdfPagePixels> {
+    const answer = await this.ask(input, { kind: 'page', ...request }, signal);
+    if (!('rgba' in answer)) throw rasterizerFailed();
+    return answer;
+  }
+
+  async info(input: Buffer, signal?: AbortSignal): Promise<PdfInfo> {
+    const answer = await this.ask(input, { kind: 'info' }, signal);
+    if (!('info' in answer)) throw rasterizerFailed();
+    return answer.info;
+  }
+
+  private async ask(
+    input: Buffer,
+    request: { kind: 'info' } | ({ kind: 'page' } & PdfPageRequest),
+    signal?: AbortSignal,
+  ): Promise<Exclude<PdfThreadAnswer, { error: string }>> {
     signal?.throwIfAborted();
     const thread = await this.acquire();
     try {
@@ -126,10 +143,10 @@ export class PdfThreadPool implements PdfRasterizer {
   private run(
     thread: Worker,
     input: Buffer,
-    request: PdfPageRequest,
+    request: { kind: 'info' } | ({ kind: 'page' } & PdfPageRequest),
     signal?: AbortSignal,
-  ): Promise<PdfPagePixels> {
-    return new Promise<PdfPagePixels>((resolve, reject) => {
+  ): Promise<Exclude<PdfThreadAnswer, { error: string }>> {
+    return new Promise((resolve, reject) => {
       const cleanup = () => {
         thread.off('message', onMessage);
         thread.off('error', onError);
@@ -139,8 +156,8 @@ export class PdfThreadPool implements PdfRasterizer {
       };
       const onMessage = (answer: PdfThreadAnswer) => {
         cleanup();
-        if ('rgba' in answer) resolve(answer);
-        else reject(decodeJobError(answer.error) ?? rasterizerFailed());
+        if ('error' in answer) reject(decodeJobError(answer.error) ?? rasterizerFailed());
+        else resolve(answer);
       };
       const onError = (err: Error) => {
         cleanup();
@@ -165,26 +182,42 @@ export class PdfThreadPool implements PdfRasterizer {
       thread.ref();
       const copy = new Uint8Array(input.byteLength);
       copy.set(input);
-      const message: PdfThreadRequest = { ...request, input: copy };
+      const message = { ...request, input: copy } as PdfThreadRequest;
       thread.postMessage(message, [copy.buffer]);
     });
   }
 }
 
 /** A page rendered on the threads, stopped (its thread ended) when the job's time is up. */
-export async function renderPdfPageWithin(
+export function renderPdfPageWithin(
   pool: PdfRasterizer,
   input: Buffer,
   request: PdfPageRequest,
   limit: TimeLimit,
 ): Promise<PdfPagePixels> {
+  return within(limit, (signal) => pool.render(input, request, signal));
+}
+
+/** A PDF's information read on the threads, stopped as a page render is. */
+export function readPdfInfoWithin(
+  pool: PdfRasterizer,
+  input: Buffer,
+  limit: TimeLimit,
+): Promise<PdfInfo> {
+  return within(limit, (signal) => pool.info(input, signal));
+}
+
+async function within<T>(
+  limit: TimeLimit,
+  work: (signal: AbortSignal | undefined) => Promise<T>,
+): Promise<T> {
   const signals = [
     limit.signal,
     limit.timeoutMs === undefined ? undefined : AbortSignal.timeout(Math.max(1, limit.timeoutMs)),
   ].filter((s): s is AbortSignal => s !== undefined);
   const signal = signals.length > 1 ? AbortSignal.any(signals) : signals[0];
   try {
-    return await pool.render(input, request, signal);
+    return await work(signal);
   } catch (err) {
     if (signal?.aborted && err === signal.reason) throw timeoutError(err, limit) ?? err;
     throw err;

@@ -185,3 +185,49 @@ describe('GET /media/render of a PDF page', () => {
     }
   });
 });
+
+describe('GET /media/metadata of a PDF', () => {
+  async function metadata(key: string) {
+    const res = await fetch(`${api.url}/media/metadata?mediaKey=${encodeURIComponent(key)}`, {
+      headers: org.auth,
+    });
+    const text = await res.text();
+    expectMatchesSpec('GET', '/media/metadata', res.status, text, res.headers);
+    return { status: res.status, body: JSON.parse(text) as { data: Record<string, unknown> } };
+  }
+
+  it('answers pages, page sizes, producer, version and encryption, and keeps pages on the record', async () => {
+    const rotated = await org.upload(corpusFile('pdfs/habibi-rotated.pdf'), 'rotated.pdf');
+    const { status, body } = await metadata(book);
+    expect(status).toBe(200);
+    expect(body.data).toMatchObject({
+      format: 'pdf',
+      version: '1.5',
+      encrypted: false,
+      pages: 4,
+      producer: 'pdfTeX-1.40.23',
+      creator: 'TeX',
+      title: null,
+    });
+    expect(body.data.pageSizes).toEqual(Array(4).fill({ width: 595.28, height: 841.89 }));
+    // A rotated page's size is as displayed.
+    const turned = await metadata(rotated);
+    expect((turned.body.data.pageSizes as unknown[])[0]).toEqual({ width: 841.89, height: 595.28 });
+    await eventually(async () => {
+      const rec = await get(`${api.url}/media/record?media=${rotated}`, org.auth);
+      expect((rec.body as { data?: { pages?: number } } | undefined)?.data?.pages).toBe(4);
+    });
+  });
+
+  it('says an encrypted PDF is encrypted (its pages unknown), and refuses a truncated one (422)', async () => {
+    const locked = await org.upload(
+      corpusFile('pdfs/libreoffice-writer-password.pdf'),
+      'password.pdf',
+    );
+    const { status, body } = await metadata(locked);
+    expect(status).toBe(200);
+    expect(body.data).toMatchObject({ format: 'pdf', encrypted: true, pages: null, pageSizes: [] });
+    const cut = await org.upload(corpusFile('pdfs/truncated-pdflatex-4-pages.pdf'), 'cut.pdf');
+    expect((await metadata(cut)).status).toBe(422);
+  });
+});
