@@ -175,6 +175,8 @@ export class PdfThreadPool implements PdfRasterizer {
         void thread.terminate();
         reject(signal!.reason as Error);
       };
+      // Aborted while it waited for a thread: nothing is sent.
+      if (signal?.aborted) return reject(signal.reason as Error);
       thread.on('message', onMessage);
       thread.once('error', onError);
       thread.once('exit', onExit);

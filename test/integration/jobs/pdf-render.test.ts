@@ -16,6 +16,7 @@ import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { eventually } from '../../support/eventually';
 import { CORPUS, corpusFile } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
+import { bombBehindDamage } from '../../support/pdf-bombs';
 import { startWorker, type TestWorker } from '../../support/worker';
 
 type Body = { error?: string; details?: { field?: string; message: string }[] };
@@ -183,6 +184,12 @@ describe('GET /media/render of a PDF page', () => {
       const answer = await render(key, { w: 160, format: 'webp' });
       expect([file, answer.res.status]).toEqual([file, status]);
     }
+    // A decompression bomb behind damage (an object stream inflating to 256 MB).
+    const bomb = await org.upload(bombBehindDamage(256 * 1024 * 1024), 'bomb.pdf');
+    const started = Date.now();
+    const answer = await render(bomb, { w: 160, format: 'webp' });
+    expect([200, 422]).toContain(answer.res.status);
+    expect(Date.now() - started).toBeLessThan(10_000);
   });
 });
 
