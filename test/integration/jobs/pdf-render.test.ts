@@ -98,6 +98,7 @@ describe('GET /media/render of a PDF page', () => {
     // The record carries the page count (an extra field).
     await eventually(async () => {
       const rec = await get(`${api.url}/media/record?media=${book}`, org.auth);
+      expectMatchesSpec('GET', '/media/record', rec.res.status, rec.body, rec.res.headers);
       expect((rec.body as { data?: { pages?: number } } | undefined)?.data?.pages).toBe(4);
     });
   });
