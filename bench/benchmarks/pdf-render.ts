@@ -2,7 +2,9 @@
  * PDF pages as images: page 1 of a 100-page PDF to a 400 px WebP, a first
  * render each time (a new variant: the quality changes), through the API,
  * the queue and one worker process, beside the same rasterizer in-process
- * (the image adapter: PDFium on its thread, then sharp), alternating.
+ * (the image adapter: PDFium on its thread, then sharp), and beside the same
+ * with the worker's storage read and write around it (the render benchmark's
+ * peer process), alternating.
  */
 import { PDFDocument } from 'pdf-lib';
 import { readFileSync } from 'node:fs';
@@ -12,6 +14,7 @@ import type { RenderOptions } from '../../shared/media/render-options';
 import { ImageAdapter } from '../../worker/image/image.adapter';
 import { configureSharp } from '../../worker/image/sharp';
 import { CORPUS, type Benchmark } from '../lib/benchmark';
+import { Peer } from '../lib/peer';
 import { target, type BenchmarkResult, type Table } from '../lib/report';
 import { percentile, stat } from '../lib/stats';
 import { ONE_JOB_EACH } from './convert';
@@ -74,12 +77,17 @@ export const pdfRender: Benchmark = {
       await adapter.render(pdf, options(q));
       return performance.now() - started;
     };
+    const peer = await Peer.start(stack.env);
+    const withStorage = async (q: number) =>
+      (await peer.call({ op: 'render', key, options: options(q) })).ms;
     try {
       // Warm both (PDFium's load on a thread, sharp's first WebP, the worker's first job).
       await viaApi(99);
       await inProcess(99);
+      await withStorage(99);
       const api: number[] = [];
       const local: number[] = [];
+      const stored: number[] = [];
       for (let i = 0; i < samples; i++) {
         if (i % 10 === 0) ctx.log(`pdf-render: ${i}/${samples}`);
         // A distinct quality per sample: every API request is a first render (a job).
@@ -87,13 +95,16 @@ export const pdfRender: Benchmark = {
         if (i % 2) {
           api.push(await viaApi(q));
           local.push(await inProcess(q));
+          stored.push(await withStorage(q));
         } else {
+          stored.push(await withStorage(q));
           local.push(await inProcess(q));
           api.push(await viaApi(q));
         }
       }
       const p = (xs: number[], n: number) => percentile(xs, n);
       const ratio = p(local, 95) / p(api, 95);
+      const storedRatio = p(stored, 95) / p(api, 95);
       const table: Table = {
         columns: [
           { key: 'where', label: 'page 1 → 400 px WebP' },
@@ -105,6 +116,11 @@ export const pdfRender: Benchmark = {
             where: 'through the API (first render, 1 worker)',
             p50: stat([p(api, 50)]),
             p95: stat([p(api, 95)]),
+          },
+          {
+            where: 'in-process with storage: S3 read + render + S3 write (a peer process)',
+            p50: stat([p(stored, 50)]),
+            p95: stat([p(stored, 95)]),
           },
           {
             where: 'the same rasterizer in-process',
@@ -124,10 +140,21 @@ quality so that every request is a first render (a job on one worker
 process: the source read from storage, PDFium on the worker's PDF thread,
 sharp, the variant written and recorded). Alternating with it, the same
 render in the benchmark's own process through the worker's image adapter
-(PDFium on a thread, sharp). The ratio is in-process p95 ÷ API p95.`,
+(PDFium on a thread, sharp), and the same render with the worker's storage
+around it in a process started like a worker (the render benchmark's peer:
+the source read from S3, rendered, the variant written to S3). The ratios
+are in-process p95 ÷ API p95.`,
         tables: [table],
         charts: [],
         targets: [
+          target(
+            'in-process with storage p95 ÷ API p95, first render of a PDF page',
+            stat([storedRatio]),
+            '>=',
+            0.9,
+            '',
+            { digits: 3 },
+          ),
           target(
             'in-process p95 ÷ API p95, first render of a PDF page',
             stat([ratio]),
@@ -142,6 +169,7 @@ render in the benchmark's own process through the worker's image adapter
       };
     } finally {
       await adapter.close();
+      await peer.stop();
     }
   },
 };
