@@ -32,7 +32,7 @@ export interface ImageOps {
   readPdfInfo(
     input: Buffer,
     time: { signal?: AbortSignal; timeoutMs?: number },
-  ): Promise<{ pages: number | null }>;
+  ): Promise<{ pages: number }>;
   convert(
     input: Buffer,
     format: JobPayloads['image.convert']['format'],

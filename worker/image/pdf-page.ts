@@ -120,28 +120,43 @@ export async function renderPdfPage(
   }
 }
 
-/** What `GET /media/metadata` answers of a PDF (PDF info, as PDFium reads it). */
+/**
+ * What `GET /media/metadata` answers of a PDF: the fields an image's metadata
+ * has, as libvips reports a PDF (page 1 at 72 dpi: its size in points, sRGB,
+ * 8 bits), so a client of the image metadata reads it unchanged, plus the
+ * PDF's own (page sizes, version, encryption, document information), each
+ * present when the PDF has it.
+ */
 export interface PdfInfo {
   format: 'pdf';
+  mediaType: 'application/pdf';
   /** Bytes of the file. */
   size: number;
-  /** From the header (`%PDF-1.7`), or PDFium's reading of it; null when neither says. */
-  version: string | null;
-  /** A security handler is present (a user password, or permissions only). */
-  encrypted: boolean;
-  /** Null when the PDF cannot be opened without a password. */
-  pages: number | null;
+  /** Page 1, in points (pixels at 72 dpi), as displayed. */
+  width: number;
+  height: number;
+  space: 'srgb';
+  channels: 3;
+  depth: 'uchar';
+  density: 72;
+  isProgressive: false;
+  hasProfile: false;
+  hasAlpha: false;
+  pages: number;
   /** Each page's size in points (1/72 in), after its /Rotate; at most `PDF_INFO_MAX_PAGE_SIZES`. */
   pageSizes: { width: number; height: number }[];
-  /** Document information (null when absent or unreadable). */
-  title: string | null;
-  author: string | null;
-  subject: string | null;
-  keywords: string | null;
-  creator: string | null;
-  producer: string | null;
-  creationDate: string | null;
-  modDate: string | null;
+  /** A security handler is present (permissions only: one that needs a password is a 422). */
+  encrypted: boolean;
+  /** From the header (`%PDF-1.7`), or PDFium's reading of it. */
+  pdfVersion?: string;
+  title?: string;
+  author?: string;
+  subject?: string;
+  keywords?: string;
+  creator?: string;
+  producer?: string;
+  creationDate?: string;
+  modDate?: string;
 }
 
 /** Page sizes listed at most (a PDF of more pages lists its first ones). */
@@ -174,54 +189,65 @@ function headerVersion(input: Uint8Array): string | null {
   return /%PDF-(\d\.\d)/.exec(head.toString('latin1'))?.[1] ?? null;
 }
 
-/** Reads a PDF's info (see `PdfInfo`). An unreadable PDF is a 422; an encrypted one answers what is known. */
+/** Reads a PDF's info (see `PdfInfo`): 422 ENCRYPTED_PDF when it needs a password, 422 UNREADABLE_MEDIA when PDFium cannot read it. */
 export async function readPdfInfo(input: Uint8Array): Promise<PdfInfo> {
   const lib = await pdfium();
-  const base: PdfInfo = {
-    format: 'pdf',
-    size: input.byteLength,
-    version: headerVersion(input),
-    encrypted: false,
-    pages: null,
-    pageSizes: [],
-    title: null,
-    author: null,
-    subject: null,
-    keywords: null,
-    creator: null,
-    producer: null,
-    creationDate: null,
-    modDate: null,
-  };
   let doc: Awaited<ReturnType<PDFiumLibrary['loadDocument']>>;
   try {
     doc = await lib.loadDocument(input);
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
-    if (/password|security/i.test(message)) return { ...base, encrypted: true };
+    if (/password|security/i.test(message)) {
+      throw Errors.encryptedPdf('The PDF is encrypted or password-protected: it cannot be read', [
+        { field: 'mediaKey', message: 'encrypted' },
+      ]);
+    }
     throw Errors.unreadable(`The PDF cannot be read: ${message}`, [{ message }]);
   }
   const m = (lib as unknown as { module: PdfiumModule }).module;
   const handle = (doc as unknown as { documentIdx: number }).documentIdx;
   const scratch = m.wasmExports.malloc(64 * 1024);
   try {
-    const info = { ...base };
-    info.encrypted = m._FPDF_GetSecurityHandlerRevision(handle) !== -1;
     const view = () => new DataView(m.HEAPU8.buffer);
-    if (m._FPDF_GetFileVersion(handle, scratch)) {
+    let version = headerVersion(input);
+    if (version === null && m._FPDF_GetFileVersion(handle, scratch)) {
       const v = view().getInt32(scratch, true);
-      if (v >= 10 && v < 100) info.version ??= `${Math.floor(v / 10)}.${v % 10}`;
+      if (v >= 10 && v < 100) version = `${Math.floor(v / 10)}.${v % 10}`;
     }
     const pages = doc.getPageCount();
-    info.pages = pages;
+    if (pages < 1) throw Errors.unreadable('The PDF has no pages', [{ message: 'no pages' }]);
+    const pageSizes: PdfInfo['pageSizes'] = [];
+    const round = (x: number) => Math.round(x * 100) / 100;
     for (let i = 0; i < Math.min(pages, PDF_INFO_MAX_PAGE_SIZES); i++) {
-      if (!m._FPDF_GetPageSizeByIndexF(handle, i, scratch)) continue;
-      const round = (x: number) => Math.round(x * 100) / 100;
-      info.pageSizes.push({
-        width: round(view().getFloat32(scratch, true)),
-        height: round(view().getFloat32(scratch + 4, true)),
-      });
+      const ok = m._FPDF_GetPageSizeByIndexF(handle, i, scratch);
+      pageSizes.push(
+        ok
+          ? {
+              width: round(view().getFloat32(scratch, true)),
+              height: round(view().getFloat32(scratch + 4, true)),
+            }
+          : { width: 0, height: 0 },
+      );
     }
+    const first = pageSizes[0]!;
+    const info: PdfInfo = {
+      format: 'pdf',
+      mediaType: 'application/pdf',
+      size: input.byteLength,
+      width: Math.max(1, Math.round(first.width)),
+      height: Math.max(1, Math.round(first.height)),
+      space: 'srgb',
+      channels: 3,
+      depth: 'uchar',
+      density: 72,
+      isProgressive: false,
+      hasProfile: false,
+      hasAlpha: false,
+      pages,
+      pageSizes,
+      encrypted: m._FPDF_GetSecurityHandlerRevision(handle) !== -1,
+      ...(version === null ? {} : { pdfVersion: version }),
+    };
     for (const [field, tag] of INFO_TAGS) {
       const tagBytes = Buffer.from(`${tag}\0`, 'latin1');
       m.HEAPU8.set(tagBytes, scratch);

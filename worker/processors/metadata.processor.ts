@@ -27,7 +27,7 @@ export const metadataProcessor: Processor<
         signal: job.signal,
         timeoutMs: job.remainingMs(),
       });
-      if (info.pages !== null && record.pages === undefined) {
+      if (record.pages === undefined) {
         await ctx.media
           .setPages(organizationId, record.key, info.pages)
           .catch((err: unknown) => job.log.warn({ err }, 'could not record the PDF’s page count'));

@@ -113,7 +113,7 @@ describe('upload stores damaged and encrypted files as they are', () => {
 
 /** What metadata answers of each damaged PDF (PDFium reads it in the job). */
 const PDF_METADATA: Record<string, number> = {
-  'pdfs/libreoffice-writer-password.pdf': 200, // encrypted: true, pages null
+  'pdfs/libreoffice-writer-password.pdf': 422, // ENCRYPTED_PDF: it needs a password
   'pdfs/unreadablemetadata.pdf': 422, // PDFium does not rebuild its cross-reference table
   'pdfs/truncated-pdflatex-4-pages.pdf': 422,
 };
@@ -125,7 +125,8 @@ describe('metadata reads PDFs, convert takes images only', () => {
       const { key } = stored.get(file)!;
       const meta = await call('GET', `/media/metadata?mediaKey=${encodeURIComponent(key)}`);
       expect(meta.status).toBe(PDF_METADATA[file]);
-      if (meta.status === 422) expect(meta.body.error).toBe('UNREADABLE_MEDIA');
+      const code = file.includes('password') ? 'ENCRYPTED_PDF' : 'UNREADABLE_MEDIA';
+      expect(meta.body.error).toBe(code);
       const convert = await call('POST', '/media/convert', { mediaKey: key, format: 'png' });
       expect([convert.status, convert.body.error]).toEqual([415, 'UNSUPPORTED_MEDIA_TYPE']);
     },

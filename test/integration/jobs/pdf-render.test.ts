@@ -214,22 +214,26 @@ describe('GET /media/metadata of a PDF', () => {
     return { status: res.status, body: JSON.parse(text) as { data: Record<string, unknown> } };
   }
 
-  it('answers pages, page sizes, producer, version and encryption, and keeps pages on the record', async () => {
+  it('answers an image’s fields (page 1 at 72 dpi), pages, page sizes, producer and version, and keeps pages on the record', async () => {
     const rotated = await org.upload(corpusFile('pdfs/habibi-rotated.pdf'), 'rotated.pdf');
     const { status, body } = await metadata(book);
     expect(status).toBe(200);
     expect(body.data).toMatchObject({
       format: 'pdf',
-      version: '1.5',
+      width: 595,
+      height: 842,
+      density: 72,
+      pdfVersion: '1.5',
       encrypted: false,
       pages: 4,
       producer: 'pdfTeX-1.40.23',
       creator: 'TeX',
-      title: null,
     });
+    expect(body.data).not.toHaveProperty('title');
     expect(body.data.pageSizes).toEqual(Array(4).fill({ width: 595.28, height: 841.89 }));
     // A rotated page's size is as displayed.
     const turned = await metadata(rotated);
+    expect(turned.body.data).toMatchObject({ width: 842, height: 595 });
     expect((turned.body.data.pageSizes as unknown[])[0]).toEqual({ width: 841.89, height: 595.28 });
     await eventually(async () => {
       const rec = await get(`${api.url}/media/record?media=${rotated}`, org.auth);
@@ -237,14 +241,16 @@ describe('GET /media/metadata of a PDF', () => {
     });
   });
 
-  it('says an encrypted PDF is encrypted (its pages unknown), and refuses a truncated one (422)', async () => {
+  it('refuses a PDF that needs a password (422 ENCRYPTED_PDF) and a truncated one (422)', async () => {
     const locked = await org.upload(
       corpusFile('pdfs/libreoffice-writer-password.pdf'),
       'password.pdf',
     );
-    const { status, body } = await metadata(locked);
-    expect(status).toBe(200);
-    expect(body.data).toMatchObject({ format: 'pdf', encrypted: true, pages: null, pageSizes: [] });
+    const refused = await metadata(locked);
+    expect([refused.status, (refused.body as { error?: string }).error]).toEqual([
+      422,
+      'ENCRYPTED_PDF',
+    ]);
     const cut = await org.upload(corpusFile('pdfs/truncated-pdflatex-4-pages.pdf'), 'cut.pdf');
     expect((await metadata(cut)).status).toBe(422);
   });
