@@ -21,6 +21,7 @@ import { heic } from './benchmarks/heic';
 import { manage } from './benchmarks/manage';
 import { merge } from './benchmarks/merge';
 import { metadata } from './benchmarks/metadata';
+import { pdfRender } from './benchmarks/pdf-render';
 import { queue } from './benchmarks/queue';
 import { render } from './benchmarks/render';
 import { scaling } from './benchmarks/scaling';
@@ -47,6 +48,7 @@ export const BENCHMARKS: Benchmark[] = [
   scaling,
   manage,
   render,
+  pdfRender,
   heic,
   tenancy,
   webhooks,
@@ -86,6 +88,7 @@ const RUN_ORDER = [
   'metadata',
   'convert',
   'render',
+  'pdf-render',
   'merge',
   'scaling',
   'heic',

@@ -21,12 +21,14 @@ export function createAdapters(
     maxOutputPixels: config.limits.maxOutputPixels,
     // One decoding thread per image job that can run at once.
     heicThreads: config.worker.concurrency.image,
+    maxPagePixels: config.render.maxWidth * config.render.maxHeight,
   });
   return {
     close: () => images.close(),
     heicThreads: () => images.heicThreads,
     images: {
       readMetadata: async (input) => ({ ...(await images.readMetadata(input)) }),
+      readPdfInfo: (input, time) => images.readPdfInfo(input, time),
       convert: async (input, format, options) => {
         const out = await images.convert(input, format, options);
         return { data: out.data, mime: out.mime, ext: out.ext };

@@ -33,6 +33,11 @@ import { ScanService } from './services/scan.service';
 /** Image work (over sharp): what the image processors need. */
 export interface ImageOps {
   readMetadata(input: Buffer): Promise<Record<string, unknown>>;
+  /** A PDF's information (format `pdf`, pages, page sizes, title, author, producer...). */
+  readPdfInfo(
+    input: Buffer,
+    time: { signal?: AbortSignal; timeoutMs?: number },
+  ): Promise<{ pages: number }>;
   convert(
     input: Buffer,
     format: JobPayloads['image.convert']['format'],
@@ -43,7 +48,7 @@ export interface ImageOps {
     input: Buffer,
     options: RenderOptions,
     time: { signal?: AbortSignal; timeoutMs?: number },
-  ): Promise<{ data: Buffer; mime: string; width: number; height: number }>;
+  ): Promise<{ data: Buffer; mime: string; width: number; height: number; pages?: number }>;
 }
 
 /** PDF work (over pdf-lib and qpdf): what the merge processor needs. */

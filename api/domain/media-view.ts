@@ -1,6 +1,7 @@
 /**
  * The media record as the API shows it: every field of the interface's media
- * record (docs/api.md, "Records"), plus `bytes` and `checksum`.
+ * record (docs/api.md, "Records"), plus `bytes` and `checksum` (and a PDF's
+ * `pages`, once known).
  * `folderId` is shown only where the interface lists it (base64 upload,
  * convert, merge-pdfs; and the listing and record reads), never in the
  * answers of upload and upload/multiple; always an integer: a file in no
@@ -24,6 +25,8 @@ export interface MediaView {
   size: number;
   bytes: number;
   checksum: string;
+  /** A PDF's page count, once the worker has read it (an extra field). */
+  pages?: number;
   metaData: RequestOrigin;
   /** pending, clean, infected or unscanned; absent when the file was stored while scanning was off. */
   scanStatus?: ScanStatus;
@@ -61,6 +64,7 @@ export function toMediaView(
     size: Math.round((record.bytes / 1024) * 100) / 100,
     bytes: record.bytes,
     checksum: record.checksum,
+    ...(record.pages !== undefined ? { pages: record.pages } : {}),
     metaData: { ipAddress: record.metaData.ipAddress, userAgent: record.metaData.userAgent },
     ...(record.scanStatus ? { scanStatus: record.scanStatus } : {}),
     createdAt: record.createdAt.toISOString(),

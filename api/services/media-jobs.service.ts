@@ -15,7 +15,7 @@ import type { JobPayloads } from '@shared/jobs';
 import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
 import { scanRefusal, type ScanSettings } from '@shared/scan/scan';
-import { isRenderableType } from '@shared/media/formats';
+import { formatOfMime, isRenderableType } from '@shared/media/formats';
 import { convertIsHeavy, mergeIsHeavy } from '@shared/media/work';
 import type { Caller } from '../domain/caller';
 import type { StreamedForm } from '../domain/streamed-form';
@@ -60,7 +60,7 @@ export class MediaJobsService {
   ) {}
 
   async metadata(caller: Caller, input: { key: string }): Promise<JobAnswer> {
-    const record = await this.imageRecord(caller.organization, input.key);
+    const record = await this.imageRecord(caller.organization, input.key, { pdf: true });
     return this.deps.jobs.submit(caller, { name: 'image.metadata', payload: { key: record.key } });
   }
 
@@ -177,12 +177,17 @@ export class MediaJobsService {
     );
   }
 
-  /** The record of an image key of this organization (404 unknown, 415 not an image). */
-  private async imageRecord(org: Organization, key: string): Promise<MediaRecord> {
+  /** The record of an image key (or `pdf`: a PDF's) of this organization (404 unknown, 415 not an image). */
+  private async imageRecord(
+    org: Organization,
+    key: string,
+    accept: { pdf?: boolean } = {},
+  ): Promise<MediaRecord> {
     const record = await this.deps.media.findByKey(org.id, key);
     if (!record) throw Errors.mediaNotFound(key);
     const refusal = scanRefusal(this.deps.scan, org, record);
     if (refusal) throw refusal;
+    if (accept.pdf && formatOfMime(record.mimetype)?.kind === 'pdf') return record;
     if (!isRenderableType(record.mimetype)) {
       throw Errors.unsupportedType(`"${key}" is ${record.mimetype}, not an image`);
     }

@@ -25,7 +25,7 @@ import { scanRefusal, type ScanSettings } from '@shared/scan/scan';
 import type { Config } from '@shared/config';
 import { Errors, isAppError, type ErrorDetail } from '@shared/errors';
 import { derivedUuid, newJobId, type StoredVariant } from '@shared/jobs';
-import { isRenderableType, type OutputPixelLimits } from '@shared/media/formats';
+import { formatOfMime, isRenderableType, type OutputPixelLimits } from '@shared/media/formats';
 import {
   negotiateFormat,
   normalizeRenderOptions,
@@ -110,7 +110,9 @@ export class RenderService {
     caller: Pick<Caller, 'organization' | 'requestId' | 'signedUntil'>,
     input: RenderInput,
   ): Promise<Rendered> {
-    const { options, negotiated } = this.options(input, caller.signedUntil !== undefined);
+    const asked = this.options(input, caller.signedUntil !== undefined);
+    const negotiated = asked.negotiated;
+    const options = withPage(asked.options, input.key);
     const { organization, requestId } = caller;
     try {
       return await this.variant(organization, input.key, options, negotiated, requestId);
@@ -138,8 +140,8 @@ export class RenderService {
     const { record } = found;
     const refusal = this.deps.scan && scanRefusal(this.deps.scan, organization, record);
     if (refusal) throw refusal;
-    if (!isRenderableType(record.mimetype)) {
-      throw Errors.unsupportedType(`"${key}" is ${record.mimetype}, not an image`);
+    if (!isRenderableSource(record.mimetype)) {
+      throw Errors.unsupportedType(`"${key}" is ${record.mimetype}, not an image or a PDF`);
     }
     if (found.variant) return { record, variant: found.variant, negotiated, rendered: false };
     const max = this.deps.settings.maxVariants;
@@ -252,6 +254,23 @@ export class RenderService {
     if (resolved.problems.length > 0) throw Errors.validation(resolved.problems);
     return { options, negotiated };
   }
+}
+
+/** Whether renders read a stored record of this type: an image, or a PDF (one page). */
+export function isRenderableSource(mime: string): boolean {
+  return isRenderableType(mime) || formatOfMime(mime)?.kind === 'pdf';
+}
+
+/**
+ * The options with the page of a PDF source, known from its key (a PDF's key
+ * ends in `.pdf`, the extension of the type read from its bytes): page 1 when
+ * none is asked, so `page=1` and no page name the same variant. A page asked
+ * of an image is a 400.
+ */
+export function withPage(options: RenderOptions, key: string): RenderOptions {
+  if (key.toLowerCase().endsWith('.pdf')) return { ...options, page: options.page ?? 1 };
+  if (options.page === undefined) return options;
+  throw Errors.validation([{ field: 'page', message: 'page is for PDF sources only' }]);
 }
 
 /** The worker's refusal of an output over its format's pixel bound. */

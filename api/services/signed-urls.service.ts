@@ -6,7 +6,6 @@
  */
 import type { Config } from '@shared/config';
 import { Errors } from '@shared/errors';
-import { isRenderableType } from '@shared/media/formats';
 import { RENDER_PARAM_NAMES, type RenderParamName } from '@shared/media/render-params';
 import type { MediaRepository } from '@shared/repositories/media.repository';
 import type {
@@ -14,7 +13,7 @@ import type {
   OrganizationsRepository,
 } from '@shared/repositories/organizations.repository';
 import type { Caller } from '../domain/caller';
-import type { RenderService } from './render.service';
+import { isRenderableSource, type RenderService } from './render.service';
 import { checkSignature, EXPIRES_PARAM, ORG_PARAM, signedQuery } from '../domain/url-signature';
 
 export type Disposition = 'inline' | 'attachment';
@@ -99,9 +98,9 @@ export class SignedUrlService {
       if (!record) throw Errors.mediaNotFound(key);
       // Quarantined files are never signed; the scan policy is applied when the URL is used.
       if (record.scanStatus === 'infected') throw Errors.fileInfected(key);
-      if (request.render && !isRenderableType(record.mimetype)) {
+      if (request.render && !isRenderableSource(record.mimetype)) {
         throw Errors.unsupportedType(
-          `"${key}" is ${record.mimetype}, not an image: it has no renders`,
+          `"${key}" is ${record.mimetype}, not an image or a PDF: it has no renders`,
         );
       }
     }

@@ -107,6 +107,8 @@ export interface MediaDoc {
   scanSignature?: string;
   /** Renders stored beside the file (GET /media/render); absent until the first. */
   variants?: VariantDoc[];
+  /** A PDF's page count, set by the worker when it first reads the PDF (a render, its metadata). */
+  pages?: number;
   /**
    * Events of changes to it (`media.created` with the insert, `media.deleted`
    * with the delete's mark), waiting to be promoted to the events collection.
@@ -364,6 +366,7 @@ const mediaSchema = new Schema<MediaDoc>(
       default: undefined,
     },
     pendingEvents: { type: [pendingEventSchema], default: undefined },
+    pages: { type: Number, required: false },
   },
   options,
 );

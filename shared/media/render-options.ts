@@ -44,6 +44,8 @@ export interface RenderOptions {
   quality: number | null;
   /** Keep EXIF/XMP/IPTC/ICC (GPS included); stripped by default. */
   keepMetadata: boolean;
+  /** The page of a PDF source, 1-based (always set for a PDF, absent for an image). */
+  page?: number;
 }
 
 /** An allowed size (RENDER_SIZES entry `<w>x<h>`, either side may be empty). */
@@ -59,6 +61,7 @@ export function normalizeRenderOptions(input: {
   format: ConvertFormat;
   quality: number | null;
   keepMetadata: boolean;
+  page?: number | undefined;
 }): RenderOptions {
   const bothSides = input.width !== null && input.height !== null;
   const ownsQuality = Object.hasOwn(DEFAULT_QUALITY, input.format);
@@ -71,6 +74,7 @@ export function normalizeRenderOptions(input: {
     format: input.format,
     quality,
     keepMetadata: input.keepMetadata,
+    ...(input.page !== undefined ? { page: input.page } : {}),
   };
 }
 
@@ -88,8 +92,13 @@ export function fixedRenderSize(
     : null;
 }
 
-/** The options' canonical text (versioned: a change of meaning gets new hashes). */
+/**
+ * The options' canonical text (versioned: a change of meaning gets new
+ * hashes). A PDF page's number comes last, so an image's text (no page) is
+ * what it was before pages existed.
+ */
 export function canonicalRenderOptions(o: RenderOptions): string {
+  const page = o.page === undefined ? [] : [`p=${o.page}`];
   return [
     'v1',
     `w=${o.width ?? ''}`,
@@ -98,6 +107,7 @@ export function canonicalRenderOptions(o: RenderOptions): string {
     `f=${o.format}`,
     `q=${o.quality ?? ''}`,
     `m=${o.keepMetadata ? 'keep' : 'strip'}`,
+    ...page,
   ].join(';');
 }
 

@@ -33,12 +33,21 @@ import {
 } from './render-options';
 
 /** The parameters' names, in the order a signed URL writes them. */
-export const RENDER_PARAM_NAMES = ['preset', 'w', 'h', 'fit', 'format', 'q', 'metadata'] as const;
+export const RENDER_PARAM_NAMES = [
+  'preset',
+  'w',
+  'h',
+  'fit',
+  'format',
+  'q',
+  'metadata',
+  'page',
+] as const;
 export type RenderParamName = (typeof RENDER_PARAM_NAMES)[number];
 
-/** The names a preset may set: every parameter but `preset`. */
+/** The names a preset may set: every parameter but `preset` and `page` (a page is the source's). */
 export const PRESET_PARAM_NAMES = RENDER_PARAM_NAMES.filter(
-  (n): n is Exclude<RenderParamName, 'preset'> => n !== 'preset',
+  (n): n is Exclude<RenderParamName, 'preset' | 'page'> => n !== 'preset' && n !== 'page',
 );
 
 /** Parameters as a client writes them: each absent, a string, or (JSON) a number. */
@@ -57,6 +66,8 @@ export interface RenderPreset {
 /** Parameters as read: every value checked, nothing resolved yet. */
 export interface RenderParams extends RenderPreset {
   preset?: string | undefined;
+  /** The page of a PDF source, 1-based (a PDF's renders default to page 1). */
+  page?: number | undefined;
 }
 
 /** What the parameters are read against: the render maxima and the presets. */
@@ -121,6 +132,7 @@ interface ReadValues {
   format?: RenderFormat | undefined;
   q?: number | undefined;
   metadata?: (typeof METADATA)[number] | undefined;
+  page?: number | undefined;
 }
 
 /**
@@ -155,9 +167,10 @@ export function renderParamsSchema(
       .optional(),
     q: integer('q', 1, 100, 'quality').optional(),
     metadata: oneOf('metadata', METADATA).optional(),
+    page: integer('page', 1, undefined, 'pages').optional(),
   };
-  // Without presets (a preset's own options), `preset` is no parameter.
-  const schema = presets ? z.object(shape) : z.object(shape).omit({ preset: true });
+  // Without presets (a preset's own options), `preset` and `page` are no parameters.
+  const schema = presets ? z.object(shape) : z.object(shape).omit({ preset: true, page: true });
   return options.strict ? schema.strict() : schema;
 }
 
@@ -220,6 +233,7 @@ export function readRenderParams(
     format: v.format,
     quality: v.q,
     keepMetadata: v.metadata === undefined ? undefined : v.metadata === 'keep',
+    page: v.page,
   };
   // Only what was asked (a preset compares equal to the options it was written with).
   return {
@@ -312,6 +326,7 @@ export function resolveRenderOptions(
     format,
     quality: chosen.quality ?? null,
     keepMetadata: chosen.keepMetadata ?? false,
+    page: params.page,
   });
   return { options, negotiated, problems };
 }

@@ -47,6 +47,7 @@ export const toRecord = (doc: MediaDoc): MediaRecord => ({
   ...(doc.scanStatus ? { scanStatus: doc.scanStatus } : {}),
   ...(doc.quarantineKey ? { quarantineKey: doc.quarantineKey } : {}),
   ...(doc.scanSignature ? { scanSignature: doc.scanSignature } : {}),
+  ...(doc.pages !== undefined && doc.pages !== null ? { pages: doc.pages } : {}),
   createdAt: doc.createdAt,
   updatedAt: doc.updatedAt,
 });
@@ -222,6 +223,20 @@ export class MediaRepository {
   async variantBytesOf(id: number): Promise<number> {
     const doc = await db(() => this.models.Media.findOne({ id }, { variants: 1 }).lean().exec());
     return (doc?.variants ?? []).reduce((n, v) => n + v.bytes, 0);
+  }
+
+  /**
+   * Records a PDF's page count (once: the first reader sets it; the record's
+   * `updatedAt` does not change, as for variants).
+   */
+  async setPages(organizationId: number, key: string, pages: number): Promise<void> {
+    await db(() =>
+      this.models.Media.updateOne(
+        { organizationId, key, ...LIVE, pages: { $exists: false } },
+        { $set: { pages } },
+        { timestamps: false },
+      ).exec(),
+    );
   }
 
   /**

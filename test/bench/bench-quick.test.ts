@@ -29,6 +29,7 @@ const IDS = [
   'scaling',
   'manage',
   'render',
+  'pdf-render',
   'heic',
   'tenancy',
   'webhooks',
@@ -117,6 +118,7 @@ it('measures what each benchmark is about (positive rates, the targets the issue
     ['scaling', 'rate'],
     ['manage', 'p50'],
     ['render', 'ratio'],
+    ['pdf-render', 'p95'],
   ] as const) {
     const cells = stats(id, key);
     expect(cells.length).toBeGreaterThan(0);

@@ -14,7 +14,8 @@
  *  - 400 VALIDATION_FAILED: an unknown target format or a quality outside 1-100.
  *
  * Its parts: metadata (metadata.ts), conversion and the encoders (convert.ts),
- * renders: resized variants (render.ts),
+ * renders: resized variants (render.ts), of images and of PDF pages (PDFium
+ * on threads: pdf-page.ts, pdf-pool.ts),
  * HEIC decoding (heic.ts, on threads: heic-pool.ts) and the TIFF it hands sharp (tiff.ts), and sharp's
  * tuning and error mapping (sharp.ts).
  */
@@ -23,13 +24,16 @@ import type { RenderOptions } from '@shared/media/render-options';
 import { convertImage, type ConvertResult, type ImageBounds } from './convert';
 import { HeicThreadPool } from './heic-pool';
 import { readMetadata, type ImageMetadata } from './metadata';
-import { renderImage, type RenderResult } from './render';
+import type { PdfInfo } from './pdf-page';
+import { PdfThreadPool, readPdfInfoWithin } from './pdf-pool';
+import { renderImage, renderPdf, type RenderResult } from './render';
 import { ensureSharpConfigured, type TimeLimit } from './sharp';
 
 export type { ConvertResult } from './convert';
 export { FORMAT_EXT, FORMAT_MIME } from './encoders';
 export type { ImageMetadata } from './metadata';
 export type { RenderResult } from './render';
+export type { PdfInfo } from './pdf-page';
 export { configureSharp, type TimeLimit } from './sharp';
 
 export interface ImageAdapterOptions {
@@ -39,12 +43,16 @@ export interface ImageAdapterOptions {
   maxOutputPixels?: OutputPixelLimits;
   /** HEICs decoded at once, each on its own thread (the image queue's concurrency); default 1. */
   heicThreads?: number;
+  /** Most pixels of a PDF page's bitmap (RENDER_MAX_WIDTH × RENDER_MAX_HEIGHT); default 4096 × 4096. */
+  maxPagePixels?: number;
 }
 
 export class ImageAdapter {
   private readonly maxInputPixels: number;
   private readonly bounds: ImageBounds;
   private readonly heic: HeicThreadPool;
+  private readonly pdfs: PdfThreadPool;
+  private readonly maxPagePixels: number;
 
   constructor(options: ImageAdapterOptions) {
     if (!Number.isInteger(options.maxInputPixels) || options.maxInputPixels < 1) {
@@ -56,6 +64,9 @@ export class ImageAdapter {
       maxOutputPixels: options.maxOutputPixels ?? { gif: Infinity, avif: Infinity },
     };
     this.heic = new HeicThreadPool(options.heicThreads ?? 1);
+    // One rasterizing thread per image job that can run at once, as for HEIC.
+    this.pdfs = new PdfThreadPool(options.heicThreads ?? 1);
+    this.maxPagePixels = options.maxPagePixels ?? 4096 * 4096;
     ensureSharpConfigured();
   }
 
@@ -64,14 +75,24 @@ export class ImageAdapter {
     return this.heic.threadCount;
   }
 
-  /** Ends the HEIC decoding threads (a decode after this fails). */
-  close(): Promise<void> {
-    return this.heic.close();
+  /** PDF rasterizing threads running (started on the first PDF page rendered). */
+  get pdfThreads(): number {
+    return this.pdfs.threadCount;
+  }
+
+  /** Ends the HEIC decoding and PDF rasterizing threads (work after this fails). */
+  async close(): Promise<void> {
+    await Promise.all([this.heic.close(), this.pdfs.close()]);
   }
 
   /** What sharp reads from the image's header (no pixels are decoded). */
   readMetadata(input: Buffer): Promise<ImageMetadata> {
     return readMetadata(input, this.maxInputPixels);
+  }
+
+  /** A PDF's information (pages, sizes, title...; pdf-page.ts), read on the PDF threads. */
+  readPdfInfo(input: Buffer, time: TimeLimit = {}): Promise<PdfInfo> {
+    return readPdfInfoWithin(this.pdfs, input, time);
   }
 
   /**
@@ -90,6 +111,10 @@ export class ImageAdapter {
 
   /** Resizes and encodes a variant (GET /media/render); see render.ts. Stops as `convert` does. */
   render(input: Buffer, options: RenderOptions, time: TimeLimit = {}): Promise<RenderResult> {
+    if (options.page !== undefined) {
+      const bounds = { ...this.bounds, maxPagePixels: this.maxPagePixels };
+      return renderPdf(input, options, bounds, this.pdfs, time);
+    }
     return renderImage(input, options, this.bounds, this.heic, time);
   }
 }

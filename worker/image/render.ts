@@ -22,6 +22,7 @@ import { fixedRenderSize, type RenderOptions } from '@shared/media/render-option
 import type { ImageBounds } from './convert';
 import { ENCODERS, FORMAT_MIME } from './encoders';
 import { decodeHeicWithin, type HeicDecoder } from './heic-pool';
+import { renderPdfPageWithin, type PdfRasterizer } from './pdf-pool';
 import {
   decodeOptions,
   orientedSize,
@@ -38,6 +39,8 @@ export interface RenderResult {
   mime: string;
   width: number;
   height: number;
+  /** A PDF source's page count (read as its page was rendered). */
+  pages?: number;
 }
 
 /**
@@ -122,5 +125,60 @@ export async function renderImage(
     return { data, mime: FORMAT_MIME[options.format], width: info.width, height: info.height };
   } catch (err) {
     throw timeoutError(err, time) ?? (await sharpError(err, input, maxInputPixels));
+  }
+}
+
+/**
+ * Renders a page of a PDF (`options.page`, 1-based) as a variant: the page
+ * rasterized by PDFium on its threads at the scale the size asks for, its
+ * bitmap within `maxPagePixels` (pdf-page.ts), then resized and encoded by
+ * sharp as an image's render is. Stops when the job's time is up (the
+ * rasterizing thread ended, sharp's timeout).
+ */
+export async function renderPdf(
+  input: Buffer,
+  options: RenderOptions,
+  bounds: ImageBounds & { maxPagePixels: number },
+  pdfs: PdfRasterizer,
+  time: TimeLimit = {},
+): Promise<RenderResult> {
+  const request = {
+    page: options.page ?? 1,
+    target: { width: options.width, height: options.height, fit: options.fit },
+    maxPixels: bounds.maxPagePixels,
+  };
+  const page = await renderPdfPageWithin(pdfs, input, request, time);
+  const out = renderedSize(page, options);
+  const tooLarge = outputTooLarge(options.format, out.width, out.height, bounds.maxOutputPixels);
+  if (tooLarge) throw tooLarge;
+  time.signal?.throwIfAborted();
+  try {
+    const raw = { width: page.width, height: page.height, channels: 4 as const };
+    let image = sharp(page.rgba, { raw });
+    if (options.width !== null || options.height !== null) {
+      const alpha = outputOf(options.format).alpha ? 0 : 1;
+      image = image.resize({
+        width: options.width ?? undefined,
+        height: options.height ?? undefined,
+        fit: options.fit,
+        withoutEnlargement: true,
+        background: { r: 255, g: 255, b: 255, alpha },
+      });
+    }
+    // The page is opaque (rendered on white): no alpha channel in the variant.
+    image = image.removeAlpha();
+    const { data, info } = await withinTime(
+      ENCODERS[options.format](image, options.quality ?? undefined, out.width * out.height),
+      time,
+    ).toBuffer({ resolveWithObject: true });
+    return {
+      data,
+      mime: FORMAT_MIME[options.format],
+      width: info.width,
+      height: info.height,
+      pages: page.pages,
+    };
+  } catch (err) {
+    throw timeoutError(err, time) ?? err;
   }
 }

@@ -1,5 +1,8 @@
 /**
- * image.metadata: reads the image and reports what sharp reads from it. A
+ * image.metadata: reads the image and reports what sharp reads from it, or
+ * of a PDF its information as PDFium reads it (pages, page sizes, title,
+ * author, producer, encryption, version; the page count is kept on its
+ * record). A
  * result too large for Redis (a large XMP, EXIF or ICC block) is stored, within
  * its bounds, under the organization's `.results/` prefix and the job returns
  * a pointer to it (shared/job-result.ts, shared/stored-results.ts); the API
@@ -7,6 +10,7 @@
  */
 import { planResult } from '@shared/job-result';
 import { scanRefusal } from '@shared/scan/scan';
+import { formatOfMime } from '@shared/media/formats';
 import type { Processor } from '../registry';
 import { requireMedia, requireOrganization } from './inputs';
 
@@ -24,7 +28,22 @@ export const metadataProcessor: Processor<
       if (refusal) throw refusal;
     }
     const bytes = await ctx.results.read(record.key, ctx.limits.maxFileSize);
-    const metadata = await ctx.images.readMetadata(bytes);
+    const pdfInfo = async (input: Buffer) => {
+      const info = await ctx.images.readPdfInfo(input, {
+        signal: job.signal,
+        timeoutMs: job.remainingMs(),
+      });
+      if (record.pages === undefined) {
+        await ctx.media
+          .setPages(organizationId, record.key, info.pages)
+          .catch((err: unknown) => job.log.warn({ err }, 'could not record the PDF’s page count'));
+      }
+      return info;
+    };
+    const metadata =
+      formatOfMime(record.mimetype)?.kind === 'pdf'
+        ? await pdfInfo(bytes)
+        : await ctx.images.readMetadata(bytes);
     // Buffers (exif, iptc, xmp, icc) travel as { type: 'Buffer', data: [...] }: the documented form.
     const plan = planResult({ metadata });
     if ('inline' in plan) return plan.inline;

@@ -37,6 +37,7 @@ export const renderProcessor: Processor<
   | 'handoff'
   | 'organizations'
   | 'usage'
+  | 'media'
 > = {
   name: 'image.render',
   async process(job, ctx) {
@@ -66,6 +67,12 @@ export const renderProcessor: Processor<
       timeoutMs: job.remainingMs(),
     });
     const t2 = performance.now();
+    // A PDF's page count, read as its page was rendered: kept on its record (once).
+    if (output.pages !== undefined && found.record.pages === undefined) {
+      await ctx.media
+        .setPages(organizationId, key, output.pages)
+        .catch((err: unknown) => job.log.warn({ err }, 'could not record the PDF’s page count'));
+    }
     const variant: StoredVariant = {
       id,
       key: variantKey(key, options),

@@ -256,9 +256,10 @@ describe('POST /media/sign', () => {
     // Changed, it is refused before routing.
     const wider = await get(withParam(data.url!, 'w', '4000'));
     expect([wider.res.status, wider.json?.error]).toEqual([403, 'SIGNED_URL_INVALID']);
-    // A PDF has no renders.
-    const refused = await sign({ mediaKey: keys.pdf, render: { w: 100 } });
-    expect([refused.status, refused.body.error]).toEqual([415, 'UNSUPPORTED_MEDIA_TYPE']);
+    // A PDF's renders are of its pages (test/integration/jobs/pdf-render.test.ts).
+    const page = await sign({ mediaKey: keys.pdf, render: { w: 100, page: 2 } });
+    expect(page.status).toBe(200);
+    expect(new URL(page.data.url!).searchParams.get('page')).toBe('2');
   });
 });
 

@@ -139,10 +139,11 @@ describe('GET /media/metadata', () => {
     expect(viaJson.body.data.height).toBe(68);
   });
 
-  it('answers 415 for a PDF, 404 for an unknown key, 400 without a key', async () => {
+  it('answers a PDF’s information, 404 for an unknown key, 400 without a key', async () => {
+    // PDFs in full: test/integration/jobs/pdf-render.test.ts.
     const pdf = await org.upload('minimal-document.pdf', 'doc.pdf');
-    const r415 = await metadataOf(pdf);
-    expect([r415.status, r415.body.error]).toEqual([415, 'UNSUPPORTED_MEDIA_TYPE']);
+    const ofPdf = await metadataOf(pdf);
+    expect([ofPdf.status, ofPdf.body.data.format]).toEqual([200, 'pdf']);
     const r404 = await metadataOf('meta/nothing.jpg');
     expect([r404.status, r404.body.error]).toEqual([404, 'MEDIA_NOT_FOUND']);
     const res = await fetch(`${api.url}/media/metadata`, { headers: org.auth });

@@ -95,9 +95,10 @@ describe('the spec names the formats of the table', () => {
     expect(extensions).toEqual(Object.values(MEDIA_FORMATS).map((f) => f.ext));
   });
 
-  it("ImageMetadata.format: sharp's decoders of the table's images", () => {
+  it("ImageMetadata.format: sharp's decoders of the table's images, and pdf (PDFs' metadata)", () => {
     expect(schemaAt('/components/schemas/ImageMetadata/properties/format').enum).toEqual([
       ...IMAGE_DECODERS,
+      'pdf',
     ]);
   });
 });

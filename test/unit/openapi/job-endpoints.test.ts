@@ -60,6 +60,8 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
       'application/pdf',
       'http://127.0.0.1:9000/media/merged_1763795531408.pdf',
     ),
+    // Neither an image nor a PDF (a type an ACCEPTED_TYPES setting could have let in).
+    record(5, 'acme/notes-Hq3vN8sT1uYw.txt', 'text/plain', 'notes.txt'),
   ];
   const metadata = {
     format: 'jpeg',
@@ -223,7 +225,7 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
     outcome = { state: 'timeout' };
     expect((await metadataOf(records[0]!.key)).status).toBe(504);
     expect((await metadataOf('acme/none-ILm6DTZ4Wc-R.jpg')).status).toBe(404);
-    expect((await metadataOf(records[1]!.key)).status).toBe(415);
+    expect((await metadataOf(records[4]!.key)).status).toBe(415);
     expect((await call('GET', '/media/metadata', '/media/metadata')).status).toBe(400);
     outcome = { state: 'failed', error: fromJob(Errors.unreadable('damaged header')) };
     const failed = await metadataOf(records[0]!.key);
