@@ -20,6 +20,7 @@ export type ErrorCode =
   | 'METHOD_NOT_ALLOWED'
   | 'CONFLICT'
   | 'FOLDER_NOT_EMPTY'
+  | 'DUPLICATE'
   | 'IDEMPOTENCY_KEY_IN_USE'
   | 'IDEMPOTENCY_KEY_REUSED'
   | 'RANGE_NOT_SATISFIABLE'
@@ -207,6 +208,14 @@ export const Errors = {
       `Folder ${folderId} holds ${files} file${files === 1 ? '' : 's'}; delete them first, or delete with ?recursive=true`,
       undefined,
       { extra: { files } },
+    ),
+  /** An upload with `onDuplicate=reject` whose bytes the organization already stores (as `key`). */
+  duplicate: (name: string, key: string) =>
+    new AppError(
+      'DUPLICATE',
+      409,
+      `"${name}" has the same content as the stored file "${key}"`,
+      [{ name, key, message: `same content (SHA-256) as "${key}"` }],
     ),
   idempotencyKeyInUse: () =>
     new AppError(

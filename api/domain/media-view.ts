@@ -3,6 +3,8 @@
  * record (docs/api.md, "Records"), plus `bytes` and `checksum`.
  * `folderId` is shown only where the interface lists it (base64 upload,
  * convert, merge-pdfs), never in the answers of upload and upload/multiple.
+ * `thumbhash`, an image's placeholder, is an extra field, present once the
+ * worker has set it (worker/listeners/thumbhash.listener.ts).
  */
 import type { MediaRecord, RequestOrigin } from '@shared/repositories/media.repository';
 
@@ -20,6 +22,8 @@ export interface MediaView {
   bytes: number;
   checksum: string;
   metaData: RequestOrigin;
+  /** An image's ThumbHash (base64), once computed. */
+  thumbhash?: string;
   createdAt: string;
   updatedAt: string;
 }
@@ -54,6 +58,7 @@ export function toMediaView(
     bytes: record.bytes,
     checksum: record.checksum,
     metaData: { ipAddress: record.metaData.ipAddress, userAgent: record.metaData.userAgent },
+    ...(record.thumbhash ? { thumbhash: record.thumbhash } : {}),
     createdAt: record.createdAt.toISOString(),
     updatedAt: record.updatedAt.toISOString(),
   };

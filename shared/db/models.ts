@@ -86,6 +86,8 @@ export interface MediaDoc {
   deletingAt: Date | null;
   /** The job that produced this record (convert, merge), for idempotent retries. */
   jobId?: string;
+  /** An image's placeholder (ThumbHash, base64), set after the upload by a listener; absent until then. */
+  thumbhash?: string;
   /** Renders stored beside the file (GET /media/render); absent until the first. */
   variants?: VariantDoc[];
   /**
@@ -272,6 +274,7 @@ const mediaSchema = new Schema<MediaDoc>(
     deletingAt: { type: Date, default: null },
     // Absent (not null) unless a job made the record, so the sparse unique index skips it.
     jobId: { type: String, required: false },
+    thumbhash: { type: String, required: false },
     variants: {
       type: [
         new Schema<VariantDoc>(
@@ -302,6 +305,8 @@ mediaSchema.index({ organizationId: 1, mimetype: 1, id: -1 });
 mediaSchema.index({ organizationId: 1, name: 1, id: -1 });
 mediaSchema.index({ organizationId: 1, createdAt: -1, id: -1 });
 mediaSchema.index({ jobId: 1 }, { unique: true, sparse: true });
+// Duplicates of an upload (onDuplicate): the organization's records with the same bytes.
+mediaSchema.index({ organizationId: 1, checksum: 1 });
 // Deletes cut off half-way, for reconcile to finish (few at any time).
 mediaSchema.index({ deletingAt: 1 }, { sparse: true });
 

@@ -25,6 +25,7 @@ import { HeicThreadPool } from './heic-pool';
 import { readMetadata, type ImageMetadata } from './metadata';
 import { renderImage, type RenderResult } from './render';
 import { ensureSharpConfigured, type TimeLimit } from './sharp';
+import { thumbhashOf } from './thumbhash';
 
 export type { ConvertResult } from './convert';
 export { FORMAT_EXT, FORMAT_MIME } from './encoders';
@@ -91,5 +92,10 @@ export class ImageAdapter {
   /** Resizes and encodes a variant (GET /media/render); see render.ts. Stops as `convert` does. */
   render(input: Buffer, options: RenderOptions, time: TimeLimit = {}): Promise<RenderResult> {
     return renderImage(input, options, this.bounds, this.heic, time);
+  }
+
+  /** The image's placeholder (ThumbHash, base64) from a render within 100 × 100; see thumbhash.ts. */
+  thumbhash(input: Buffer, time: TimeLimit = {}): Promise<string> {
+    return thumbhashOf(input, (i, o, t) => this.render(i, o, t), time);
   }
 }

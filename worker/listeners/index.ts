@@ -4,5 +4,6 @@
  * docs/architecture.md, "Three changes, walked through".
  */
 import type { Listener } from './listener';
+import { thumbhashListener } from './thumbhash.listener';
 
-export const LISTENERS: readonly Listener[] = [];
+export const LISTENERS: readonly Listener[] = [thumbhashListener];
