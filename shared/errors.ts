@@ -211,12 +211,9 @@ export const Errors = {
     ),
   /** An upload with `onDuplicate=reject` whose bytes the organization already stores (as `key`). */
   duplicate: (name: string, key: string) =>
-    new AppError(
-      'DUPLICATE',
-      409,
-      `"${name}" has the same content as the stored file "${key}"`,
-      [{ name, key, message: `same content (SHA-256) as "${key}"` }],
-    ),
+    new AppError('DUPLICATE', 409, `"${name}" has the same content as the stored file "${key}"`, [
+      { name, key, message: `same content (SHA-256) as "${key}"` },
+    ]),
   idempotencyKeyInUse: () =>
     new AppError(
       'IDEMPOTENCY_KEY_IN_USE',
