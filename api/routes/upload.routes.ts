@@ -42,8 +42,6 @@ const uploadForm = (files: readonly [string, ...string[]], max: number, maxBytes
     names: 'first',
   });
 
-const sumBytes = (records: { bytes: number }[]) => records.reduce((n, r) => n + r.bytes, 0);
-
 export function uploadRoutes(deps: {
   uploads: UploadService;
   config: Config;
@@ -59,8 +57,9 @@ export function uploadRoutes(deps: {
     '/media/upload',
     { scope: 'write', cost: 5, query: duplicateQuery, form: uploadForm(['file'], 1, maxFileSize) },
     async ({ caller, form, query }, res) => {
-      const [record] = await uploads.uploadForm(caller, { form, ...query });
-      metrics.bytesStored('/media/upload', record!.bytes);
+      const { records, storedBytes } = await uploads.uploadForm(caller, { form, ...query });
+      const record = records[0];
+      metrics.bytesStored('/media/upload', storedBytes);
       // The interface shows no folderId in the answers of upload and upload/multiple.
       success(res, toMediaView(record!, views, { folderId: false }), 201);
     },
@@ -75,8 +74,8 @@ export function uploadRoutes(deps: {
       form: uploadForm(['files', 'files[]'], maxFiles, maxFileSize),
     },
     async ({ caller, form, query }, res) => {
-      const records = await uploads.uploadForm(caller, { form, ...query });
-      metrics.bytesStored('/media/upload/multiple', sumBytes(records));
+      const { records, storedBytes } = await uploads.uploadForm(caller, { form, ...query });
+      metrics.bytesStored('/media/upload/multiple', storedBytes);
       success(res, { media: records.map((r) => toMediaView(r, views, { folderId: false })) }, 201);
     },
   );
@@ -101,12 +100,15 @@ export function uploadRoutes(deps: {
           },
         ]);
       }
-      const record = await uploads.uploadDataUrl(caller, {
+      const {
+        records: [record],
+        storedBytes,
+      } = await uploads.uploadDataUrl(caller, {
         ...body,
         onDuplicate: query.onDuplicate ?? body.onDuplicate,
       });
-      metrics.bytesStored('/media/upload/base64', record.bytes);
-      success(res, toMediaView(record, views, { folderId: true }), 201);
+      metrics.bytesStored('/media/upload/base64', storedBytes);
+      success(res, toMediaView(record!, views, { folderId: true }), 201);
     },
   );
 

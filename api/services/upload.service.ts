@@ -17,6 +17,12 @@ import type { StreamedForm } from '../domain/streamed-form';
 import type { FolderSpec, FoldersService } from './folders.service';
 import type { IngestService, QuotaBudget, StoredObject } from './ingest.service';
 
+/** An upload's records, in the order sent, and the bytes it stored (none for a reused record). */
+export interface Uploaded {
+  records: MediaRecord[];
+  storedBytes: number;
+}
+
 /** What an upload does with bytes the organization already stores (a form field or the query). */
 export const ON_DUPLICATE: readonly OnDuplicate[] = ['allow', 'reject', 'reuse'];
 
@@ -63,7 +69,7 @@ export class UploadService {
    * everything committed. Anything that fails removes every object the
    * request stored.
    */
-  async uploadForm(caller: Caller, input: FormUpload): Promise<MediaRecord[]> {
+  async uploadForm(caller: Caller, input: FormUpload): Promise<Uploaded> {
     const org = caller.organization;
     const budget = await this.budgetOf(caller);
     const stored: StoredObject[] = [];
@@ -110,7 +116,7 @@ export class UploadService {
   }
 
   /** Stores a file sent as a base64 data URL; the type detected from the bytes wins over the declared one. */
-  async uploadDataUrl(caller: Caller, input: DataUrlUpload): Promise<MediaRecord> {
+  async uploadDataUrl(caller: Caller, input: DataUrlUpload): Promise<Uploaded> {
     const org = caller.organization;
     let dataUrl;
     try {
@@ -135,13 +141,12 @@ export class UploadService {
         input.mimetype ?? dataUrl.declaredType,
         await this.budgetOf(caller),
       );
-      const [record] = await this.commit(
+      return await this.commit(
         caller,
         [{ object, file }],
         folder,
         input.onDuplicate ?? this.deps.onDuplicate,
       );
-      return record!;
     } catch (err) {
       await this.deps.creation.abandon([file]);
       throw err;
@@ -160,13 +165,13 @@ export class UploadService {
     files: { object: StoredObject; file: NewFile }[],
     folder: Folder | null,
     onDuplicate: OnDuplicate,
-  ): Promise<MediaRecord[]> {
+  ): Promise<Uploaded> {
     const org = caller.organization;
     const placed: StoredObject[] = [];
     try {
       for (const { object } of files)
         placed.push(await this.deps.ingest.place(org, object, folder));
-      return await this.deps.creation.commit(
+      const records = await this.deps.creation.commit(
         org,
         placed.map((o, i) => ({
           file: files[i]!.file,
@@ -185,6 +190,10 @@ export class UploadService {
           onDuplicate,
         },
       );
+      // A reused record (onDuplicate=reuse) is not one of the ids this request took.
+      const taken = new Set(await Promise.all(files.map((f) => f.file.id)));
+      const storedBytes = records.filter((r) => taken.has(r.id)).reduce((n, r) => n + r.bytes, 0);
+      return { records, storedBytes };
     } catch (err) {
       await this.deps.ingest.discard([...files.map((f) => f.object), ...placed]);
       throw err;

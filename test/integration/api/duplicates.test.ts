@@ -49,6 +49,14 @@ async function post(
   return { status: res.status, body: parsed };
 }
 
+/** `media_bytes_stored_total` of an endpoint, as /metrics says. */
+async function storedBytes(endpoint: string): Promise<number> {
+  const text = await (await fetch(`${api.url}/metrics`)).text();
+  const line = `media_bytes_stored_total{endpoint="${endpoint}"} `;
+  const found = text.split('\n').find((l) => l.startsWith(line));
+  return found ? Number(found.slice(line.length)) : 0;
+}
+
 const dataUrl = (bytes: Buffer) => `data:image/jpeg;base64,${bytes.toString('base64')}`;
 
 /** The organization's objects, records and usage, as a user could check them. */
@@ -116,7 +124,9 @@ describe('onDuplicate on POST /media/upload', () => {
     await expectState(org, { keys: [first.key], bytes: bytes.length });
   });
 
-  it('reuse (form field): answers the stored record, no second object', async () => {
+  it('reuse (form field): answers the stored record, no second object, no bytes counted as stored', async () => {
+    const before = await storedBytes('/media/upload');
+    expect(before).toBeGreaterThanOrEqual(bytes.length); // the first upload's
     const res = await post(
       org,
       '/media/upload',
@@ -128,6 +138,7 @@ describe('onDuplicate on POST /media/upload', () => {
     expect(res.status).toBe(201);
     expect(res.body.data).toEqual(first);
     await expectState(org, { keys: [first.key], bytes: bytes.length });
+    expect(await storedBytes('/media/upload')).toBe(before);
   });
 
   it('reject/reuse of new bytes store them as usual', async () => {
