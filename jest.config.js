@@ -22,10 +22,12 @@ const common = {
     // loader cannot, so it is mapped to its entry file and SWC transpiles it and its
     // ESM dependencies (transformIgnorePatterns below).
     '^file-type$': '<rootDir>/node_modules/file-type/index.js',
+    // thumbhash is ESM-only too.
+    '^thumbhash$': '<rootDir>/node_modules/thumbhash/thumbhash.js',
   },
   testEnvironment: 'node',
   transformIgnorePatterns: [
-    '/node_modules/(?!(file-type|strtok3|token-types|peek-readable|@tokenizer|uint8array-extras|@borewit)/)',
+    '/node_modules/(?!(thumbhash|file-type|strtok3|token-types|peek-readable|@tokenizer|uint8array-extras|@borewit)/)',
   ],
   rootDir: __dirname,
 };

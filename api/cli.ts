@@ -16,6 +16,7 @@
  *   webhook:update --id <id> [--url <url>] [--events …] [--enabled true|false]
  *   webhook:delete --id <id>
  *   webhook:deliveries --id <id> [--limit <1-100>]
+ *   thumbhash:backfill [--org <slug>] [--limit <n>]
  */
 import { parseArgs } from 'node:util';
 import bytes from 'bytes';
@@ -35,6 +36,9 @@ import { EVENT_TYPES, type EventType } from '@shared/events/events';
 import { adoptDevState } from './dev-state';
 import { pushMetrics, reconcileMetrics } from './cli/reconcile-metrics';
 import { ReconcileService, type ReconcileReport } from './services/reconcile.service';
+import { ThumbhashBackfillService } from './services/thumbhash-backfill.service';
+// The worker's image adapter, as the placeholder listener uses it (sharp tuned in one place).
+import { configureSharp, ImageAdapter } from '../worker/image/image.adapter';
 
 class UsageError extends Error {}
 
@@ -415,6 +419,31 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
       return {
         deliveries: await webhooksOf(ctx).deliveries(await endpointOwner(ctx, id), id, { limit }),
       };
+    },
+  },
+  'thumbhash:backfill': {
+    usage: 'thumbhash:backfill [--org <slug>] [--limit <n>]',
+    run: async (ctx, args) => {
+      const o = options(args, { org: { type: 'string' }, limit: { type: 'string' } });
+      const limit = o.limit === undefined ? undefined : Number(o.limit);
+      if (limit !== undefined && !(Number.isInteger(limit) && limit > 0)) {
+        throw new UsageError(`--limit must be a positive integer (got "${o.limit}")`);
+      }
+      const organization = o.org ? await ctx.organizations.require(o.org) : null;
+      configureSharp();
+      const images = new ImageAdapter({ maxInputPixels: ctx.config.limits.maxInputPixels });
+      try {
+        return await withStorageAndQueues(ctx, ({ store }) =>
+          new ThumbhashBackfillService({
+            media: ctx.repositories.media,
+            store,
+            thumbhash: (input) => images.thumbhash(input),
+            maxBytes: ctx.config.limits.maxFileSize,
+          }).run({ organizationId: organization?.id ?? null, limit }),
+        );
+      } finally {
+        await images.close();
+      }
     },
   },
 };

@@ -277,6 +277,7 @@ export async function createApiContext(
         creation,
         usage,
         maxBase64Size: config.limits.maxBase64Size,
+        onDuplicate: config.limits.onDuplicate,
       }),
       mediaService: new MediaService({
         media,

@@ -21,6 +21,7 @@ export type ErrorCode =
   | 'CONFLICT'
   | 'FOLDER_NOT_EMPTY'
   | 'ROOT_FOLDER'
+  | 'DUPLICATE'
   | 'IDEMPOTENCY_KEY_IN_USE'
   | 'IDEMPOTENCY_KEY_REUSED'
   | 'RANGE_NOT_SATISFIABLE'
@@ -252,6 +253,11 @@ export const Errors = {
       409,
       `Folder ${folderId} is the organization's root folder (the files in no folder): it cannot be ${action}; GET /media/folders shows it as root, GET /media?folderId=${folderId} lists its files`,
     ),
+  /** An upload with `onDuplicate=reject` whose bytes the organization already stores (as `key`). */
+  duplicate: (name: string, key: string) =>
+    new AppError('DUPLICATE', 409, `"${name}" has the same content as the stored file "${key}"`, [
+      { name, key, message: `same content (SHA-256) as "${key}"` },
+    ]),
   idempotencyKeyInUse: () =>
     new AppError(
       'IDEMPOTENCY_KEY_IN_USE',

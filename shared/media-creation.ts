@@ -20,6 +20,13 @@
  * 3. On any failure the bookings are given back and the objects removed
  *    (`abandon` before a commit, `commit` itself after); no record without
  *    its object, no object without its record.
+ *
+ * Duplicates (an upload's `onDuplicate`): the checksum is known only once the
+ * bytes are stored, so `commit` looks for the organization's live records
+ * with the same SHA-256 first. `reject` throws 409 DUPLICATE and `reuse`
+ * answers the existing record in the file's place; either way the file's
+ * object is removed and its booking given back, so usage and objects stay
+ * as they were. Only the caller's organization is searched.
  */
 import { isDuplicateKey } from './db/errors';
 import { Errors } from './errors';
@@ -56,7 +63,12 @@ export interface FileRecord {
   checksum: string;
 }
 
+/** What an upload does when the organization already stores the same bytes. */
+export type OnDuplicate = 'allow' | 'reject' | 'reuse';
+
 export interface CommitOptions {
+  /** Default `allow` (a job's result is always recorded). */
+  onDuplicate?: OnDuplicate;
   folderId: number | null;
   origin: RequestOrigin;
   /** The API token of the request that made it (null for jobs queued before tokens were kept). */
@@ -121,8 +133,23 @@ export class MediaCreation {
   ): Promise<MediaRecord[]> {
     const bookings: Booking[] = [];
     let records: MediaRecord[] | undefined;
+    // The organization's records these files duplicate (by index), when the upload asked.
+    let existing = new Map<number, MediaRecord>();
+    let fresh = files;
     try {
-      for (const { file, record } of files) {
+      existing = await this.duplicatesOf(owner, files, options.onDuplicate ?? 'allow');
+      if (existing.size > 0) {
+        const [index, record] = [...existing][0]!;
+        if (options.onDuplicate === 'reject') {
+          throw Errors.duplicate(files[index]!.record.name, record.key);
+        }
+        // reuse: the duplicates' objects and bookings go; the others are recorded as usual.
+        const reused = files.filter((_, i) => existing.has(i));
+        fresh = files.filter((_, i) => !existing.has(i));
+        await Promise.all([this.abandon(reused.map((f) => f.file)), this.removeObjects(reused)]);
+        if (fresh.length === 0) return files.map((_, i) => existing.get(i)!);
+      }
+      for (const { file, record } of fresh) {
         if (!file.booking) file.book(record.bytes);
         const booked = await file.booking!;
         if (booked === null) throw Errors.quotaExceeded(owner.quotaBytes ?? 0);
@@ -135,7 +162,7 @@ export class MediaCreation {
       options.signal?.throwIfAborted();
       const at = new Date();
       records = await this.deps.media.insertAll(
-        files.map(({ record }, i) => ({
+        fresh.map(({ record }, i) => ({
           organizationId: owner.id,
           folderId: options.folderId,
           key: record.key,
@@ -162,17 +189,18 @@ export class MediaCreation {
         else this.settle(bookings);
         return [earlier];
       }
-      await this.giveBack(bookings);
+      // Every booking, those not awaited yet included (a duplicate refused before them).
+      await this.abandon(fresh.map((f) => f.file));
       // A record certainly not written (MongoDB answered): its object goes. If MongoDB could
       // not even be asked, a job's retry settles it, and reconcile finds it after the last.
-      if (earlier === null || !options.jobId) await this.removeObjects(files);
+      if (earlier === null || !options.jobId) await this.removeObjects(fresh);
       throw err;
     }
     if (options.signal?.aborted) {
       // The job failed while its records were inserted: records, bookings and objects taken back.
       await this.deps.media.removeByIds(records.map((r) => r.id));
       await this.giveBack(bookings);
-      await this.removeObjects(files);
+      await this.removeObjects(fresh);
       options.signal.throwIfAborted();
     }
     this.settle(bookings);
@@ -190,7 +218,29 @@ export class MediaCreation {
     this.deps.background('record the new files’ events', () =>
       this.deps.outbox.promoteMedia({ ids }),
     );
-    return records;
+    if (existing.size === 0) return records;
+    // In the order given: the existing records in the duplicates' places.
+    const inserted = records.values();
+    return files.map((_, i) => existing.get(i) ?? inserted.next().value!);
+  }
+
+  /** The organization's live records with the same bytes as these files, by index (none for `allow`). */
+  private async duplicatesOf(
+    owner: Owner,
+    files: { record: FileRecord }[],
+    onDuplicate: OnDuplicate,
+  ): Promise<Map<number, MediaRecord>> {
+    const found = new Map<number, MediaRecord>();
+    if (onDuplicate === 'allow') return found;
+    const byChecksum = await this.deps.media.findByChecksums(
+      owner.id,
+      files.map((f) => f.record.checksum),
+    );
+    files.forEach(({ record }, i) => {
+      const same = byChecksum.get(record.checksum);
+      if (same) found.set(i, same);
+    });
+    return found;
   }
 
   /** Gives back the bookings of files that will not be recorded (an upload that failed before its commit). */

@@ -34,6 +34,7 @@ export function createAdapters(
         return { data: out.data, mime: out.mime, ext: out.ext };
       },
       render: (input, options, time) => images.render(input, options, time),
+      thumbhash: (input, time) => images.thumbhash(input, time),
     },
     pdfs: {
       merge: (inputs) =>

@@ -49,6 +49,8 @@ export interface ImageOps {
     options: RenderOptions,
     time: { signal?: AbortSignal; timeoutMs?: number },
   ): Promise<{ data: Buffer; mime: string; width: number; height: number; pages?: number }>;
+  /** The image's placeholder (ThumbHash, base64); stops as `render` does. */
+  thumbhash(input: Buffer, time: { signal?: AbortSignal; timeoutMs?: number }): Promise<string>;
 }
 
 /** PDF work (over pdf-lib and qpdf): what the merge processor needs. */

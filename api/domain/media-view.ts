@@ -8,6 +8,8 @@
  * folder answers its organization's root folder id.
  * `scanStatus` is shown when the record has one (stored while malware
  * scanning was on: docs/api.md, "Malware scanning").
+ * `thumbhash`, an image's placeholder, is an extra field, present once the
+ * worker has set it (worker/listeners/thumbhash.listener.ts).
  */
 import type { MediaRecord, RequestOrigin } from '@shared/repositories/media.repository';
 import type { ScanStatus } from '@shared/scan/scan';
@@ -30,6 +32,8 @@ export interface MediaView {
   metaData: RequestOrigin;
   /** pending, clean, infected or unscanned; absent when the file was stored while scanning was off. */
   scanStatus?: ScanStatus;
+  /** An image's ThumbHash (base64), once computed. */
+  thumbhash?: string;
   createdAt: string;
   updatedAt: string;
 }
@@ -67,6 +71,7 @@ export function toMediaView(
     ...(record.pages !== undefined ? { pages: record.pages } : {}),
     metaData: { ipAddress: record.metaData.ipAddress, userAgent: record.metaData.userAgent },
     ...(record.scanStatus ? { scanStatus: record.scanStatus } : {}),
+    ...(record.thumbhash ? { thumbhash: record.thumbhash } : {}),
     createdAt: record.createdAt.toISOString(),
     updatedAt: record.updatedAt.toISOString(),
   };

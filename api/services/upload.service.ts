@@ -8,7 +8,7 @@
  */
 import { Errors } from '@shared/errors';
 import { DataUrlError, parseDataUrl } from '@shared/media/data-url';
-import type { MediaCreation, NewFile } from '@shared/media-creation';
+import type { MediaCreation, NewFile, OnDuplicate } from '@shared/media-creation';
 import type { Folder } from '@shared/repositories/folders.repository';
 import type { MediaRecord } from '@shared/repositories/media.repository';
 import type { UsageRepository } from '@shared/repositories/usage.repository';
@@ -17,9 +17,23 @@ import type { StreamedForm } from '../domain/streamed-form';
 import type { FolderSpec, FoldersService } from './folders.service';
 import type { IngestService, QuotaBudget, StoredObject } from './ingest.service';
 
-/** A multipart upload's input: its form, whose text fields name the folder (both optional). */
+/** An upload's records, in the order sent, and the bytes it stored (none for a reused record). */
+export interface Uploaded {
+  records: MediaRecord[];
+  storedBytes: number;
+}
+
+/** What an upload does with bytes the organization already stores (a form field or the query). */
+export const ON_DUPLICATE: readonly OnDuplicate[] = ['allow', 'reject', 'reuse'];
+
+/**
+ * A multipart upload's input: its form, whose text fields name the folder
+ * (both optional) and may say `onDuplicate`; `onDuplicate` from the query
+ * string, if it had one.
+ */
 export interface FormUpload {
-  form: StreamedForm<FolderSpec>;
+  form: StreamedForm<FolderSpec & { onDuplicate?: string | undefined }>;
+  onDuplicate?: OnDuplicate | undefined;
 }
 
 /** A data URL upload's input, as the client sent it. */
@@ -29,6 +43,7 @@ export interface DataUrlUpload {
   name?: string | undefined;
   folder?: string | undefined;
   folderId?: string | number | undefined;
+  onDuplicate?: OnDuplicate | undefined;
 }
 
 export class UploadService {
@@ -42,6 +57,8 @@ export class UploadService {
       usage: Pick<UsageRepository, 'get'>;
       /** Decoded bytes of a data URL upload. */
       maxBase64Size: number;
+      /** `onDuplicate` when the request names none (UPLOAD_ON_DUPLICATE). */
+      onDuplicate: OnDuplicate;
     },
   ) {}
 
@@ -52,7 +69,7 @@ export class UploadService {
    * everything committed. Anything that fails removes every object the
    * request stored.
    */
-  async uploadForm(caller: Caller, input: FormUpload): Promise<MediaRecord[]> {
+  async uploadForm(caller: Caller, input: FormUpload): Promise<Uploaded> {
     const org = caller.organization;
     const budget = await this.budgetOf(caller);
     const stored: StoredObject[] = [];
@@ -89,8 +106,9 @@ export class UploadService {
           return { object, file };
         },
       });
+      const onDuplicate = this.onDuplicateOf(input.onDuplicate, fields.onDuplicate);
       const folder = await this.deps.folders.resolve(org, folderSpecOf(fields));
-      return await this.commit(caller, files, folder);
+      return await this.commit(caller, files, folder, onDuplicate);
     } catch (err) {
       await Promise.all([this.deps.ingest.discard(stored), this.deps.creation.abandon(started)]);
       throw err;
@@ -98,7 +116,7 @@ export class UploadService {
   }
 
   /** Stores a file sent as a base64 data URL; the type detected from the bytes wins over the declared one. */
-  async uploadDataUrl(caller: Caller, input: DataUrlUpload): Promise<MediaRecord> {
+  async uploadDataUrl(caller: Caller, input: DataUrlUpload): Promise<Uploaded> {
     const org = caller.organization;
     let dataUrl;
     try {
@@ -123,8 +141,12 @@ export class UploadService {
         input.mimetype ?? dataUrl.declaredType,
         await this.budgetOf(caller),
       );
-      const [record] = await this.commit(caller, [{ object, file }], folder);
-      return record!;
+      return await this.commit(
+        caller,
+        [{ object, file }],
+        folder,
+        input.onDuplicate ?? this.deps.onDuplicate,
+      );
     } catch (err) {
       await this.deps.creation.abandon([file]);
       throw err;
@@ -142,13 +164,14 @@ export class UploadService {
     caller: Caller,
     files: { object: StoredObject; file: NewFile }[],
     folder: Folder | null,
-  ): Promise<MediaRecord[]> {
+    onDuplicate: OnDuplicate,
+  ): Promise<Uploaded> {
     const org = caller.organization;
     const placed: StoredObject[] = [];
     try {
       for (const { object } of files)
         placed.push(await this.deps.ingest.place(org, object, folder));
-      return await this.deps.creation.commit(
+      const records = await this.deps.creation.commit(
         org,
         placed.map((o, i) => ({
           file: files[i]!.file,
@@ -160,12 +183,39 @@ export class UploadService {
             checksum: o.checksum,
           },
         })),
-        { folderId: folder?.id ?? null, origin: caller.origin, createdBy: caller.tokenId },
+        {
+          folderId: folder?.id ?? null,
+          origin: caller.origin,
+          createdBy: caller.tokenId,
+          onDuplicate,
+        },
       );
+      // A reused record (onDuplicate=reuse) is not one of the ids this request took.
+      const taken = new Set(await Promise.all(files.map((f) => f.file.id)));
+      const storedBytes = records.filter((r) => taken.has(r.id)).reduce((n, r) => n + r.bytes, 0);
+      return { records, storedBytes };
     } catch (err) {
       await this.deps.ingest.discard([...files.map((f) => f.object), ...placed]);
       throw err;
     }
+  }
+
+  /** The query's `onDuplicate`, else the form field's (checked here: a form field is any text), else the default. */
+  private onDuplicateOf(query: OnDuplicate | undefined, field: string | undefined): OnDuplicate {
+    if (field !== undefined && !(ON_DUPLICATE as readonly string[]).includes(field)) {
+      throw Errors.validation([
+        { field: 'onDuplicate', message: `onDuplicate must be one of ${ON_DUPLICATE.join(', ')}` },
+      ]);
+    }
+    if (query !== undefined && field !== undefined && query !== field) {
+      throw Errors.validation([
+        {
+          field: 'onDuplicate',
+          message: `onDuplicate is "${query}" in the query and "${field}" in the form`,
+        },
+      ]);
+    }
+    return query ?? (field as OnDuplicate | undefined) ?? this.deps.onDuplicate;
   }
 
   /** What the request may store under the organization's quota (none without a quota). */

@@ -70,6 +70,7 @@ function toConfig(env: Env) {
     MAX_FILE_SIZE,
     MAX_FILES,
     MAX_BASE64_SIZE,
+    UPLOAD_ON_DUPLICATE,
     MAX_MERGE_INPUTS,
     MAX_MERGE_BYTES,
     UPLOAD_IDLE_TIMEOUT_MS,
@@ -183,6 +184,8 @@ function toConfig(env: Env) {
       maxFileSize: MAX_FILE_SIZE,
       maxFiles: MAX_FILES,
       maxBase64Size: MAX_BASE64_SIZE,
+      /** An upload's `onDuplicate` when the request names none. */
+      onDuplicate: UPLOAD_ON_DUPLICATE,
       maxMergeInputs: MAX_MERGE_INPUTS,
       /** Bytes of all inputs of one merge, every occurrence counted (413 over it). */
       maxMergeBytes: MAX_MERGE_BYTES,

@@ -295,6 +295,11 @@ export const VARIABLES = {
     value: integer({ default: 20 * MB, unit: 'bytes' }),
     doc: 'Largest decoded base64 (data URL) upload.',
   },
+  UPLOAD_ON_DUPLICATE: {
+    section: 'limits',
+    value: oneOf(['allow', 'reject', 'reuse'], { default: 'allow' }),
+    doc: 'What an upload whose bytes (SHA-256) the organization already stores does when the request names no `onDuplicate`: `allow` stores it again, `reject` answers 409 `DUPLICATE`, `reuse` answers the existing record.',
+  },
   MAX_MERGE_INPUTS: {
     section: 'limits',
     value: integer({ default: 50 }),

@@ -105,6 +105,8 @@ export interface MediaDoc {
   quarantineKey?: string;
   /** The signature clamd named, for an infected file. */
   scanSignature?: string;
+  /** An image's placeholder (ThumbHash, base64), set after the upload by a listener; absent until then. */
+  thumbhash?: string;
   /** Renders stored beside the file (GET /media/render); absent until the first. */
   variants?: VariantDoc[];
   /** A PDF's page count, set by the worker when it first reads the PDF (a render, its metadata). */
@@ -348,6 +350,7 @@ const mediaSchema = new Schema<MediaDoc>(
     scanStatus: { type: String, enum: SCAN_STATUSES, required: false },
     quarantineKey: { type: String, required: false },
     scanSignature: { type: String, required: false },
+    thumbhash: { type: String, required: false },
     variants: {
       type: [
         new Schema<VariantDoc>(
@@ -381,6 +384,8 @@ mediaSchema.index({ organizationId: 1, mimetype: 1, id: -1 });
 mediaSchema.index({ organizationId: 1, name: 1, id: -1 });
 mediaSchema.index({ organizationId: 1, createdAt: -1, id: -1 });
 mediaSchema.index({ jobId: 1 }, { unique: true, sparse: true });
+// Duplicates of an upload (onDuplicate): the organization's records with the same bytes.
+mediaSchema.index({ organizationId: 1, checksum: 1 });
 // Deletes cut off half-way, for reconcile to finish (few at any time).
 mediaSchema.index({ deletingAt: 1 }, { sparse: true });
 

@@ -4,7 +4,11 @@ import { pendingEvent } from '../events/events';
 import type { CountersRepository } from './counters.repository';
 
 export type { RequestOrigin };
-export type MediaRecord = Omit<MediaDoc, 'jobId'> & { jobId: string | null };
+export type MediaRecord = Omit<MediaDoc, 'jobId' | 'thumbhash'> & {
+  jobId: string | null;
+  /** An image's placeholder once computed (null or absent before). */
+  thumbhash?: string | null;
+};
 export type NewMedia = Omit<MediaDoc, 'id' | 'createdAt' | 'updatedAt' | 'deletingAt'>;
 
 /** What GET /media filters on; every filter is served by an index that starts with the organization. */
@@ -48,6 +52,7 @@ export const toRecord = (doc: MediaDoc): MediaRecord => ({
   ...(doc.quarantineKey ? { quarantineKey: doc.quarantineKey } : {}),
   ...(doc.scanSignature ? { scanSignature: doc.scanSignature } : {}),
   ...(doc.pages !== undefined && doc.pages !== null ? { pages: doc.pages } : {}),
+  thumbhash: doc.thumbhash ?? null,
   createdAt: doc.createdAt,
   updatedAt: doc.updatedAt,
 });
@@ -112,6 +117,61 @@ export class MediaRepository {
         .exec(),
     );
     return new Map(docs.map((doc) => [doc.key, toRecord(doc)]));
+  }
+
+  /**
+   * The organization's live records with these checksums, the oldest of each
+   * (a record being deleted is none: a file in the trash, once there is one,
+   * is not a duplicate either).
+   */
+  async findByChecksums(
+    organizationId: number,
+    checksums: string[],
+  ): Promise<Map<string, MediaRecord>> {
+    if (checksums.length === 0) return new Map();
+    const docs = await db(() =>
+      this.models.Media.find({
+        organizationId,
+        checksum: { $in: [...new Set(checksums)] },
+        ...LIVE,
+      })
+        .sort({ id: 1 })
+        .lean()
+        .exec(),
+    );
+    const found = new Map<string, MediaRecord>();
+    for (const doc of docs) if (!found.has(doc.checksum)) found.set(doc.checksum, toRecord(doc));
+    return found;
+  }
+
+  /** Sets an image's placeholder; false when the record is gone or being deleted. */
+  async setThumbhash(id: number, thumbhash: string): Promise<boolean> {
+    const res = await db(() =>
+      this.models.Media.updateOne({ id, ...LIVE }, { $set: { thumbhash } }).exec(),
+    );
+    return res.matchedCount > 0;
+  }
+
+  /** Up to `limit` live image records without a placeholder, by id from `afterId` (a backfill's pages). */
+  async imagesWithoutThumbhash(
+    afterId: number,
+    limit: number,
+    organizationId: number | null,
+  ): Promise<MediaRecord[]> {
+    const docs = await db(() =>
+      this.models.Media.find({
+        ...(organizationId === null ? {} : { organizationId }),
+        id: { $gt: afterId },
+        mimetype: { $regex: '^image/' },
+        thumbhash: { $exists: false },
+        ...LIVE,
+      })
+        .sort({ id: 1 })
+        .limit(limit)
+        .lean()
+        .exec(),
+    );
+    return docs.map(toRecord);
   }
 
   async findById(organizationId: number, id: number): Promise<MediaRecord | null> {

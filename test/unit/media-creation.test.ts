@@ -22,7 +22,15 @@ const file = (key: string, bytes = 100): FileRecord => ({
 });
 const options = { folderId: null, origin: { ipAddress: '::1', userAgent: 't' }, createdBy: 'tok' };
 
-function fakes(over: { insertFails?: Error; quotaLeft?: number; folderLive?: boolean } = {}) {
+function fakes(
+  over: {
+    insertFails?: Error;
+    quotaLeft?: number;
+    folderLive?: boolean;
+    /** The organization's stored records by checksum (duplicates). */
+    stored?: Map<string, MediaRecord>;
+  } = {},
+) {
   let nextId = 100;
   let quotaLeft = over.quotaLeft ?? 1_000;
   const state = {
@@ -47,6 +55,15 @@ function fakes(over: { insertFails?: Error; quotaLeft?: number; folderLive?: boo
       },
       removeByIds: () => Promise.resolve(),
       findByJobId: (jobId: string) => Promise.resolve(state.byJob.get(jobId) ?? null),
+      findByChecksums: (org: number, checksums: string[]) =>
+        Promise.resolve(
+          new Map(
+            checksums.flatMap((c) => {
+              const r = over.stored?.get(c);
+              return r && r.organizationId === org ? [[c, r] as const] : [];
+            }),
+          ),
+        ),
     } as never,
     usage: {
       book: (org: number, id: number, usage: { bytes: number; files: number }) => {
@@ -199,4 +216,85 @@ it('abandon gives back what files booked before any commit', async () => {
   a.book(10);
   await creation.abandon([a, b]);
   expect(state.cancelled).toEqual([100]);
+});
+
+describe('onDuplicate', () => {
+  const existing = { id: 5, organizationId: owner.id, key: 'old' } as MediaRecord;
+  const same = (key: string): FileRecord => ({ ...file(key), checksum: 'sha256:same' });
+  const stored = new Map([['sha256:same', existing]]);
+
+  it('reject: 409 DUPLICATE naming the stored key; nothing recorded, every booking given back, every object removed', async () => {
+    const { creation, state } = fakes({ stored });
+    const [a, b] = [creation.start(owner), creation.start(owner)];
+    a.book(100);
+    const err = await creation
+      .commit(
+        owner,
+        [
+          { file: a, record: file('a') },
+          { file: b, record: same('b') },
+        ],
+        { ...options, onDuplicate: 'reject' },
+      )
+      .catch((e: unknown) => e);
+    expect(isAppError(err) && [err.status, err.code, err.details]).toEqual([
+      409,
+      'DUPLICATE',
+      [expect.objectContaining({ name: 'b.jpg', key: 'old' })],
+    ]);
+    expect(state.inserted).toEqual([]);
+    expect(state.cancelled).toEqual([100]);
+    expect(state.removedObjects.sort()).toEqual(['a', 'b']);
+  });
+
+  it('reuse: the stored record in the duplicate’s place, its object removed and booking given back; the others recorded', async () => {
+    const { creation, state, settle } = fakes({ stored });
+    const [a, b, c] = [creation.start(owner), creation.start(owner), creation.start(owner)];
+    for (const f of [a, b, c]) f.book(100);
+    const records = await creation.commit(
+      owner,
+      [
+        { file: a, record: file('a') },
+        { file: b, record: same('b') },
+        { file: c, record: file('c') },
+      ],
+      { ...options, onDuplicate: 'reuse' },
+    );
+    expect(records.map((r) => r.id)).toEqual([100, 5, 102]);
+    expect(state.inserted.map((r) => r.key)).toEqual(['a', 'c']);
+    expect(state.cancelled).toEqual([101]);
+    expect(state.removedObjects).toEqual(['b']);
+    await settle();
+    expect(state.settled).toEqual([100, 102]);
+  });
+
+  it('reuse of nothing but duplicates writes nothing; allow (the default) records them', async () => {
+    const { creation, state } = fakes({ stored });
+    const a = creation.start(owner);
+    a.book(100);
+    const records = await creation.commit(owner, [{ file: a, record: same('a') }], {
+      ...options,
+      onDuplicate: 'reuse',
+    });
+    expect(records).toEqual([existing]);
+    expect([state.inserted, state.cancelled, state.removedObjects]).toEqual([[], [100], ['a']]);
+
+    const allowed = fakes({ stored });
+    const b = allowed.creation.start(owner);
+    const kept = await allowed.creation.commit(owner, [{ file: b, record: same('b') }], options);
+    expect(kept.map((r) => r.key)).toEqual(['b']);
+  });
+
+  it('another organization’s record is not a duplicate', async () => {
+    const { creation, state } = fakes({
+      stored: new Map([['sha256:same', { ...existing, organizationId: 8 }]]),
+    });
+    const a = creation.start(owner);
+    const records = await creation.commit(owner, [{ file: a, record: same('a') }], {
+      ...options,
+      onDuplicate: 'reject',
+    });
+    expect(records.map((r) => r.key)).toEqual(['a']);
+    expect(state.removedObjects).toEqual([]);
+  });
 });

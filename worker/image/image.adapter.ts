@@ -28,6 +28,7 @@ import type { PdfInfo } from './pdf-page';
 import { PdfThreadPool, readPdfInfoWithin } from './pdf-pool';
 import { renderImage, renderPdf, type RenderResult } from './render';
 import { ensureSharpConfigured, type TimeLimit } from './sharp';
+import { thumbhashOf } from './thumbhash';
 
 export type { ConvertResult } from './convert';
 export { FORMAT_EXT, FORMAT_MIME } from './encoders';
@@ -116,5 +117,10 @@ export class ImageAdapter {
       return renderPdf(input, options, bounds, this.pdfs, time);
     }
     return renderImage(input, options, this.bounds, this.heic, time);
+  }
+
+  /** The image's placeholder (ThumbHash, base64) from a render within 100 × 100; see thumbhash.ts. */
+  thumbhash(input: Buffer, time: TimeLimit = {}): Promise<string> {
+    return thumbhashOf(input, (i, o, t) => this.render(i, o, t), time);
   }
 }

@@ -5,6 +5,7 @@
  */
 import type { Listener } from './listener';
 import { scanListener } from './scan.listener';
+import { thumbhashListener } from './thumbhash.listener';
 import { webhooksListener } from './webhooks.listener';
 
-export const LISTENERS: readonly Listener[] = [scanListener, webhooksListener];
+export const LISTENERS: readonly Listener[] = [scanListener, thumbhashListener, webhooksListener];
