@@ -14,6 +14,7 @@ import type { RenderOptions } from '../../shared/media/render-options';
 import { ImageAdapter } from '../../worker/image/image.adapter';
 import { configureSharp } from '../../worker/image/sharp';
 import { CORPUS, type Benchmark } from '../lib/benchmark';
+import { bars } from '../lib/charts';
 import { Peer } from '../lib/peer';
 import { target, type BenchmarkResult, type Table } from '../lib/report';
 import { percentile, stat } from '../lib/stats';
@@ -145,7 +146,29 @@ around it in a process started like a worker (the render benchmark's peer:
 the source read from S3, rendered, the variant written to S3). The ratios
 are in-process p95 ÷ API p95.`,
         tables: [table],
-        charts: [],
+        charts: [
+          {
+            id: 'pdf-render',
+            title: 'First render of a PDF page: through the API and in-process',
+            spec: bars({
+              title: 'Page 1 of a PDF to a 400 px WebP, first render, ms',
+              yTitle: 'ms',
+              format: '.0f',
+              data: (
+                [
+                  ['through the API', api],
+                  ['in-process with storage', stored],
+                  ['in-process', local],
+                ] as const
+              ).flatMap(([group, xs]) =>
+                (['p50', 'p95'] as const).map((series) => {
+                  const v = p(xs, series === 'p50' ? 50 : 95);
+                  return { group, series, median: v, min: v, max: v };
+                }),
+              ),
+            }),
+          },
+        ],
         targets: [
           target(
             'in-process with storage p95 ÷ API p95, first render of a PDF page',

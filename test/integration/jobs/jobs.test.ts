@@ -234,7 +234,9 @@ describe('queue selection', () => {
       'image.metadata',
       'image.render',
       'media.delete-folder',
+      'media.scan',
       'pdf.merge',
+      'webhook.deliver',
     ]);
   });
 });
