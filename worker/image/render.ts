@@ -16,7 +16,7 @@
  *    a GIF or AVIF over its pixel bound is refused before any decoding, and
  *    the encoders' effort follows it (encoders.ts).
  */
-import sharp from 'sharp';
+import sharp, { type Sharp } from 'sharp';
 import { outputOf, outputTooLarge } from '@shared/media/formats';
 import { fixedRenderSize, type RenderOptions } from '@shared/media/render-options';
 import type { ImageBounds } from './convert';
@@ -102,16 +102,7 @@ export async function renderImage(
     let image = heic
       ? sharp(await decodeHeicWithin(decoder, input, meta, time), decodeOptions(maxInputPixels))
       : sharp(input, { ...decodeOptions(maxInputPixels), autoOrient: true });
-    if (options.width !== null || options.height !== null) {
-      const alpha = outputOf(options.format).alpha ? 0 : 1;
-      image = image.resize({
-        width: options.width ?? undefined,
-        height: options.height ?? undefined,
-        fit: options.fit,
-        withoutEnlargement: true,
-        background: { r: 255, g: 255, b: 255, alpha },
-      });
-    }
+    image = resizeFor(image, options);
     if (options.format === 'jpeg' && meta.hasAlpha) {
       image = image.flatten({ background: '#ffffff' });
     }
@@ -155,16 +146,7 @@ export async function renderPdf(
   try {
     const raw = { width: page.width, height: page.height, channels: 4 as const };
     let image = sharp(page.rgba, { raw });
-    if (options.width !== null || options.height !== null) {
-      const alpha = outputOf(options.format).alpha ? 0 : 1;
-      image = image.resize({
-        width: options.width ?? undefined,
-        height: options.height ?? undefined,
-        fit: options.fit,
-        withoutEnlargement: true,
-        background: { r: 255, g: 255, b: 255, alpha },
-      });
-    }
+    image = resizeFor(image, options);
     // The page is opaque (rendered on white): no alpha channel in the variant.
     image = image.removeAlpha();
     const { data, info } = await withinTime(
@@ -181,4 +163,17 @@ export async function renderPdf(
   } catch (err) {
     throw timeoutError(err, time) ?? err;
   }
+}
+
+/** The render's size and fit, never enlarging; letterboxing is white (transparent where the format has alpha). */
+function resizeFor(image: Sharp, options: RenderOptions): Sharp {
+  if (options.width === null && options.height === null) return image;
+  const alpha = outputOf(options.format).alpha ? 0 : 1;
+  return image.resize({
+    width: options.width ?? undefined,
+    height: options.height ?? undefined,
+    fit: options.fit,
+    withoutEnlargement: true,
+    background: { r: 255, g: 255, b: 255, alpha },
+  });
 }
