@@ -37,6 +37,7 @@ import { startMongoStandin } from '@media/mongo-standin';
 import { ConfigError, loadConfig, type Config } from '@shared/config';
 import { createLogger, type Logger } from '@shared/logger';
 import { startMongod } from './embedded/mongo';
+import { freePort } from './embedded/process';
 import { redisServerBinary, startRedisServer } from './embedded/redis';
 import { processStartTime } from '@api/dev-state';
 import { bootstrapOrganization, DEV_TOKEN_DAYS, mayBootstrap } from './dev-org';
@@ -88,7 +89,10 @@ async function startServices(config: Config, dataDir: string, logger: Logger): P
         );
       }
       const dir = join(dataDir, 'redis');
-      const redis = await startRedisServer({ dir, persist: true, ownProcessGroup: true });
+      // Not the API's or the worker's port: they are bound after Redis, and the OS may offer the same one.
+      let port = await freePort();
+      while (port === config.port || port === config.worker.port) port = await freePort();
+      const redis = await startRedisServer({ dir, persist: true, ownProcessGroup: true, port });
       started.stops.push(redis.stop);
       started.env.REDIS_URL = redis.url;
       if (redis.pid) started.pids.redis = redis.pid;
