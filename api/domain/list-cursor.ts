@@ -1,6 +1,7 @@
 /**
  * The opaque cursor of GET /media: where the next page starts (the last id
- * seen) and which listing it belongs to (the organization and filters),
+ * seen, and under a `sort` by name or size the last record's name or size
+ * too) and which listing it belongs to (the organization, filters and sort),
  * with a check value, base64url. A cursor that was changed, or is used with
  * other filters, is refused with 400 rather than silently paging something
  * else. (It carries nothing secret: a forged cursor only pages the caller's
@@ -21,15 +22,25 @@ export function listingKey(parts: Record<string, unknown>): string {
   return createHash('sha256').update(JSON.stringify(canonical)).digest('base64url').slice(0, 16);
 }
 
-export function encodeCursor(beforeId: number, listing: string): string {
-  const payload = Buffer.from(JSON.stringify({ v: 1, b: beforeId, l: listing })).toString(
-    'base64url',
-  );
+/** Where a page ends: the last record's id, and its sort value when the order is not by id. */
+export interface CursorPosition {
+  id: number;
+  value?: string | number | undefined;
+}
+
+export function encodeCursor(last: CursorPosition, listing: string): string {
+  const body = {
+    v: 1,
+    b: last.id,
+    l: listing,
+    ...(last.value === undefined ? {} : { k: last.value }),
+  };
+  const payload = Buffer.from(JSON.stringify(body)).toString('base64url');
   return `${payload}.${check(payload)}`;
 }
 
-/** The id the next page starts below; 400 when the cursor is not one of this listing's. */
-export function decodeCursor(cursor: string, listing: string): number {
+/** Where the next page starts; 400 when the cursor is not one of this listing's. */
+export function decodeCursor(cursor: string, listing: string): CursorPosition {
   const refuse = () =>
     Errors.validation([
       {
@@ -45,9 +56,10 @@ export function decodeCursor(cursor: string, listing: string): number {
   } catch {
     throw refuse();
   }
-  const { v, b, l } = (parsed ?? {}) as { v?: unknown; b?: unknown; l?: unknown };
+  const { v, b, l, k } = (parsed ?? {}) as { v?: unknown; b?: unknown; l?: unknown; k?: unknown };
   if (v !== 1 || l !== listing || typeof b !== 'number' || !Number.isSafeInteger(b) || b < 1) {
     throw refuse();
   }
-  return b;
+  if (k !== undefined && typeof k !== 'string' && typeof k !== 'number') throw refuse();
+  return { id: b, value: k };
 }

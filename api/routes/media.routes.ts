@@ -1,6 +1,6 @@
 /**
- * What an organization holds: GET /media (list, filtered, newest first,
- * cursor pages), GET and DELETE /media/record?media=<key> and /media/{id}
+ * What an organization holds: GET /media (list, filtered and searched,
+ * newest first or sorted by name or size, cursor pages), GET and DELETE /media/record?media=<key> and /media/{id}
  * (one record; a delete removes the object, the record and what was derived
  * from it, and answers the deleted record), DELETE /media/variants?media=<key>
  * (a file's rendered variants only), GET /media/usage.
@@ -10,7 +10,7 @@ import { z } from 'zod';
 import type { Config } from '@shared/config';
 import { toMediaView } from '../domain/media-view';
 import { success } from '../http/respond';
-import type { MediaRef, MediaService } from '../services/media.service';
+import { MEDIA_SORTS, type MediaRef, type MediaService } from '../services/media.service';
 import { RouteTable, type RouteGuards } from './route-table';
 
 const MIME_TYPE = /^[a-z]+\/[a-z0-9][a-z0-9.+-]*$/i;
@@ -36,6 +36,10 @@ const listQuery = z
       })
       .optional(),
     name: z.string().min(1).max(255).optional(),
+    q: z.string().min(1).max(255).optional(),
+    sort: z
+      .enum(MEDIA_SORTS, { error: `sort must be one of ${MEDIA_SORTS.join(', ')}` })
+      .optional(),
     createdAfter: date('createdAfter'),
     createdBefore: date('createdBefore'),
     limit: z.coerce

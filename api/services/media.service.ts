@@ -11,6 +11,7 @@ import type { FoldersRepository } from '@shared/repositories/folders.repository'
 import type { JobResultsRepository } from '@shared/repositories/job-results.repository';
 import type {
   MediaFilter,
+  MediaOrder,
   MediaRecord,
   MediaRepository,
 } from '@shared/repositories/media.repository';
@@ -28,11 +29,18 @@ export interface ListQuery {
   type?: string | undefined;
   /** A prefix of the records' names. */
   name?: string | undefined;
+  /** A part of the records' names, any case. */
+  q?: string | undefined;
+  /** The order: by creation (id), name or size, `-` first for descending (default `-createdAt`). */
+  sort?: MediaSort | undefined;
   createdAfter?: Date | undefined;
   createdBefore?: Date | undefined;
   limit: number;
   cursor?: string | undefined;
 }
+
+export const MEDIA_SORTS = ['createdAt', '-createdAt', 'name', '-name', 'size', '-size'] as const;
+export type MediaSort = (typeof MEDIA_SORTS)[number];
 
 export interface ListPage {
   media: MediaRecord[];
@@ -81,6 +89,7 @@ export class MediaService {
     const org = caller.organization;
     const filter: MediaFilter = {
       namePrefix: query.name,
+      nameContains: query.q,
       createdAfter: query.createdAfter,
       createdBefore: query.createdBefore,
     };
@@ -105,23 +114,44 @@ export class MediaService {
     else if (query.type === 'pdf') filter.mimetype = 'application/pdf';
     else if (query.type !== undefined) filter.mimetype = query.type.toLowerCase();
 
+    const sort = query.sort ?? '-createdAt';
+    const order: MediaOrder = {
+      field:
+        sort.replace('-', '') === 'size'
+          ? 'bytes'
+          : sort.replace('-', '') === 'name'
+            ? 'name'
+            : 'id',
+      descending: sort.startsWith('-'),
+    };
     const listing = listingKey({
       org: org.id,
       ...filter,
+      // The default order keeps the cursors it always had.
+      sort: sort === '-createdAt' ? undefined : sort,
       createdAfter: filter.createdAfter?.toISOString(),
       createdBefore: filter.createdBefore?.toISOString(),
     });
-    const beforeId = query.cursor === undefined ? undefined : decodeCursor(query.cursor, listing);
+    const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor, listing);
+    if (after && (order.field === 'id') !== (after.value === undefined)) {
+      throw Errors.validation([{ field: 'cursor', message: 'cursor is not valid for this sort' }]);
+    }
     // One more than asked tells whether there is a next page.
     const rows = await this.deps.media.list(org.id, filter, {
       limit: query.limit + 1,
-      beforeId,
+      order,
+      after,
     });
     const media = rows.slice(0, query.limit);
     const last = media[media.length - 1];
+    const value = (r: MediaRecord) =>
+      order.field === 'name' ? r.name : order.field === 'bytes' ? r.bytes : undefined;
     return {
       media,
-      nextCursor: rows.length > query.limit && last ? encodeCursor(last.id, listing) : null,
+      nextCursor:
+        rows.length > query.limit && last
+          ? encodeCursor({ id: last.id, value: value(last) }, listing)
+          : null,
     };
   }
 

@@ -382,6 +382,9 @@ mediaSchema.index({ organizationId: 1, id: -1 });
 mediaSchema.index({ organizationId: 1, folderId: 1, id: -1 });
 mediaSchema.index({ organizationId: 1, mimetype: 1, id: -1 });
 mediaSchema.index({ organizationId: 1, name: 1, id: -1 });
+// GET /media?sort=name and sort=size (either direction: ties broken by id the same way).
+mediaSchema.index({ organizationId: 1, name: 1, id: 1 });
+mediaSchema.index({ organizationId: 1, bytes: 1, id: 1 });
 mediaSchema.index({ organizationId: 1, createdAt: -1, id: -1 });
 mediaSchema.index({ jobId: 1 }, { unique: true, sparse: true });
 // Duplicates of an upload (onDuplicate): the organization's records with the same bytes.

@@ -20,8 +20,16 @@ export interface MediaFilter {
   mimetypePrefix?: string | undefined;
   /** Records whose name starts with this. */
   namePrefix?: string | undefined;
+  /** Records whose name contains this, any case. */
+  nameContains?: string | undefined;
   createdAfter?: Date | undefined;
   createdBefore?: Date | undefined;
+}
+
+/** The order of a list: by id (creation), name or size, each record's id breaking ties. */
+export interface MediaOrder {
+  field: 'id' | 'name' | 'bytes';
+  descending: boolean;
 }
 
 /** Records that are not being deleted (a delete marks its record first). */
@@ -184,33 +192,57 @@ export class MediaRepository {
   }
 
   /**
-   * One page of an organization's records, newest first (by id, which only
-   * grows): `limit` records with an id below `beforeId`. Records inserted
-   * meanwhile have higher ids, so paging on never repeats or skips one.
+   * One page of an organization's records, newest first by default (by id,
+   * which only grows): `limit` records after the position `after` (the last
+   * record of the page before). Records inserted meanwhile have higher ids,
+   * so paging on never repeats or skips one. Ordered by name or size, the id
+   * breaks ties in the same direction (keyset paging on the pair).
    */
   async list(
     organizationId: number,
     filter: MediaFilter,
-    page: { limit: number; beforeId?: number | undefined },
+    page: {
+      limit: number;
+      order?: MediaOrder | undefined;
+      after?: { id: number; value?: string | number | undefined } | undefined;
+    },
   ): Promise<MediaRecord[]> {
+    const order = page.order ?? { field: 'id', descending: true };
+    const dir = order.descending ? -1 : 1;
+    const beyond = order.descending ? '$lt' : '$gt';
     const query: Record<string, unknown> = { organizationId, ...LIVE };
     if (filter.folderId !== undefined) query.folderId = filter.folderId;
     if (filter.mimetype !== undefined) query.mimetype = filter.mimetype;
     else if (filter.mimetypePrefix !== undefined) {
       query.mimetype = { $regex: `^${escapeRegex(filter.mimetypePrefix)}` };
     }
+    const names: Record<string, unknown>[] = [];
     if (filter.namePrefix !== undefined) {
-      query.name = { $regex: `^${escapeRegex(filter.namePrefix)}` };
+      names.push({ name: { $regex: `^${escapeRegex(filter.namePrefix)}` } });
     }
+    if (filter.nameContains !== undefined) {
+      names.push({ name: { $regex: escapeRegex(filter.nameContains), $options: 'i' } });
+    }
+    if (names.length > 0) query.$and = names;
     if (filter.createdAfter || filter.createdBefore) {
       query.createdAt = {
         ...(filter.createdAfter ? { $gt: filter.createdAfter } : {}),
         ...(filter.createdBefore ? { $lt: filter.createdBefore } : {}),
       };
     }
-    if (page.beforeId !== undefined) query.id = { $lt: page.beforeId };
+    const after = page.after;
+    if (after && order.field === 'id') query.id = { [beyond]: after.id };
+    else if (after) {
+      const $or = [
+        { [order.field]: { [beyond]: after.value } },
+        { [order.field]: after.value, id: { [beyond]: after.id } },
+      ];
+      query.$and = [...((query.$and as unknown[] | undefined) ?? []), { $or }];
+    }
+    const sort: Record<string, 1 | -1> =
+      order.field === 'id' ? { id: dir } : { [order.field]: dir, id: dir };
     const docs = await db(() =>
-      this.models.Media.find(query).sort({ id: -1 }).limit(page.limit).lean().exec(),
+      this.models.Media.find(query).sort(sort).limit(page.limit).lean().exec(),
     );
     return docs.map(toRecord);
   }

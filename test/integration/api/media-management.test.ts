@@ -105,6 +105,54 @@ describe('GET /media', () => {
     expect((await list('folder=Nowhere')).status).toBe(404);
   });
 
+  it('sorts both ways by name, size and creation, paging over cursors of that sort', async () => {
+    const all = (await list('limit=1000')).body.data.media;
+    const walk = async (sort: string) => {
+      const seen: Media[] = [];
+      let cursor: string | null = null;
+      do {
+        const { status, body } = await list(
+          `sort=${sort}&limit=3${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+        );
+        expect(status).toBe(200);
+        seen.push(...body.data.media);
+        cursor = body.data.nextCursor;
+      } while (cursor);
+      return seen.map((m) => m.id);
+    };
+    const sizes = new Map(
+      (await api.ctx.models.Media.find({ id: { $in: all.map((m) => m.id) } }).lean()).map((d) => [
+        d.id,
+        d.bytes,
+      ]),
+    );
+    const by = (cmp: (a: Media, b: Media) => number) => [...all].sort(cmp).map((m) => m.id);
+    const byName = (a: Media, b: Media) =>
+      a.name < b.name ? -1 : a.name > b.name ? 1 : a.id - b.id;
+    const bySize = (a: Media, b: Media) => sizes.get(a.id)! - sizes.get(b.id)! || a.id - b.id;
+    expect(await walk('name')).toEqual(by(byName));
+    expect(await walk('-name')).toEqual(by(byName).reverse());
+    expect(await walk('size')).toEqual(by(bySize));
+    expect(await walk('-size')).toEqual(by(bySize).reverse());
+    expect(await walk('createdAt')).toEqual(by((a, b) => a.id - b.id));
+    expect(await walk('-createdAt')).toEqual(by((a, b) => b.id - a.id));
+    // A cursor of one sort is refused under another.
+    const { body } = await list('sort=name&limit=2');
+    const other = await list(
+      `sort=size&limit=2&cursor=${encodeURIComponent(body.data.nextCursor!)}`,
+    );
+    expect([other.status, other.body.error]).toEqual([400, 'VALIDATION_FAILED']);
+  });
+
+  it('searches names on the server: any part, any case, with the other filters', async () => {
+    const names = async (query: string) =>
+      (await list(query)).body.data.media.map((m) => m.name).sort();
+    expect(await names('q=OTO-3')).toEqual(['photo-3.jpg']);
+    expect(await names('q=voice')).toEqual(['invoice.pdf']);
+    expect(await names('q=.&type=pdf')).toEqual(['invoice.pdf']);
+    expect(await names('q=(')).toEqual([]);
+  });
+
   it('refuses a changed cursor, a cursor of other filters, and bad parameters (400)', async () => {
     const { body } = await list('limit=2');
     const cursor = body.data.nextCursor!;
@@ -120,7 +168,8 @@ describe('GET /media', () => {
       'limit=1001',
       'type=text',
       'createdAfter=yesterday',
-      'sort=name',
+      'sort=color',
+      'q=',
     ]) {
       const answer = await list(query);
       expect([query, answer.status, answer.body.error]).toEqual([query, 400, 'VALIDATION_FAILED']);
@@ -388,6 +437,7 @@ it('serves every list filter with an index that starts with the organization', a
     ['folderId', 'id'],
     ['mimetype', 'id'],
     ['name', 'id'],
+    ['bytes', 'id'],
     ['createdAt', 'id'],
     ['key'],
   ]) {
