@@ -14,6 +14,7 @@ import { rateLimiters } from './middleware/rate-limit';
 import { requestLog } from './middleware/request-log';
 import { signedUrlAccess } from './middleware/signed-url';
 import { uploadGuard } from './middleware/upload-guard';
+import { consoleDir, consoleRoutes } from './routes/console.routes';
 import { dashboardRoutes } from './routes/dashboard.routes';
 import { docsRoutes } from './routes/docs.routes';
 import { downloadRoutes } from './routes/download.routes';
@@ -77,6 +78,13 @@ export function createApp(deps: AppDeps): Express {
   );
 
   app.use(docsRoutes());
+
+  // The web console's static files (CONSOLE_ENABLED; built by `npm run build`).
+  if (deps.config.consoleEnabled) {
+    const dir = consoleDir();
+    if (dir) app.use(consoleRoutes({ dir, publicBaseUrl: deps.config.publicBaseUrl }));
+    else deps.logger.warn('the web console is not built (npm run build): /console answers 404');
+  }
 
   if (deps.config.dashboard && deps.queues) {
     const { failureLimit, lockoutMs, ...dashboard } = deps.config.dashboard;

@@ -113,6 +113,7 @@ function toConfig(env: Env) {
     DASHBOARD_WRITE,
     DASHBOARD_AUTH_FAILURE_LIMIT,
     DASHBOARD_LOCKOUT_MS,
+    CONSOLE_ENABLED,
     EGRESS_ALLOWED_PORTS,
     EGRESS_ALLOWLIST,
     WEBHOOK_MAX_ENDPOINTS,
@@ -268,6 +269,8 @@ function toConfig(env: Env) {
       maxBytes: CLAMD_MAX_BYTES,
       defaultPolicy: SCAN_POLICY,
     },
+    /** Whether the API serves the web console's built files at /console. */
+    consoleEnabled: CONSOLE_ENABLED,
     /**
      * Operator credentials of the Bull dashboard (undefined disables it), and
      * whether its actions (retry, clean, remove, pause, add…) are allowed:

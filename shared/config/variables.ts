@@ -553,6 +553,11 @@ export const VARIABLES = {
     value: integer({ default: 15 * MINUTE, min: 1_000, max: DAY_MS, unit: 'ms' }),
     doc: 'Window of the dashboard lockout.',
   },
+  CONSOLE_ENABLED: {
+    section: 'operator',
+    value: boolean(true),
+    doc: "`false` turns off the web console at `/console` (static files only: it talks to the public API with the token a person pastes, so it grants nothing the API does not; [console.md](console.md)). On by default.",
+  },
 
   // Outbound requests and webhooks
   EGRESS_ALLOWED_PORTS: {
