@@ -556,7 +556,7 @@ export const VARIABLES = {
   CONSOLE_ENABLED: {
     section: 'operator',
     value: boolean(true),
-    doc: "`false` turns off the web console at `/console` (static files only: it talks to the public API with the token a person pastes, so it grants nothing the API does not; [console.md](console.md)). On by default.",
+    doc: '`false` turns off the web console at `/console` (static files only: it talks to the public API with the token a person pastes, so it grants nothing the API does not; [console.md](console.md)). On by default.',
   },
 
   // Outbound requests and webhooks

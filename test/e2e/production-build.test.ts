@@ -124,7 +124,14 @@ afterAll(async () => {
 
 describe('the production build (npm run build from what the Dockerfiles copy)', () => {
   it('holds the API, worker and CLI entry points', () => {
-    for (const entry of ['api/main.js', 'worker/main.js', 'api/cli.js', 'api/openapi.yaml'])
+    // …and the web console's static files (docs/console.md).
+    for (const entry of [
+      'api/main.js',
+      'worker/main.js',
+      'api/cli.js',
+      'api/openapi.yaml',
+      'console/index.html',
+    ])
       expect(existsSync(join(app, 'dist', entry))).toBe(true);
   });
 

@@ -45,7 +45,8 @@ export async function uploadFiles(
     fieldName: 'file',
     formData: true,
     limit: 3,
-    allowedMetaFields: ['folderId'],
+    // The folder only when there is one (an absent field, never the text `undefined`).
+    allowedMetaFields: options.folderId === undefined ? [] : ['folderId'],
     headers: { Authorization: `Bearer ${options.token}` },
     // Refusals are answers, not network trouble: never retried.
     shouldRetry: () => false,
