@@ -121,6 +121,7 @@ describe('configuration', () => {
       maintenance: 1,
       webhook: 16,
       scan: 1,
+      import: 4,
     });
     expect(loadConfig({ WORKER_CONCURRENCY: '3' }).worker.concurrency).toEqual({
       image: 3,
@@ -128,6 +129,7 @@ describe('configuration', () => {
       maintenance: 3,
       webhook: 16,
       scan: 3,
+      import: 4,
     });
     expect(problemsOf({ WORKER_CONCURRENCY: 'image=0' })).toEqual([
       expect.stringMatching(/^WORKER_CONCURRENCY: /),
