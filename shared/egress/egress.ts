@@ -252,7 +252,6 @@ interface Opened extends EgressStream {
   truncated(): boolean;
 }
 
-
 /** Follows redirects by hand (each hop checked again) and answers the last answer, its body unread. */
 async function open(text: string, request: EgressRequest, policy: EgressPolicy): Promise<Opened> {
   const maxRedirects = Math.min(request.maxRedirects ?? 0, 3);

@@ -6,18 +6,17 @@
 import type { Processor } from '../registry';
 import { requireOrganization } from './inputs';
 
-export const importProcessor: Processor<'media.import', 'results' | 'organizations' | 'imports'> =
-  {
-    name: 'media.import',
-    async process(job, ctx) {
-      const [done, organization] = await Promise.all([
-        ctx.results.existing(job.id),
-        requireOrganization(ctx, job.data.organizationId).catch((err: unknown) => err as Error),
-      ]);
-      if (done) return { mediaId: done.id };
-      if (organization instanceof Error) throw organization;
-      const record = await ctx.imports.import(job, organization, job.data);
-      job.log.info({ key: record.key, bytes: record.bytes }, 'imported');
-      return { mediaId: record.id };
-    },
-  };
+export const importProcessor: Processor<'media.import', 'results' | 'organizations' | 'imports'> = {
+  name: 'media.import',
+  async process(job, ctx) {
+    const [done, organization] = await Promise.all([
+      ctx.results.existing(job.id),
+      requireOrganization(ctx, job.data.organizationId).catch((err: unknown) => err as Error),
+    ]);
+    if (done) return { mediaId: done.id };
+    if (organization instanceof Error) throw organization;
+    const record = await ctx.imports.import(job, organization, job.data);
+    job.log.info({ key: record.key, bytes: record.bytes }, 'imported');
+    return { mediaId: record.id };
+  },
+};
