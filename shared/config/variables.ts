@@ -419,7 +419,7 @@ export const VARIABLES = {
       default: QUEUE_NAMES.join(','),
       type: `comma-separated queue names: ${QUEUE_NAMES.map((q) => `\`${q}\``).join(', ')}`,
     }),
-    doc: 'Queues a worker takes (`maintenance`: folder deletes and event dispatch; `webhook`: webhook deliveries; `scan`: malware scans, when `CLAMD_URL` is set).',
+    doc: 'Queues a worker takes (`maintenance`: folder deletes and event dispatch; `webhook`: webhook deliveries; `scan`: malware scans, when `CLAMD_URL` is set; `import`: URL imports).',
   },
   WORKER_CONCURRENCY: {
     section: 'jobs',
