@@ -420,6 +420,21 @@ describe('access', () => {
       expect(status.status).toBe(200);
       return ((await status.json()) as Answer['body']).data;
     }, 20_000);
+    // The job's outcome and the record's creation are events, as for convert.
+    await eventually(async () => {
+      const events = await api.ctx.models.Event.find({
+        _id: { $in: [`job.completed:${jobId}`, `media.created:${done.id}`] },
+      }).lean();
+      expect(events.map((e) => e._id).sort()).toEqual([
+        `job.completed:${jobId}`,
+        `media.created:${done.id}`,
+      ]);
+      const completed = events.find((e) => e.type === 'job.completed')!;
+      expect(completed).toMatchObject({
+        organizationId: mine.organization.id,
+        data: { job: { id: jobId, name: 'media.import', status: 'completed', mediaId: done.id } },
+      });
+    }, 20_000);
     expect((await fetch(`${api.url}/media/jobs/${jobId}`, { headers: theirs.auth })).status).toBe(
       404,
     );
