@@ -270,6 +270,8 @@ export async function createApiContext(
           maxMergeBytes: config.limits.maxMergeBytes,
         },
         scan,
+        egress: config.egress,
+        onDuplicate: config.limits.onDuplicate,
       }),
       uploads: new UploadService({
         ingest,

@@ -27,6 +27,7 @@ import { render } from './benchmarks/render';
 import { scaling } from './benchmarks/scaling';
 import { scan } from './benchmarks/scan';
 import { tenancy } from './benchmarks/tenancy';
+import { importUrl } from './benchmarks/import';
 import { upload } from './benchmarks/upload';
 import { uploadMemory } from './benchmarks/upload-memory';
 import { webhooks } from './benchmarks/webhooks';
@@ -53,6 +54,7 @@ export const BENCHMARKS: Benchmark[] = [
   tenancy,
   webhooks,
   scan,
+  importUrl,
 ];
 
 const root = join(__dirname, '..');
@@ -94,6 +96,7 @@ const RUN_ORDER = [
   'heic',
   'tenancy',
   'scan',
+  'import',
 ];
 const selected = BENCHMARKS.filter((b) => !only || only.includes(b.id)).sort(
   (a, b) => RUN_ORDER.indexOf(a.id) - RUN_ORDER.indexOf(b.id),

@@ -45,6 +45,7 @@ export type ErrorCode =
   | 'PROCESSING_TIMEOUT'
   | 'OUTPUT_TOO_LARGE'
   | 'URL_NOT_ALLOWED'
+  | 'URL_FETCH_FAILED'
   | 'SCAN_PENDING'
   | 'FILE_NOT_SCANNED'
   | 'FILE_INFECTED'
@@ -211,6 +212,19 @@ export const Errors = {
     new AppError('URL_NOT_ALLOWED', 400, `The URL is not allowed: ${reason}`, [
       { field, message: reason },
     ]),
+  /**
+   * A URL import that could not be fetched: 502 with what the remote server
+   * answered (`details[0].status`) or why nothing came (`reason`: dns,
+   * connect, tls, protocol, too_many_redirects); 504 when it was too slow
+   * (`reason: timeout`).
+   */
+  urlFetchFailed: (message: string, detail: { status?: number; reason?: string }) =>
+    new AppError(
+      'URL_FETCH_FAILED',
+      detail.reason === 'timeout' ? 504 : 502,
+      `The URL could not be fetched: ${message}`,
+      [{ field: 'url', message, ...detail }],
+    ),
   /** The file has not been scanned for malware yet, and its organization's policy serves only clean files. */
   scanPending: (key: string) =>
     new AppError(

@@ -11,6 +11,7 @@ import type { RequestOrigin } from './db/models';
 import { AppError, type ErrorCode, type ErrorDetail } from './errors';
 import type { ResultRef } from './job-result';
 import type { ConvertFormat } from './media/formats';
+import type { OnDuplicate } from './media-creation';
 import type { RenderOptions } from './media/render-options';
 import type { ScanStatus } from './scan/scan';
 
@@ -24,6 +25,7 @@ export const JOB_QUEUES = {
   'event.deliver': 'maintenance',
   'webhook.deliver': 'webhook',
   'media.scan': 'scan',
+  'media.import': 'import',
 } as const;
 
 export type JobName = keyof typeof JOB_QUEUES;
@@ -107,6 +109,17 @@ export interface JobPayloads {
    * on `media.created`; its id derives from the record's).
    */
   'media.scan': BasePayload & { mediaId: number; key: string };
+  /**
+   * Fetches a URL through the guarded way out and stores it as a new record
+   * (POST /media/upload/url); the API checked the URL and the folder first.
+   */
+  'media.import': CreatingPayload & {
+    url: string;
+    folderId: number | null;
+    /** The record's name as the client gave it (else the URL's last path segment). */
+    name?: string;
+    onDuplicate: OnDuplicate;
+  };
 }
 
 /** Metadata as the API returns it; Buffers travel as `{ type: 'Buffer', data: [...] }`. */
@@ -131,6 +144,8 @@ export interface JobResults {
   };
   /** The verdict recorded; `gone`: the record was deleted, or had its verdict already. */
   'media.scan': { scanStatus: ScanStatus | 'gone' };
+  /** The new record (or, with `onDuplicate: reuse`, the organization's record of the same bytes). */
+  'media.import': { mediaId: number };
 }
 
 /** A rendered variant as stored beside its source (GET /media/render streams it). */
@@ -171,6 +186,9 @@ export const JOB_OPTIONS_OF: Partial<
   Record<JobName, { attempts: number; backoff: { type: 'exponential'; delay: number } }>
 > = {
   'media.scan': { attempts: 15, backoff: { type: 'exponential', delay: 2_000 } },
+  // An import is not retried: a remote that failed once is the client's to try again
+  // (a stalled job, its worker gone, is still taken over).
+  'media.import': { attempts: 1, backoff: { type: 'exponential', delay: 1_000 } },
 };
 
 /**

@@ -83,6 +83,8 @@ export interface CommitOptions {
    * `pending` until scanned (while scanning is on).
    */
   fromCleanInputs?: boolean;
+  /** A URL import's source (kept on the record as `sourceUrl`). */
+  sourceUrl?: string;
 }
 
 export class MediaCreation {
@@ -173,6 +175,7 @@ export class MediaCreation {
           metaData: options.origin,
           createdBy: options.createdBy,
           ...(options.jobId ? { jobId: options.jobId } : {}),
+          ...(options.sourceUrl ? { sourceUrl: options.sourceUrl } : {}),
           ...(this.deps.scanning
             ? { scanStatus: options.fromCleanInputs ? ('clean' as const) : ('pending' as const) }
             : {}),

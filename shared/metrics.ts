@@ -232,7 +232,16 @@ export interface WorkerMetrics extends MetricsSource, DependencyMetrics {
   jobFailed(queue: string, name: string, code: string, outcome: 'failed' | 'retried'): void;
   /** One malware scan ended (worker/services/scan.service.ts). */
   scanned(outcome: ScanOutcomeLabel, seconds: number, bytes: number): void;
+  /** One URL import ended (worker/services/import.service.ts), and the bytes it stored. */
+  imported(outcome: ImportOutcomeLabel, bytes: number): void;
 }
+
+/**
+ * How a URL import ended: `stored`, `reused` (the organization's record of
+ * the same bytes answered), `refused` (the URL, the type, the size or the
+ * quota), or `failed` (the remote server failed or was too slow, or storage).
+ */
+export type ImportOutcomeLabel = 'stored' | 'reused' | 'refused' | 'failed';
 
 /** How a scan attempt ended: a verdict, or `error` (clamd away or failing: retried, the file stays pending). */
 export type ScanOutcomeLabel = 'clean' | 'infected' | 'unscanned' | 'error';
@@ -277,9 +286,24 @@ export function createWorkerMetrics(): WorkerMetrics {
     help: 'Bytes of files clamd gave a verdict on (clean or infected)',
     registers: [registry],
   });
+  const imports = new Counter({
+    name: 'media_imports_total',
+    help: 'URL imports by outcome: stored, reused (onDuplicate=reuse), refused (URL, type, size or quota) or failed (the remote server, a timeout, storage)',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  const importedBytes = new Counter({
+    name: 'media_imported_bytes_total',
+    help: 'Bytes stored by URL imports',
+    registers: [registry],
+  });
   const dependencies = dependencyMetrics(registry);
   return {
     ...sourceOf(registry),
+    imported(outcome, bytes) {
+      imports.inc({ outcome });
+      if (outcome === 'stored') importedBytes.inc(bytes);
+    },
     scanned(outcome, seconds, bytes) {
       scans.inc({ outcome });
       scanSeconds.observe({ outcome }, seconds);

@@ -29,6 +29,7 @@ import { buildListeners, type Listener, type Listeners } from './listeners/liste
 import { ResultsService } from './services/results.service';
 import { WebhookDeliveries } from './services/webhook-deliveries.service';
 import { ScanService } from './services/scan.service';
+import { ImportService } from './services/import.service';
 
 /** Image work (over sharp): what the image processors need. */
 export interface ImageOps {
@@ -90,6 +91,8 @@ export interface JobContext {
   scan: ScanSettings;
   /** The scans themselves (null: scanning is off). */
   scans: ScanService | null;
+  /** URL imports: fetched through the guarded way out, streamed to storage, recorded. */
+  imports: ImportService;
 }
 
 export interface WorkerContext extends JobContext {
@@ -107,7 +110,7 @@ export async function createWorkerContext(
   overrides: {
     store?: ObjectStore;
     /** Times MongoDB commands and storage calls (the worker's metrics), and counts scans. */
-    metrics?: DependencyMetrics & Partial<Pick<WorkerMetrics, 'scanned'>>;
+    metrics?: DependencyMetrics & Partial<Pick<WorkerMetrics, 'scanned' | 'imported'>>;
     /** The listeners of domain events (LISTENERS by default). */
     listeners?: readonly Listener[];
   } = {},
@@ -222,6 +225,18 @@ export async function createWorkerContext(
       }),
       scan,
       scans,
+      imports: new ImportService({
+        store,
+        creation,
+        folders,
+        usage,
+        media,
+        egress: config.egress,
+        limits: config.limits,
+        timeoutMs: config.imports.timeoutMs,
+        ...(metrics?.imported ? { metrics: { imported: metrics.imported } } : {}),
+        logger,
+      }),
       close: async () => {
         await background.drain();
         await webhookQueue?.close();

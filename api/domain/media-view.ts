@@ -9,7 +9,8 @@
  * `scanStatus` is shown when the record has one (stored while malware
  * scanning was on: docs/api.md, "Malware scanning").
  * `thumbhash`, an image's placeholder, is an extra field, present once the
- * worker has set it (worker/listeners/thumbhash.listener.ts).
+ * worker has set it (worker/listeners/thumbhash.listener.ts). `sourceUrl`,
+ * a URL import's source, is an extra field of imported records.
  */
 import type { MediaRecord, RequestOrigin } from '@shared/repositories/media.repository';
 import type { ScanStatus } from '@shared/scan/scan';
@@ -34,6 +35,8 @@ export interface MediaView {
   scanStatus?: ScanStatus;
   /** An image's ThumbHash (base64), once computed. */
   thumbhash?: string;
+  /** Where a URL import fetched it from (an extra field; userinfo, query and fragment removed). */
+  sourceUrl?: string;
   createdAt: string;
   updatedAt: string;
 }
@@ -72,6 +75,7 @@ export function toMediaView(
     metaData: { ipAddress: record.metaData.ipAddress, userAgent: record.metaData.userAgent },
     ...(record.scanStatus ? { scanStatus: record.scanStatus } : {}),
     ...(record.thumbhash ? { thumbhash: record.thumbhash } : {}),
+    ...(record.sourceUrl ? { sourceUrl: record.sourceUrl } : {}),
     createdAt: record.createdAt.toISOString(),
     updatedAt: record.updatedAt.toISOString(),
   };

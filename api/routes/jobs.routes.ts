@@ -1,6 +1,7 @@
 /**
  * The queue-backed endpoints: GET /media/metadata, POST /media/convert,
- * POST /media/merge-pdfs, and the job status URL GET /media/jobs/:id.
+ * POST /media/merge-pdfs, POST /media/upload/url (a URL import), and the job
+ * status URL GET /media/jobs/:id.
  * Each declares its input (the fields of metadata and convert, from
  * wherever the client put them; the merge's streamed form) and makes one
  * call into MediaJobsService (or JobsService for the status URL), which
@@ -16,6 +17,7 @@ import { formSpec } from '../forms/form-spec';
 import { respondToJob } from '../http/job-answer';
 import type { JobsService } from '../services/jobs.service';
 import type { MediaJobsService } from '../services/media-jobs.service';
+import { ON_DUPLICATE } from '../services/upload.service';
 import { fieldsBody, RouteTable, type RouteGuards } from './route-table';
 
 const FORMAT_NAMES = CONVERT_FORMAT_NAMES;
@@ -39,6 +41,20 @@ const convertInput = z.object({
     .int('quality must be an integer')
     .min(1, 'quality must be between 1 and 100')
     .max(100, 'quality must be between 1 and 100')
+    .optional(),
+});
+
+/** A URL import: the URL, the folder (by name and/or id), the record's name, what a duplicate does. */
+const importInput = z.object({
+  url: z
+    .string({ error: 'url is required' })
+    .min(1, 'url is required')
+    .max(8192, 'url is longer than 8192 characters'),
+  folder: z.string().optional(),
+  folderId: z.union([z.string(), z.number().int()]).optional(),
+  name: z.string().max(4096).optional(),
+  onDuplicate: z
+    .enum(ON_DUPLICATE, { error: `onDuplicate must be one of ${ON_DUPLICATE.join(', ')}` })
     .optional(),
 });
 
@@ -88,6 +104,15 @@ export function jobRoutes(deps: {
     async ({ caller, body }, res) => {
       const { mediaKey: key, format, quality } = body;
       respondToJob(res, await mediaJobs.convert(caller, { key, format, quality }));
+    },
+  );
+
+  // Fetched by a worker (the `import` queue); answered like convert: the record, or 504/202.
+  routes.post(
+    '/media/upload/url',
+    { scope: 'write', cost: 10, body: fieldsBody(importInput, { limit: FIELDS_LIMIT }) },
+    async ({ caller, body }, res) => {
+      respondToJob(res, await mediaJobs.importUrl(caller, body));
     },
   );
 

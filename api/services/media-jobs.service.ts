@@ -10,7 +10,9 @@
  * owns the bundle and removes it when it ends; until then it is the
  * request's to remove.
  */
+import { checkTarget, EgressFailed, EgressRefused, type EgressPolicy } from '@shared/egress/egress';
 import { Errors, isAppError } from '@shared/errors';
+import type { OnDuplicate } from '@shared/media-creation';
 import type { JobPayloads } from '@shared/jobs';
 import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
@@ -27,6 +29,15 @@ export interface ConvertInput {
   key: string;
   format: JobPayloads['image.convert']['format'];
   quality?: number | undefined;
+}
+
+/** A URL import's input (POST /media/upload/url), as the client sent it. */
+export interface ImportInput {
+  url: string;
+  folder?: string | undefined;
+  folderId?: string | number | undefined;
+  name?: string | undefined;
+  onDuplicate?: OnDuplicate | undefined;
 }
 
 /**
@@ -56,8 +67,43 @@ export class MediaJobsService {
       limits: { maxMergeInputs: number; maxMergeBytes: number };
       /** Malware scanning: a file the organization's policy does not serve is no job's input. */
       scan: ScanSettings;
+      /** Where outbound requests may go: an import's URL is checked here before its job is queued. */
+      egress: EgressPolicy;
+      /** `onDuplicate` when an import names none (UPLOAD_ON_DUPLICATE). */
+      onDuplicate: OnDuplicate;
     },
   ) {}
+
+  /**
+   * Imports the file at a URL: the URL is checked (400 URL_NOT_ALLOWED with
+   * the reason; the worker checks it again, and every redirect, when it
+   * fetches) and the folder resolved before the job is queued on the
+   * `import` queue; the worker fetches, stores and records it.
+   */
+  async importUrl(caller: Caller, input: ImportInput): Promise<JobAnswer> {
+    try {
+      await checkTarget(input.url, this.deps.egress);
+    } catch (err) {
+      if (err instanceof EgressRefused) throw Errors.urlNotAllowed(err.reason);
+      if (err instanceof EgressFailed) throw Errors.urlNotAllowed(err.message);
+      throw err;
+    }
+    const folder = await this.deps.folders.resolve(caller.organization, {
+      folder: input.folder,
+      folderId: input.folderId === undefined ? undefined : String(input.folderId),
+    });
+    return this.deps.jobs.submit(caller, {
+      name: 'media.import',
+      payload: {
+        origin: caller.origin,
+        tokenId: caller.tokenId,
+        url: input.url,
+        folderId: folder?.id ?? null,
+        ...(input.name === undefined ? {} : { name: input.name }),
+        onDuplicate: input.onDuplicate ?? this.deps.onDuplicate,
+      },
+    });
+  }
 
   async metadata(caller: Caller, input: { key: string }): Promise<JobAnswer> {
     const record = await this.imageRecord(caller.organization, input.key, { pdf: true });

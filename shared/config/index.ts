@@ -123,6 +123,8 @@ function toConfig(env: Env) {
     WEBHOOK_SECRET_OVERLAP_MS,
     WEBHOOK_CONCURRENCY,
     WEBHOOK_ENDPOINT_CONCURRENCY,
+    IMPORT_TIMEOUT_MS,
+    IMPORT_CONCURRENCY,
     CLAMD_URL,
     CLAMD_TIMEOUT_MS,
     CLAMD_MAX_BYTES,
@@ -248,8 +250,15 @@ function toConfig(env: Env) {
     fairQueues: { reservedSlots: JOB_RESERVED_SLOTS, queuedPerSlot: JOB_QUEUED_PER_SLOT },
     worker: {
       queues: WORKER_QUEUES,
-      /** Per queue; the `webhook` queue's is WEBHOOK_CONCURRENCY (deliveries wait on the network). */
-      concurrency: { ...WORKER_CONCURRENCY, webhook: WEBHOOK_CONCURRENCY },
+      /**
+       * Per queue; the `webhook` queue's is WEBHOOK_CONCURRENCY and the `import`
+       * queue's IMPORT_CONCURRENCY (both wait on the network).
+       */
+      concurrency: {
+        ...WORKER_CONCURRENCY,
+        webhook: WEBHOOK_CONCURRENCY,
+        import: IMPORT_CONCURRENCY,
+      },
       /** How long a worker's lock on a job lasts without renewal; a dead worker's job is retried after it. */
       lockMs: JOB_LOCK_MS,
       /** Longest a job may run; past it it fails for good (422 PROCESSING_TIMEOUT) and frees its slot. */
@@ -349,6 +358,8 @@ function toConfig(env: Env) {
       secretOverlapMs: WEBHOOK_SECRET_OVERLAP_MS,
       endpointConcurrency: WEBHOOK_ENDPOINT_CONCURRENCY,
     },
+    /** URL imports (POST /media/upload/url, worker/services/import.service.ts): the fetch's whole time. */
+    imports: { timeoutMs: IMPORT_TIMEOUT_MS },
   };
 
   /**

@@ -419,7 +419,7 @@ export const VARIABLES = {
       default: QUEUE_NAMES.join(','),
       type: `comma-separated queue names: ${QUEUE_NAMES.map((q) => `\`${q}\``).join(', ')}`,
     }),
-    doc: 'Queues a worker takes (`maintenance`: folder deletes and event dispatch; `webhook`: webhook deliveries; `scan`: malware scans, when `CLAMD_URL` is set).',
+    doc: 'Queues a worker takes (`maintenance`: folder deletes and event dispatch; `webhook`: webhook deliveries; `scan`: malware scans, when `CLAMD_URL` is set; `import`: URL imports).',
   },
   WORKER_CONCURRENCY: {
     section: 'jobs',
@@ -612,6 +612,16 @@ export const VARIABLES = {
     section: 'egress',
     value: integer({ default: 4, min: 1, max: 64 }),
     doc: "Deliveries to one endpoint in flight at once, across workers: a slow endpoint holds at most this many of the `webhook` queue's slots.",
+  },
+  IMPORT_TIMEOUT_MS: {
+    section: 'egress',
+    value: integer({ default: 60_000, min: 500, max: 600_000, unit: 'ms' }),
+    doc: "Longest a URL import's fetch may take, body included (`POST /media/upload/url`): past it the fetch is cut (`504 URL_FETCH_FAILED`) and nothing is kept. Connecting may take at most 5 s and the answer's headers 10 s of it. Keep it under `JOB_TIMEOUT_MS`.",
+  },
+  IMPORT_CONCURRENCY: {
+    section: 'egress',
+    value: integer({ default: 4, min: 1, max: 64 }),
+    doc: "URL imports a worker runs at once (the `import` queue's concurrency, instead of `WORKER_CONCURRENCY`'s: an import mostly waits on the remote server, and never holds an image or PDF slot).",
   },
   // Malware scanning
   CLAMD_URL: {

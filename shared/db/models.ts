@@ -111,6 +111,8 @@ export interface MediaDoc {
   variants?: VariantDoc[];
   /** A PDF's page count, set by the worker when it first reads the PDF (a render, its metadata). */
   pages?: number;
+  /** Where a URL import fetched it from (without userinfo, query or fragment); absent otherwise. */
+  sourceUrl?: string;
   /**
    * Events of changes to it (`media.created` with the insert, `media.deleted`
    * with the delete's mark), waiting to be promoted to the events collection.
@@ -351,6 +353,7 @@ const mediaSchema = new Schema<MediaDoc>(
     quarantineKey: { type: String, required: false },
     scanSignature: { type: String, required: false },
     thumbhash: { type: String, required: false },
+    sourceUrl: { type: String, required: false },
     variants: {
       type: [
         new Schema<VariantDoc>(

@@ -20,6 +20,10 @@
  * - Connect, headers and total timeouts; `Accept-Encoding: identity` (a
  *   compressed body is never inflated); the answer's bytes counted as they
  *   arrive and cut at the limit whatever `Content-Length` says.
+ * - Two ways to read an answer: `egressRequest` keeps it (at most 4 KiB by
+ *   default: webhook deliveries), `egressStream` hands it over as a stream,
+ *   failing on byte `maxBytes + 1` and at the total timeout (URL imports,
+ *   straight to storage).
  *
  * The address rules and the allowlist are in ./address.ts.
  */
@@ -27,6 +31,7 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import http, { type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
 import https from 'node:https';
 import type { LookupFunction } from 'node:net';
+import { PassThrough, type Readable } from 'node:stream';
 import ipaddr from 'ipaddr.js';
 import {
   allowedAddress,
@@ -189,12 +194,66 @@ export interface EgressResponse {
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 const CREDENTIAL_HEADERS = ['authorization', 'cookie', 'proxy-authorization'];
 
-/** One request through the guard (redirects followed by hand when asked). */
+/** One request through the guard (redirects followed by hand when asked), its answer read whole. */
 export async function egressRequest(
   text: string,
   request: EgressRequest,
   policy: EgressPolicy,
 ): Promise<EgressResponse> {
+  const opened = await open(text, request, policy);
+  const chunks: Buffer[] = [];
+  try {
+    for await (const chunk of opened.body) chunks.push(chunk as Buffer);
+  } catch (err) {
+    opened.close();
+    throw err;
+  }
+  return {
+    status: opened.status,
+    headers: opened.headers,
+    body: Buffer.concat(chunks),
+    truncated: opened.truncated(),
+    url: opened.url,
+  };
+}
+
+/** An answer whose body is still coming (`egressStream`). */
+export interface EgressStream {
+  status: number;
+  headers: IncomingHttpHeaders;
+  /** The URL that answered (after redirects). */
+  url: string;
+  /**
+   * The answer's bytes as they arrive (never inflated), counted: it fails
+   * with `EgressFailed('too_large')` on byte `maxBytes + 1` whatever
+   * `Content-Length` said, and with `EgressFailed('timeout')` once the total
+   * time is up (a slow sender is cut there).
+   */
+  body: Readable;
+  /** Ends the exchange (the connection closed, the timers cleared); safe to call twice. */
+  close(): void;
+}
+
+/**
+ * One request through the guard whose answer is streamed rather than kept
+ * (imports: a file straight to storage). The same checks, pinning, redirects
+ * and timeouts as `egressRequest`; past `maxBytes` the body always fails
+ * (`onLimit` is ignored). The caller reads or closes the body.
+ */
+export function egressStream(
+  text: string,
+  request: Omit<EgressRequest, 'onLimit' | 'body'>,
+  policy: EgressPolicy,
+): Promise<EgressStream> {
+  return open(text, { ...request, onLimit: 'fail' }, policy);
+}
+
+interface Opened extends EgressStream {
+  truncated(): boolean;
+}
+
+/** Follows redirects by hand (each hop checked again) and answers the last answer, its body unread. */
+async function open(text: string, request: EgressRequest, policy: EgressPolicy): Promise<Opened> {
   const maxRedirects = Math.min(request.maxRedirects ?? 0, 3);
   const deadline = Date.now() + (request.totalMs ?? 15_000);
   let current = text;
@@ -206,6 +265,7 @@ export async function egressRequest(
     const answer = await once(target, { ...request, method, body, headers }, deadline);
     const location = answer.headers.location;
     if (maxRedirects === 0 || !REDIRECTS.has(answer.status) || !location) return answer;
+    answer.close();
     if (hop >= maxRedirects) {
       throw new EgressFailed('too_many_redirects', `more than ${maxRedirects} redirects`);
     }
@@ -234,11 +294,16 @@ export async function egressRequest(
   }
 }
 
+/**
+ * One exchange with a checked target: resolves once the status and headers
+ * are in, with the body as a counted stream; the total timer keeps running
+ * until the body ends or is closed.
+ */
 function once(
   target: CheckedTarget,
   request: EgressRequest & { method: string },
   deadline: number,
-): Promise<EgressResponse> {
+): Promise<Opened> {
   const maxBytes = request.maxBytes ?? 4096;
   const { address } = target;
   // The connection goes to the checked address, whatever DNS says now.
@@ -256,18 +321,24 @@ function once(
   if (request.body !== undefined)
     headers['content-length'] = String(Buffer.byteLength(request.body));
 
-  return new Promise<EgressResponse>((resolve, reject) => {
-    let settled = false;
+  return new Promise<Opened>((resolve, reject) => {
+    let answered = false;
+    let ended = false;
     const timers: NodeJS.Timeout[] = [];
-    const finish = (err: Error | null, value?: EgressResponse) => {
-      if (settled) return;
-      settled = true;
+    const body = new PassThrough();
+    // Its reader sees the failure; unread, a failed body must not crash the process.
+    body.on('error', () => undefined);
+    let truncated = false;
+    /** Ends everything: before the answer, rejects; after it, fails the body (or just closes). */
+    const finish = (err: Error | null) => {
+      if (ended) return;
+      ended = true;
       for (const t of timers) clearTimeout(t);
       request.signal?.removeEventListener('abort', onAbort);
-      if (err) {
-        req.destroy();
-        reject(err);
-      } else resolve(value!);
+      if (err || !answered) req.destroy();
+      if (!answered) {
+        if (err) reject(err);
+      } else if (err) body.destroy(err);
     };
     const onAbort = () =>
       finish(new EgressFailed('timeout', 'aborted', { cause: request.signal?.reason }));
@@ -310,38 +381,54 @@ function once(
     });
     req.on('response', (res: IncomingMessage) => {
       clearTimeout(headersTimer);
-      const chunks: Buffer[] = [];
       let bytes = 0;
-      let truncated = false;
-      const done = () =>
-        finish(null, {
-          status: res.statusCode ?? 0,
-          headers: res.headers,
-          body: Buffer.concat(chunks),
-          truncated,
-          url: target.url.href,
-        });
+      // The reader closed the body (or it failed): the exchange ends with it.
+      body.on('close', () => {
+        finish(null);
+        res.destroy();
+      });
       res.on('data', (chunk: Buffer) => {
-        if (settled) return;
+        if (ended) return;
         const room = maxBytes - bytes;
         bytes += chunk.length;
         if (chunk.length > room) {
           if (request.onLimit === 'fail') {
-            return finish(
-              new EgressFailed('too_large', `the answer is larger than ${maxBytes} bytes`),
-            );
+            finish(new EgressFailed('too_large', `the answer is larger than ${maxBytes} bytes`));
+            res.destroy();
+            return;
           }
-          chunks.push(chunk.subarray(0, Math.max(0, room)));
+          if (room > 0) body.write(chunk.subarray(0, room));
           truncated = true;
-          done();
+          body.end();
+          finish(null);
           res.destroy();
           return;
         }
-        chunks.push(chunk);
+        if (!body.write(chunk)) {
+          res.pause();
+          body.once('drain', () => res.resume());
+        }
       });
-      res.on('end', done);
+      res.on('end', () => {
+        if (ended) return;
+        body.end();
+        finish(null);
+      });
       res.on('error', (err) => finish(new EgressFailed('protocol', err.message, { cause: err })));
       res.on('aborted', () => finish(new EgressFailed('protocol', 'the answer was cut short')));
+      answered = true;
+      resolve({
+        status: res.statusCode ?? 0,
+        headers: res.headers,
+        url: target.url.href,
+        body,
+        truncated: () => truncated,
+        close: () => {
+          finish(null);
+          res.destroy();
+          if (!body.destroyed) body.destroy();
+        },
+      });
     });
     req.end(request.body);
   });

@@ -61,6 +61,7 @@ export const toRecord = (doc: MediaDoc): MediaRecord => ({
   ...(doc.scanSignature ? { scanSignature: doc.scanSignature } : {}),
   ...(doc.pages !== undefined && doc.pages !== null ? { pages: doc.pages } : {}),
   thumbhash: doc.thumbhash ?? null,
+  ...(doc.sourceUrl ? { sourceUrl: doc.sourceUrl } : {}),
   createdAt: doc.createdAt,
   updatedAt: doc.updatedAt,
 });

@@ -51,7 +51,7 @@ const environmentOf = (service: string): NodeJS.ProcessEnv =>
  * with the image pool. Every queue is taken by exactly one pool.
  */
 const POOLS: Record<string, readonly string[]> = {
-  image: ['image', 'maintenance', 'webhook', 'scan'],
+  image: ['image', 'maintenance', 'webhook', 'scan', 'import'],
   pdf: ['pdf'],
 };
 const workers = Object.keys(POOLS).map((p) => `worker-${p}`);

@@ -50,6 +50,7 @@ export async function exportedMetricNames(): Promise<Set<string>> {
         maintenance: { waiting: 0 },
         webhook: { waiting: 0 },
         scan: { waiting: 0 },
+        import: { waiting: 0 },
       }),
   });
   api.observeRequest('GET', '/media/download', 200, 0.01);

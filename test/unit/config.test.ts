@@ -28,9 +28,9 @@ describe('configuration', () => {
         maxMergeInputs: 50,
       },
       worker: {
-        queues: ['image', 'pdf', 'maintenance', 'webhook', 'scan'],
-        // The webhook queue's is WEBHOOK_CONCURRENCY (deliveries wait on the network).
-        concurrency: { image: 2, pdf: 2, maintenance: 2, webhook: 16, scan: 2 },
+        queues: ['image', 'pdf', 'maintenance', 'webhook', 'scan', 'import'],
+        // The webhook and import queues' are WEBHOOK_CONCURRENCY and IMPORT_CONCURRENCY (they wait on the network).
+        concurrency: { image: 2, pdf: 2, maintenance: 2, webhook: 16, scan: 2, import: 4 },
       },
     });
   });
@@ -121,6 +121,7 @@ describe('configuration', () => {
       maintenance: 1,
       webhook: 16,
       scan: 1,
+      import: 4,
     });
     expect(loadConfig({ WORKER_CONCURRENCY: '3' }).worker.concurrency).toEqual({
       image: 3,
@@ -128,6 +129,7 @@ describe('configuration', () => {
       maintenance: 3,
       webhook: 16,
       scan: 3,
+      import: 4,
     });
     expect(problemsOf({ WORKER_CONCURRENCY: 'image=0' })).toEqual([
       expect.stringMatching(/^WORKER_CONCURRENCY: /),

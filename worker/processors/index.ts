@@ -3,6 +3,7 @@ import type { AnyProcessor } from '../registry';
 import { convertProcessor } from './convert.processor';
 import { deleteFolderProcessor } from './delete-folder.processor';
 import { eventDeliverProcessor } from './event-deliver.processor';
+import { importProcessor } from './import.processor';
 import { mergePdfsProcessor } from './merge-pdfs.processor';
 import { metadataProcessor } from './metadata.processor';
 import { renderProcessor } from './render.processor';
@@ -18,4 +19,5 @@ export const PROCESSORS: readonly AnyProcessor[] = [
   eventDeliverProcessor,
   webhookDeliverProcessor,
   scanProcessor,
+  importProcessor,
 ];

@@ -118,6 +118,15 @@ const REQUESTS: Record<string, () => { path: string; init: RequestInit }> = {
       body: JSON.stringify({ mediaKey: someKey, format: 'png' }),
     },
   }),
+  // No worker here, nothing fetched: the control asks for the job id at once (202).
+  'POST /media/upload/url': () => ({
+    path: '/media/upload/url',
+    init: {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Prefer: 'respond-async' },
+      body: JSON.stringify({ url: 'http://93.184.215.14/photo.jpg' }),
+    },
+  }),
   'POST /media/merge-pdfs': () => ({
     path: '/media/merge-pdfs',
     // Without a worker the control would wait JOB_WAIT_MS: ask for the job id at once.

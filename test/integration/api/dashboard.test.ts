@@ -47,6 +47,7 @@ describe('with operator credentials configured', () => {
     const body = (await res.json()) as { queues: { name: string }[] };
     expect(body.queues.map((q) => q.name).sort()).toEqual([
       'image',
+      'import',
       'maintenance',
       'pdf',
       'scan',
@@ -250,6 +251,7 @@ describe('its actions', () => {
         .queues;
       expect(queues.map((q) => [q.name, q.readOnlyMode]).sort()).toEqual([
         ['image', true],
+        ['import', true],
         ['maintenance', true],
         ['pdf', true],
         ['scan', true],

@@ -24,6 +24,7 @@ const COSTS: Record<string, number> = {
   'POST /media/upload': 5,
   'POST /media/upload/multiple': 10,
   'POST /media/upload/base64': 5,
+  'POST /media/upload/url': 10,
   'GET /media/download': 1,
   'HEAD /media/download': 1,
   'POST /media/sign': 2,

@@ -289,6 +289,13 @@ const REQUESTS: Record<string, (org: TestOrg) => Promise<Answer>> = {
         ['folderId', String(owned.folderId)],
       ]),
     }),
+  // No worker runs here: the import is queued (202), never fetched.
+  'POST /media/upload/url folderId (body)': (org) =>
+    viaFetch('/media/upload/url', {
+      method: 'POST',
+      headers: { ...org.auth, ...async, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ url: 'http://93.184.215.14/x.jpg', folderId: owned.folderId }),
+    }),
   'POST /media/upload folderId (body)': (org) =>
     viaFetch('/media/upload', {
       method: 'POST',

@@ -4,7 +4,9 @@
  * the allowlist (EGRESS_ALLOWLIST's CIDR 127.0.0.3/32), not a network
  * namespace; a sentinel listener on 127.0.0.1 and [::1] (the addresses every
  * refused form points at) counts its connections, and must count none.
- * DNS is an injected resolver (rebinding: public, then private).
+ * DNS is an injected resolver (rebinding: public, then private). Both ways
+ * of reading an answer are held: kept (`egressRequest`) and streamed
+ * (`egressStream`, URL imports).
  */
 import { once } from 'node:events';
 import http from 'node:http';
@@ -12,6 +14,7 @@ import net from 'node:net';
 import { parseAllowlist } from '@shared/egress/address';
 import {
   egressRequest,
+  egressStream,
   EgressFailed,
   EgressRefused,
   type EgressPolicy,
@@ -58,6 +61,12 @@ function record(into: Seen[]) {
         res.writeHead(Number(u.searchParams.get('status') ?? 302), { location: to }).end();
       } else if (u.pathname === '/hang') {
         // never answers
+      } else if (u.pathname === '/drip') {
+        // 10 bytes, then one byte every 200 ms.
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.write('x'.repeat(10));
+        const timer = setInterval(() => res.write('y'), 200);
+        res.on('close', () => clearInterval(timer));
       } else if (u.pathname === '/big') {
         res.writeHead(200, { 'content-type': 'text/plain' });
         res.end('x'.repeat(100_000));
@@ -298,5 +307,77 @@ describe('requests that are allowed', () => {
     await expect(egressRequest(`http://${RECEIVER_IP}:${port}/`, {}, p)).rejects.toMatchObject({
       kind: 'connect',
     });
+  });
+});
+
+/** Reads a stream to its end: its bytes, or what it failed with. */
+async function drain(body: NodeJS.ReadableStream): Promise<Buffer | Error> {
+  const chunks: Buffer[] = [];
+  try {
+    for await (const chunk of body) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks);
+  } catch (err) {
+    return err as Error;
+  }
+}
+
+describe('streamed answers (egressStream)', () => {
+  it('hands over the whole body when it is within maxBytes', async () => {
+    const answer = await egressStream(
+      `http://${RECEIVER_IP}:${receiverPort}/big`,
+      { maxBytes: 100_000 },
+      policy(),
+    );
+    expect(answer.status).toBe(200);
+    expect(((await drain(answer.body)) as Buffer).length).toBe(100_000);
+  });
+
+  it('fails on byte maxBytes + 1, whatever Content-Length says', async () => {
+    const big = await egressStream(
+      `http://${RECEIVER_IP}:${receiverPort}/big`,
+      { maxBytes: 99_999 },
+      policy(),
+    );
+    expect(await drain(big.body)).toMatchObject({ kind: 'too_large' });
+    // Says 10 MB, sends 100 KB and stalls: cut at the limit, not waited for.
+    const lying = await egressStream(
+      `http://${RECEIVER_IP}:${rawPort}/`,
+      { maxBytes: 4096 },
+      policy(),
+    );
+    expect(await drain(lying.body)).toMatchObject({ kind: 'too_large' });
+  });
+
+  it('cuts a slow sender at the total timeout, though bytes keep coming', async () => {
+    const started = Date.now();
+    const answer = await egressStream(
+      `http://${RECEIVER_IP}:${receiverPort}/drip`,
+      { totalMs: 1_000, maxBytes: 1_000_000 },
+      policy(),
+    );
+    expect(answer.status).toBe(200);
+    expect(await drain(answer.body)).toMatchObject({ kind: 'timeout' });
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  it('checks every redirect again: one to a private address is refused, the sentinel sees nothing', async () => {
+    const to = `http://127.0.0.1:${sentinelPort}/`;
+    await expect(
+      egressStream(
+        `http://${RECEIVER_IP}:${receiverPort}/redirect?to=${encodeURIComponent(to)}`,
+        { maxRedirects: 3 },
+        policy(),
+      ),
+    ).rejects.toBeInstanceOf(EgressRefused);
+    expect(connections).toBe(0);
+  });
+
+  it('DNS rebinding: the name resolved once, the connection pinned to the checked address', async () => {
+    let n = 0;
+    const p = policy({ 'rebind.example': () => (n++ === 0 ? [RECEIVER_IP] : ['127.0.0.1']) });
+    const answer = await egressStream(`http://rebind.example:${receiverPort}/`, {}, p);
+    expect(((await drain(answer.body)) as Buffer).toString()).toBe('ok GET');
+    expect(resolverCalls).toEqual(['rebind.example']);
+    expect(connections).toBe(0);
   });
 });

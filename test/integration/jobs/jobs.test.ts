@@ -234,6 +234,7 @@ describe('queue selection', () => {
       'image.metadata',
       'image.render',
       'media.delete-folder',
+      'media.import',
       'media.scan',
       'pdf.merge',
       'webhook.deliver',

@@ -6,7 +6,15 @@
  */
 import { Errors, type AppError } from '../../../shared/errors';
 import { describeAjvErrors, expectMatchesSpec, validatorAt } from '../../support/openapi';
-import { errorResponse, fromJob, IMAGE_JOB, jsonHeaders, PDF_JOB, statusUrl } from './samples';
+import {
+  errorResponse,
+  fromJob,
+  IMAGE_JOB,
+  IMPORT_JOB,
+  jsonHeaders,
+  PDF_JOB,
+  statusUrl,
+} from './samples';
 
 const MiB = 1024 * 1024;
 
@@ -36,6 +44,7 @@ const sampleErrors: Record<keyof typeof Errors, () => AppError> = {
   jobNotFound: () => Errors.jobNotFound('17'),
   conflict: () => Errors.conflict('already exists'),
   urlNotAllowed: () => Errors.urlNotAllowed('"localhost" is a loopback name'),
+  urlFetchFailed: () => Errors.urlFetchFailed('the server answered 404', { status: 404 }),
   duplicate: () => Errors.duplicate('holiday.jpg', 'acme/holiday-ILm6DTZ4Wc-R.jpg'),
   rangeNotSatisfiable: () => Errors.rangeNotSatisfiable(251505),
   fileTooLarge: () => Errors.fileTooLarge(104857600, 'holiday.jpg'),
@@ -197,6 +206,23 @@ describe('error answers and api/openapi.yaml', () => {
       ['GET', '/media/metadata', Errors.scanPending('acme/k.jpg')],
       ['GET', '/media/metadata', Errors.fileInfected('acme/k.jpg')],
       ['POST', '/media/convert', Errors.fileNotScanned('acme/k.jpg')],
+      ['POST', '/media/upload/url', Errors.urlNotAllowed('"localhost" is a loopback name')],
+      [
+        'POST',
+        '/media/upload/url',
+        fromJob(Errors.urlFetchFailed('answered 404', { status: 404 })),
+      ],
+      [
+        'POST',
+        '/media/upload/url',
+        fromJob(Errors.urlFetchFailed('too slow', { reason: 'timeout' })),
+      ],
+      ['POST', '/media/upload/url', fromJob(Errors.fileTooLarge(104857600, 'big.jpg'))],
+      ['POST', '/media/upload/url', fromJob(Errors.quotaExceeded(10 * 1024 * MiB))],
+      ['POST', '/media/upload/url', fromJob(Errors.unsupportedType('not accepted'))],
+      ['POST', '/media/upload/url', fromJob(Errors.duplicate('a.jpg', 'acme/a-ILm6DTZ4Wc-R.jpg'))],
+      ['POST', '/media/upload/url', Errors.jobTimeout(IMPORT_JOB, statusUrl(IMPORT_JOB))],
+      ['POST', '/media/upload/url', Errors.folderNotFound(99)],
       ['POST', '/media/convert', Errors.fileInfected('acme/k.jpg')],
       ['POST', '/media/merge-pdfs', Errors.scanPending('acme/k.pdf').forInput(0, 'acme/k.pdf')],
       ['POST', '/media/merge-pdfs', Errors.fileInfected('acme/k.pdf').forInput(0, 'acme/k.pdf')],

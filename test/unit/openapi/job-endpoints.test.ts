@@ -5,6 +5,7 @@
  * in-memory stand-ins for the queue, the records and the token check. No
  * service is needed; each answer goes through expectMatchesSpec.
  */
+import { DEFAULT_POLICY } from '../../../shared/egress/egress';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -132,6 +133,8 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
     folders: { resolve: () => Promise.resolve(null) } as unknown as FoldersService,
     limits: { maxMergeInputs: 50, maxMergeBytes: 256 * 1024 * 1024 },
     scan: { enabled: false, defaultPolicy: 'clean-only' },
+    egress: DEFAULT_POLICY,
+    onDuplicate: 'allow',
   });
   const tokens = {
     verify: (token: string) =>

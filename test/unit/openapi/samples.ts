@@ -77,6 +77,7 @@ export const validEnvelope = () => ({
 });
 
 export const IMAGE_JOB = 'image-0b6f7c1e-2d9a-4c35-8e41-5f3a9b7d2c10';
+export const IMPORT_JOB = 'import-0b6f7c1e-2d9a-4c35-8e41-5f3a9b7d2c10';
 export const PDF_JOB = 'pdf-5c1d8e2f-7a3b-4f90-b6c4-1e2d3f4a5b6c';
 export const statusUrl = (jobId: string) => `http://localhost:3000/media/jobs/${jobId}`;
 
