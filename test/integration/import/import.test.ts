@@ -442,3 +442,17 @@ describe('access', () => {
     expect(await holdings(theirs)).toMatchObject({ records: 0, objects: [] });
   });
 });
+
+describe('metrics', () => {
+  it('the worker counts imports by outcome, and the bytes stored', async () => {
+    const scrape = await (await fetch(`${worker.opsUrl}/metrics`)).text();
+    // Stored and reused (the tests above), refused (413, 415, URL_NOT_ALLOWED at a redirect),
+    // failed (502, 504).
+    for (const outcome of ['stored', 'reused', 'refused', 'failed']) {
+      expect(scrape).toMatch(
+        new RegExp(`^media_imports_total\\{outcome="${outcome}"\\} [1-9]`, 'm'),
+      );
+    }
+    expect(scrape).toMatch(/^media_imported_bytes_total [1-9]/m);
+  });
+});
