@@ -281,6 +281,33 @@ async function storedBytes(key: string): Promise<Buffer> {
 /** The API's storage reads so far, from its /metrics. */
 const storageReads = () => dependencyCalls(api.url, 'storage', 'get');
 
+describe('the worker’s cache of recently read sources', () => {
+  it('reads a source once for a burst of widths; the variants are those of a read from storage', async () => {
+    const bytes = corpusFile('images/exif-org-olympus-d320l.jpg');
+    const source = await org.uploadRecord(bytes, 'burst.jpg');
+    // The placeholder listener reads new images too: waited for, so the count is the renders'.
+    await eventually(async () => {
+      const doc = await api.ctx.models.Media.findOne({ key: source.key }).lean();
+      expect(typeof doc?.thumbhash).toBe('string');
+    });
+    const gets = () => dependencyCalls(worker.opsUrl, 'storage', 'get');
+    const before = await gets();
+    const widths = [64, 96, 128, 160];
+    const answers = await Promise.all(widths.map((w) => render(source.key, { w, format: 'webp' })));
+    expect(answers.map((a) => a.res.status)).toEqual(widths.map(() => 200));
+    expect(await gets()).toBe(before + 1);
+    // Each variant is the source's own render at its width, and stored.
+    for (const [i, w] of widths.entries()) {
+      const expected = await sharp(bytes).autoOrient().resize({ width: w }).webp().toBuffer();
+      expect((await sharp(answers[i]!.bytes).metadata()).width).toBe(w);
+      expect((await sharp(answers[i]!.bytes).metadata()).height).toBe(
+        (await sharp(expected).metadata()).height,
+      );
+    }
+    expect(await api.objectKeys(`.variants/${source.key}/`)).toHaveLength(widths.length);
+  }, 60_000);
+});
+
 describe('the first answer from the worker’s hands', () => {
   it('answers a first render with the bytes its worker handed over, with no storage read', async () => {
     const source = await org.uploadRecord(
