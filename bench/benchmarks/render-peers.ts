@@ -339,7 +339,15 @@ round by round, ${rounds} round(s); the ratio is taken per round.
 source never rendered before: a fresh upload of the photo here (uploaded
 before the pass is timed, and its placeholder computed: the thumbhash
 listener's decode follows every upload and would otherwise share the cores
-with the pass), a fresh copy of the file for ipx.
+with the pass; it reads the image through the worker's source cache, so a
+render taken by the same worker finds the bytes there, as a render soon after
+an upload does in use: docs/renders.md, "The source cache"), a fresh copy of
+the file for ipx (which reads it from the page cache).
+
+The CPU table sums every process of the machine by its command line: on a
+machine shared with other work, processes of the same kind (another Swift,
+MongoDB stand-in or worker) count too, hence the wide min–max of some
+columns; the ipx column is ipx's process alone.
 
 **Repeated renders and revalidations.** The clients ask for one rendered
 source for ${durationMs / 1000} s each (a closed loop, one keep-alive connection
