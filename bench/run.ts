@@ -24,6 +24,7 @@ import { metadata } from './benchmarks/metadata';
 import { pdfRender } from './benchmarks/pdf-render';
 import { queue } from './benchmarks/queue';
 import { render } from './benchmarks/render';
+import { renderPeers } from './benchmarks/render-peers';
 import { scaling } from './benchmarks/scaling';
 import { scan } from './benchmarks/scan';
 import { tenancy } from './benchmarks/tenancy';
@@ -49,6 +50,7 @@ export const BENCHMARKS: Benchmark[] = [
   scaling,
   manage,
   render,
+  renderPeers,
   pdfRender,
   heic,
   tenancy,
@@ -90,6 +92,7 @@ const RUN_ORDER = [
   'metadata',
   'convert',
   'render',
+  'render-peers',
   'pdf-render',
   'merge',
   'scaling',

@@ -192,7 +192,14 @@ export async function createWorkerContext(
       folders,
       organizations,
       usage,
-      results: new ResultsService({ store, media, folders, creation, logger }),
+      results: new ResultsService({
+        store,
+        media,
+        folders,
+        creation,
+        logger,
+        sourceCacheBytes: config.render.sourceCacheBytes,
+      }),
       storedResults: new StoredResults({
         store,
         results: jobResults,

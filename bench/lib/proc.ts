@@ -96,6 +96,7 @@ export type ProcessGroup =
   | 'api'
   | 'workers'
   | 'in-process peer'
+  | 'ipx'
   | 's3 (swift)'
   | 'mongodb'
   | 'redis'
@@ -107,6 +108,7 @@ function groupOf(pid: number, cmdline: string): ProcessGroup {
   if (/\bapi\/main\.(js|ts)\b/.test(cmdline)) return 'api';
   if (/\bworker\/main\.(js|ts)\b/.test(cmdline)) return 'workers';
   if (/peer-main\.ts\b/.test(cmdline)) return 'in-process peer';
+  if (/ipx-main\.mjs\b/.test(cmdline)) return 'ipx';
   if (/swift|memcached/.test(cmdline)) return 's3 (swift)';
   if (/mongo-standin|\bmongod\b/.test(cmdline)) return 'mongodb';
   if (/redis-server/.test(cmdline)) return 'redis';

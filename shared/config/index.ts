@@ -86,6 +86,7 @@ function toConfig(env: Env) {
     RENDER_REQUIRE_SIGNED,
     RENDER_MAX_VARIANTS,
     RENDER_HANDOFF_MAX_BYTES,
+    RENDER_SOURCE_CACHE_BYTES,
     JOB_WAIT_MS,
     MAX_PENDING_JOBS,
     JOB_RESERVED_SLOTS,
@@ -221,6 +222,8 @@ function toConfig(env: Env) {
        * Redis (shared/queue/handoff.ts) besides storing it; 0 turns it off.
        */
       handoffMaxBytes: RENDER_HANDOFF_MAX_BYTES,
+      /** Bytes of recently read sources each worker keeps for renders (worker/services/results.service.ts); 0: none. */
+      sourceCacheBytes: RENDER_SOURCE_CACHE_BYTES,
     },
     jobWaitMs: JOB_WAIT_MS,
     /**

@@ -390,6 +390,11 @@ export const VARIABLES = {
     value: integer({ default: 512 * 1024, min: 0, max: 16 * MB, unit: 'bytes' }),
     doc: 'Largest first-render variant the worker also hands to the waiting API through Redis (kept 10 s), so the first answer needs no read back from storage; larger ones are read from storage. `0` turns it off ([renders.md](renders.md#a-variant-is-rendered-once)).',
   },
+  RENDER_SOURCE_CACHE_BYTES: {
+    section: 'renders',
+    value: integer({ default: 64 * MB, min: 0, max: 4096 * MB, unit: 'bytes' }),
+    doc: 'Bytes of recently read sources each worker keeps in memory for renders (an LRU; a source larger than a quarter of it is not kept), so a burst of widths of one image reads it from storage once. `0` turns it off ([renders.md](renders.md#the-source-cache)).',
+  },
 
   // Jobs and workers
   JOB_WAIT_MS: {

@@ -29,6 +29,7 @@ const IDS = [
   'scaling',
   'manage',
   'render',
+  'render-peers',
   'pdf-render',
   'heic',
   'tenancy',
@@ -139,6 +140,8 @@ it('measures what each benchmark is about (positive rates, the targets the issue
   expect(byId.convert!.targets).toHaveLength(4);
   // A stored variant beside a download; first renders with 1 and 2 workers.
   expect(byId.render!.targets).toHaveLength(3);
+  // Beside ipx: first renders, repeated renders and revalidations, each at 1 and 4 clients.
+  expect(byId['render-peers']!.targets).toHaveLength(6);
   for (const b of result.benchmarks) {
     for (const t of b.targets) {
       expect(t.met).toBe(

@@ -89,6 +89,7 @@ const settings = (over: Partial<Config['render']> = {}): Config['render'] => ({
   requireSigned: false,
   maxVariants: 3,
   handoffMaxBytes: 0,
+  sourceCacheBytes: 0,
   ...over,
 });
 

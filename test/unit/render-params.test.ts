@@ -30,6 +30,7 @@ const settings: Config['render'] = {
   requireSigned: false,
   maxVariants: 3,
   handoffMaxBytes: 0,
+  sourceCacheBytes: 0,
 };
 
 const maxOutputPixels = { gif: 40_000, avif: 90_000 };

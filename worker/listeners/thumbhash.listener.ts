@@ -24,7 +24,9 @@ export const thumbhashListener: Listener = {
     const record = await ctx.media.findById(media.organizationId, media.id);
     if (!record || record.thumbhash) return;
     try {
-      const input = await ctx.results.read(media.key, ctx.limits.maxFileSize);
+      // Through the worker's source cache: the first renders of a new image often follow its
+      // upload at once (a srcset), and find its bytes there (docs/renders.md, "The source cache").
+      const input = await ctx.results.readSource(record, ctx.limits.maxFileSize);
       const hash = await ctx.images.thumbhash(input, { signal: ctx.signal });
       if (!(await ctx.media.setThumbhash(media.id, hash))) {
         ctx.log.info({ mediaId: media.id }, 'record gone before its placeholder was set');

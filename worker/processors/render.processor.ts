@@ -59,7 +59,8 @@ export const renderProcessor: Processor<
     const quota = organization.quotaBytes;
     if (quota !== null && usage.bytes >= quota) throw Errors.quotaExceeded(quota);
 
-    const input = await ctx.results.read(key, ctx.limits.maxFileSize);
+    // Through the worker's cache of recently read sources (a burst of widths reads it once).
+    const input = await ctx.results.readSource(found.record, ctx.limits.maxFileSize);
     job.signal.throwIfAborted();
     const t1 = performance.now();
     const output = await ctx.images.render(input, options, {

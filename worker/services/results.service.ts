@@ -10,6 +10,7 @@
  */
 import { createHash, webcrypto } from 'node:crypto';
 import type { Readable } from 'node:stream';
+import { LRUCache } from 'lru-cache';
 import { Errors } from '@shared/errors';
 import type { Logger } from '@shared/logger';
 import { buildKey, keyBaseName } from '@shared/media/naming';
@@ -65,8 +66,28 @@ export class ResultsService {
       /** Where the result becomes a record (booking, insert, events, clean-up). */
       creation: MediaCreation;
       logger: Logger;
+      /**
+       * Bytes of recently read sources kept in memory (RENDER_SOURCE_CACHE_BYTES; 0 or
+       * absent: none), for `readSource`.
+       */
+      sourceCacheBytes?: number;
     },
-  ) {}
+  ) {
+    const maxSize = deps.sourceCacheBytes ?? 0;
+    if (maxSize > 0) {
+      this.sources = new LRUCache<string, Buffer, number>({
+        maxSize,
+        // A source larger than a quarter of the cache would push out the burst it is part of.
+        maxEntrySize: Math.max(1, Math.floor(maxSize / 4)),
+        sizeCalculation: (b) => Math.max(1, b.length),
+        fetchMethod: (cacheKey, _stale, { context }) =>
+          this.read(cacheKey.slice(cacheKey.indexOf('\n') + 1), context),
+      });
+    }
+  }
+
+  /** Recently read sources, by checksum and key (see `readSource`). */
+  private readonly sources: LRUCache<string, Buffer, number> | undefined;
 
   /** The record a previous attempt of this job already wrote, if any. */
   existing(jobId: string): Promise<MediaRecord | null> {
@@ -200,6 +221,24 @@ export class ResultsService {
       async (key) => void bytes.set(key, await this.read(key, limitOf(key), total)),
     );
     return bytes;
+  }
+
+  /**
+   * Reads a stored file's bytes as `read` does, through a worker-local LRU
+   * bounded in bytes (RENDER_SOURCE_CACHE_BYTES): responsive images ask for
+   * several widths of one source in a burst, and each render would read the
+   * whole source from storage again. A key's bytes never change, and the
+   * entry is named by the record's checksum as well as its key, so an entry
+   * never answers for other bytes; nothing needs invalidating. Callers look
+   * the record up first (a deleted file is refused there, so its entry is
+   * never used again and ages out). Reads of one source at once are one
+   * storage read. The returned buffer is shared: not to be written to.
+   */
+  readSource(record: { key: string; checksum: string }, maxBytes: number): Promise<Buffer> {
+    if (!this.sources) return this.read(record.key, maxBytes);
+    return this.sources
+      .fetch(`${record.checksum}\n${record.key}`, { context: maxBytes })
+      .then((bytes) => bytes ?? this.read(record.key, maxBytes));
   }
 
   /** Reads a whole object into memory (inputs of image and PDF jobs), refusing more than `maxBytes`. */

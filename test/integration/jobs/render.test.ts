@@ -281,6 +281,44 @@ async function storedBytes(key: string): Promise<Buffer> {
 /** The API's storage reads so far, from its /metrics. */
 const storageReads = () => dependencyCalls(api.url, 'storage', 'get');
 
+describe('the worker’s cache of recently read sources', () => {
+  const gets = () => dependencyCalls(worker.opsUrl, 'storage', 'get');
+
+  it('renders a new image from the bytes its placeholder was made from: no storage read', async () => {
+    const bytes = corpusFile('images/exif-org-olympus-d320l.jpg');
+    const source = await org.uploadRecord(bytes, 'burst.jpg');
+    // The placeholder listener reads a new image on the worker (through the cache).
+    await eventually(async () => {
+      const doc = await api.ctx.models.Media.findOne({ key: source.key }).lean();
+      expect(typeof doc?.thumbhash).toBe('string');
+    });
+    const before = await gets();
+    const widths = [64, 96, 128, 160];
+    const answers = await Promise.all(widths.map((w) => render(source.key, { w, format: 'webp' })));
+    expect(answers.map((a) => a.res.status)).toEqual(widths.map(() => 200));
+    expect(await gets()).toBe(before);
+    // Each variant is the source's own render at its width, and stored.
+    const [sw, sh] = await orientedSize(bytes);
+    for (const [i, w] of widths.entries()) {
+      const meta = await sharp(answers[i]!.bytes).metadata();
+      expect([meta.width, meta.height]).toEqual([w, Math.round((sh * w) / sw)]);
+    }
+    expect(await api.objectKeys(`.variants/${source.key}/`)).toHaveLength(widths.length);
+  }, 60_000);
+
+  it('reads a source once for a burst of renders (pages of a PDF, which has no placeholder)', async () => {
+    const source = await org.uploadRecord(corpusFile('pdfs/pdflatex-4-pages.pdf'), 'burst.pdf');
+    const before = await gets();
+    const asks = [1, 2, 3, 4].map((page) => ({ page, w: 80, format: 'png' }));
+    const answers = await Promise.all(asks.map((o) => render(source.key, o)));
+    expect(answers.map((a) => a.res.status)).toEqual(asks.map(() => 200));
+    for (const a of answers) expect((await sharp(a.bytes).metadata()).width).toBe(80);
+    // Once for the four (one read shared by those at once; the others from the cache).
+    expect(await gets()).toBe(before + 1);
+    expect(await api.objectKeys(`.variants/${source.key}/`)).toHaveLength(asks.length);
+  }, 60_000);
+});
+
 describe('the first answer from the worker’s hands', () => {
   it('answers a first render with the bytes its worker handed over, with no storage read', async () => {
     const source = await org.uploadRecord(
