@@ -17,6 +17,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync
 import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { convert } from './benchmarks/convert';
+import { download } from './benchmarks/download';
 import { heic } from './benchmarks/heic';
 import { manage } from './benchmarks/manage';
 import { merge } from './benchmarks/merge';
@@ -53,6 +54,7 @@ export const BENCHMARKS: Benchmark[] = [
   tenancy,
   webhooks,
   scan,
+  download,
 ];
 
 const root = join(__dirname, '..');
@@ -94,6 +96,7 @@ const RUN_ORDER = [
   'heic',
   'tenancy',
   'scan',
+  'download',
 ];
 const selected = BENCHMARKS.filter((b) => !only || only.includes(b.id)).sort(
   (a, b) => RUN_ORDER.indexOf(a.id) - RUN_ORDER.indexOf(b.id),
