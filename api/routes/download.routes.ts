@@ -3,10 +3,11 @@
  * caller's organization, with Content-Type, Content-Length, ETag (the content
  * hash), Last-Modified, Content-Disposition (the record's name, safe for any
  * characters); `Range` gives 206 (416 when unsatisfiable) and a matching
- * `If-None-Match` gives 304 (http/stored-bytes.ts). `disposition=inline`
- * shows images and PDFs in the browser (PDFs sandboxed by a
- * Content-Security-Policy); a signed URL's answer may be cached publicly
- * until it expires (middleware/signed-url.ts).
+ * `If-None-Match` gives 304 (http/stored-bytes.ts; without reading the record
+ * when this process has served the key: api/domain/revalidation-cache.ts).
+ * `disposition=inline` shows images and PDFs in the browser (PDFs sandboxed
+ * by a Content-Security-Policy); a signed URL's answer may be cached
+ * publicly until it expires (middleware/signed-url.ts).
  */
 import { Router } from 'express';
 import { create as contentDisposition } from 'content-disposition';

@@ -13,7 +13,8 @@
  * (bearer-authenticated; a signed URL's answer may be cached publicly until
  * it expires), an inline disposition, `Accept-Ranges`; `Range` gives 206
  * (416 when unsatisfiable) and a matching `If-None-Match` gives 304
- * (http/stored-bytes.ts).
+ * (http/stored-bytes.ts; without reading the record when this process has
+ * served the variant: api/domain/revalidation-cache.ts).
  */
 import { Router } from 'express';
 import { create as contentDisposition } from 'content-disposition';
