@@ -151,7 +151,14 @@ async function withStorageAndQueues<T>(
   await store.ping();
   const queue = ctx.config.redisUrl ? new BullJobQueue(ctx.config, ctx.logger) : undefined;
   const { media, usage, events } = ctx.repositories;
-  const deletion = new MediaDeletion({ media, usage, store, events, logger: ctx.logger });
+  const deletion = new MediaDeletion({
+    media,
+    usage,
+    store,
+    events,
+    logger: ctx.logger,
+    invalidations: ctx.invalidations,
+  });
   try {
     return await run({ store, queue, deletion });
   } finally {

@@ -24,8 +24,13 @@ import { StoredResults } from '@shared/stored-results';
 import { BullJobQueue } from '@shared/queue/job-queue';
 import { JobHandoff } from '@shared/queue/handoff';
 import { createRedis, waitForRedis, type RedisConnection } from '@shared/queue/redis';
-import { InvalidationPublisher, subscribeInvalidations } from '@shared/queue/invalidations';
+import {
+  InvalidationPublisher,
+  subscribeInvalidations,
+  type Invalidation,
+} from '@shared/queue/invalidations';
 import { AuthCache } from './domain/auth-cache';
+import { RevalidationCache } from './domain/revalidation-cache';
 import { DownloadService } from './services/download.service';
 import { RenderService } from './services/render.service';
 import { FoldersService } from './services/folders.service';
@@ -97,6 +102,8 @@ export async function createDataContext(
   metrics?: DependencyMetrics,
   /** Tokens and organizations kept in this process (the API's; the CLI has none). */
   cache?: AuthCache,
+  /** This process's caches told at once of what it publishes (the API's revalidations). */
+  local: readonly { invalidate(message: Invalidation): void }[] = [],
 ): Promise<DataContext> {
   const connection = await connectMongo(
     requireSetting(config.mongodbUri, 'MONGODB_URI'),
@@ -112,6 +119,7 @@ export async function createDataContext(
     redisUrl: config.redisUrl,
     queuePrefix: config.queuePrefix,
     logger,
+    local,
   });
   const tokens = new TokensService(repositories.tokens, repositories.organizations, undefined, {
     cache,
@@ -149,12 +157,18 @@ export async function createApiContext(
   });
   // Authentication reads from memory; changes arrive through Redis (api/domain/auth-cache.ts).
   const cache = config.authCacheMs > 0 ? new AuthCache(config.authCacheMs) : undefined;
-  const data = await createDataContext(config, logger, metrics, cache);
+  // Revalidations answered from memory; deleted keys' entries dropped through Redis too.
+  const revalidations =
+    config.authCacheMs > 0 && config.revalidationCacheEntries > 0
+      ? new RevalidationCache(config.revalidationCacheEntries, config.authCacheMs)
+      : undefined;
+  const caches = [cache, revalidations].filter((c) => c !== undefined);
+  const data = await createDataContext(config, logger, metrics, cache, caches);
   const subscription =
-    cache && config.redisUrl
+    caches.length > 0 && config.redisUrl
       ? subscribeInvalidations(config.redisUrl, config.queuePrefix, logger, {
-          onMessage: (message) => cache.invalidate(message),
-          onResync: () => cache.clear(),
+          onMessage: (message) => caches.forEach((c) => c.invalidate(message)),
+          onResync: () => caches.forEach((c) => c.clear()),
         })
       : undefined;
   try {
@@ -196,7 +210,14 @@ export async function createApiContext(
     });
     const events = data.repositories.events;
     made.events = events;
-    const deletion = new MediaDeletion({ media, usage, store, events, logger });
+    const deletion = new MediaDeletion({
+      media,
+      usage,
+      store,
+      events,
+      logger,
+      invalidations: data.invalidations,
+    });
     // Work off the answers' path (settling bookings, recording events): the shutdown waits for it.
     const background = new BackgroundTasks(logger);
     // Malware scanning (shared/scan/): the workers scan, the API serves what the policy allows.
@@ -217,6 +238,7 @@ export async function createApiContext(
     });
     const renders = new RenderService({
       scan,
+      revalidations,
       variants: data.repositories.variants,
       jobs,
       store,
@@ -297,12 +319,18 @@ export async function createApiContext(
         egress: config.egress,
         queue,
       }),
-      downloads: new DownloadService({ media, store, scan }),
+      downloads: new DownloadService({ media, store, scan, revalidations }),
       signedUrls: new SignedUrlService({
         signing: config.urlSigning,
         publicBaseUrl: config.publicBaseUrl,
         media,
-        organizations: data.repositories.organizations,
+        // The signing organization read through the token cache: a signed 304 reads no MongoDB.
+        organizations: cache
+          ? {
+              findById: (id: number) =>
+                cache.organization(id, () => data.repositories.organizations.findById(id)),
+            }
+          : data.repositories.organizations,
         renders,
       }),
       renders,

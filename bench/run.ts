@@ -17,6 +17,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync
 import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { convert } from './benchmarks/convert';
+import { download } from './benchmarks/download';
 import { heic } from './benchmarks/heic';
 import { manage } from './benchmarks/manage';
 import { merge } from './benchmarks/merge';
@@ -57,6 +58,7 @@ export const BENCHMARKS: Benchmark[] = [
   webhooks,
   scan,
   importUrl,
+  download,
 ];
 
 const root = join(__dirname, '..');
@@ -100,6 +102,7 @@ const RUN_ORDER = [
   'tenancy',
   'scan',
   'import',
+  'download',
 ];
 const selected = BENCHMARKS.filter((b) => !only || only.includes(b.id)).sort(
   (a, b) => RUN_ORDER.indexOf(a.id) - RUN_ORDER.indexOf(b.id),

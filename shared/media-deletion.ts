@@ -6,10 +6,13 @@
  * the record, give its bytes (and its variants') back to the usage count. A
  * crash at any step leaves a marked record, which lookups no longer see and
  * `reconcile` finishes; it never leaves a record without its object visible,
- * nor an object without a record.
+ * nor an object without a record. Once the record is gone, the API replicas
+ * are told (shared/queue/invalidations.ts) to forget what they kept of the
+ * key for revalidations (api/domain/revalidation-cache.ts).
  */
 import type { EventOutbox } from './events/outbox';
 import type { Logger } from './logger';
+import type { InvalidationPublisher } from './queue/invalidations';
 import { variantPrefix } from './media/render-options';
 import type { MediaRecord, MediaRepository } from './repositories/media.repository';
 import type { UsageRepository } from './repositories/usage.repository';
@@ -26,6 +29,8 @@ export class MediaDeletion {
       logger: Logger;
       /** Keys of objects derived from a record (deleted with it); by default its variants' objects. */
       derivedKeys?: (record: MediaRecord) => Promise<string[]>;
+      /** Tells the API replicas a key is gone (what they kept of it for 304s). */
+      invalidations?: Pick<InvalidationPublisher, 'publish'> | undefined;
       now?: () => Date;
     },
   ) {}
@@ -53,6 +58,7 @@ export class MediaDeletion {
     await this.deps.store.removeMany([record.key, ...quarantined, ...derived]);
     await this.deps.events.promoteMedia({ ids: [record.id] });
     await this.deps.media.removeByIds([record.id]);
+    await this.forget(record);
     await this.deps.usage
       .release(
         record.organizationId,
@@ -63,6 +69,18 @@ export class MediaDeletion {
         // The count is off until reconcile sets it from the records.
         this.deps.logger.warn({ err, id: record.id }, 'could not release a deleted file’s usage'),
       );
+  }
+
+  /**
+   * Tells the API replicas that `record`'s key (and its variants) is gone,
+   * after its record went: a replica drops what it kept of it for 304s.
+   * Never throws (a replica that missed it forgets after AUTH_CACHE_MS).
+   */
+  async forget(record: Pick<MediaRecord, 'organizationId' | 'key'>): Promise<void> {
+    await this.deps.invalidations?.publish({
+      organizationId: record.organizationId,
+      key: record.key,
+    });
   }
 
   /** The objects of a record's variants (listed: one a render wrote but could not record is there too). */

@@ -14,6 +14,7 @@ import type { Logger } from '@shared/logger';
 import { MediaCreation } from '@shared/media-creation';
 import { MediaDeletion } from '@shared/media-deletion';
 import type { DependencyMetrics, WorkerMetrics } from '@shared/metrics';
+import { InvalidationPublisher } from '@shared/queue/invalidations';
 import { BullJobQueue } from '@shared/queue/job-queue';
 import { ClamdScanner } from '@shared/scan/clamd-scanner';
 import type { ScanSettings } from '@shared/scan/scan';
@@ -137,7 +138,13 @@ export async function createWorkerContext(
       maxBytes: redisUrl ? config.render.handoffMaxBytes : 0,
       logger,
     });
-    const deletion = new MediaDeletion({ media, usage, store, events, logger });
+    // Tells the API replicas of keys a folder's delete removed (connects on the first one).
+    const invalidations = new InvalidationPublisher({
+      redisUrl,
+      queuePrefix: config.queuePrefix,
+      logger,
+    });
+    const deletion = new MediaDeletion({ media, usage, store, events, logger, invalidations });
     const background = new BackgroundTasks(logger);
     const creation = new MediaCreation({
       media,
@@ -249,6 +256,7 @@ export async function createWorkerContext(
         await webhookQueue?.close();
         await scanQueue?.close();
         handoffRedis?.disconnect();
+        invalidations.close();
         await connection.close();
       },
     };

@@ -98,6 +98,7 @@ export class AuthCache {
   }
 
   invalidate(message: Invalidation): void {
+    if ('key' in message) return; // a key's disappearance: nothing of authentication
     this.generation++;
     if ('tokenId' in message) {
       this.tokens.delete(message.tokenId);

@@ -44,11 +44,7 @@ export async function sendStoredBytes(
   metrics?: Pick<ApiMetrics, 'bytesServed'>,
 ): Promise<void> {
   const { etag, length, data } = answer;
-  res.setHeader('ETag', etag);
-  for (const [name, value] of Object.entries(answer.validators)) res.setHeader(name, value);
-  // Appended: the CORS layer may have set `Vary: Origin` already, and a shared cache needs both.
-  if (answer.varyAccept) res.vary('Accept');
-  res.setHeader('Accept-Ranges', 'bytes');
+  setValidators(res, answer);
   if (noneMatch(req.headers['if-none-match'], etag)) {
     res.status(304).end();
     return;
@@ -89,6 +85,30 @@ export async function sendStoredBytes(
   } finally {
     metrics?.bytesServed(sent);
   }
+}
+
+/** What a 304 carries: the validators, and `Vary: Accept` when the format was negotiated. */
+export type Validators = Pick<StoredBytes, 'etag' | 'validators' | 'varyAccept'>;
+
+/**
+ * Answers 304 from validators known without reading the record (kept from an
+ * earlier answer: api/domain/revalidation-cache.ts) when `If-None-Match`
+ * matches them, with the headers `sendStoredBytes` gives a 304; false (and
+ * nothing sent) otherwise.
+ */
+export function sendNotModified(req: Request, res: Response, known: Validators): boolean {
+  if (!noneMatch(req.headers['if-none-match'], known.etag)) return false;
+  setValidators(res, known);
+  res.status(304).end();
+  return true;
+}
+
+function setValidators(res: Response, answer: Validators): void {
+  res.setHeader('ETag', answer.etag);
+  for (const [name, value] of Object.entries(answer.validators)) res.setHeader(name, value);
+  // Appended: the CORS layer may have set `Vary: Origin` already, and a shared cache needs both.
+  if (answer.varyAccept) res.vary('Accept');
+  res.setHeader('Accept-Ranges', 'bytes');
 }
 
 /** RFC 9110 weak comparison of If-None-Match against our ETag. */

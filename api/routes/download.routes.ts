@@ -3,19 +3,19 @@
  * caller's organization, with Content-Type, Content-Length, ETag (the content
  * hash), Last-Modified, Content-Disposition (the record's name, safe for any
  * characters); `Range` gives 206 (416 when unsatisfiable) and a matching
- * `If-None-Match` gives 304 (http/stored-bytes.ts). `disposition=inline`
- * shows images and PDFs in the browser (PDFs sandboxed by a
- * Content-Security-Policy); a signed URL's answer may be cached publicly
- * until it expires (middleware/signed-url.ts).
+ * `If-None-Match` gives 304 (http/stored-bytes.ts; without reading the record
+ * when this process has served the key: api/domain/revalidation-cache.ts).
+ * `disposition=inline` shows images and PDFs in the browser (PDFs sandboxed
+ * by a Content-Security-Policy); a signed URL's answer may be cached
+ * publicly until it expires (middleware/signed-url.ts).
  */
 import { Router } from 'express';
 import { create as contentDisposition } from 'content-disposition';
 import { z } from 'zod';
 import type { ApiMetrics } from '@shared/metrics';
-import type { MediaRecord } from '@shared/repositories/media.repository';
-import { sendStoredBytes } from '../http/stored-bytes';
+import { sendNotModified, sendStoredBytes } from '../http/stored-bytes';
 import { cacheControlFor } from '../middleware/signed-url';
-import type { DownloadService } from '../services/download.service';
+import { fileValidators, type DownloadService } from '../services/download.service';
 import { RouteTable, type RouteGuards } from './route-table';
 
 /**
@@ -47,7 +47,14 @@ const downloadQuery = z
     }),
   );
 
-const etagOf = (record: MediaRecord) => `"${record.checksum.replace(/^sha256:/, '')}"`;
+/** What every answer carries (a 304 too): ETag, Last-Modified, Cache-Control. */
+const validatorsOf = (
+  { etag, lastModified }: { etag: string; lastModified: string },
+  signedUntil: Date | undefined,
+) => ({
+  etag,
+  validators: { 'Last-Modified': lastModified, 'Cache-Control': cacheControlFor(signedUntil) },
+});
 
 export function downloadRoutes(deps: {
   downloads: DownloadService;
@@ -61,18 +68,17 @@ export function downloadRoutes(deps: {
     '/media/download',
     { scope: 'read', query: downloadQuery },
     async ({ caller, query, req }, res) => {
+      // A revalidation of a key this process has served: 304 without reading the record.
+      const known = deps.downloads.known(caller, { key: query.media });
+      if (known && sendNotModified(req, res, validatorsOf(known, caller.signedUntil))) return;
       const record = await deps.downloads.find(caller, { key: query.media });
       const inline = query.disposition === 'inline' && showsInline(record.mimetype);
       await sendStoredBytes(
         req,
         res,
         {
-          etag: etagOf(record),
+          ...validatorsOf(fileValidators(record), caller.signedUntil),
           length: record.bytes,
-          validators: {
-            'Last-Modified': record.updatedAt.toUTCString(),
-            'Cache-Control': cacheControlFor(caller.signedUntil),
-          },
           contentType: record.mimetype,
           disposition: contentDisposition(record.name, { type: inline ? 'inline' : 'attachment' }),
           headers:

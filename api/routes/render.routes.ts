@@ -13,14 +13,15 @@
  * (bearer-authenticated; a signed URL's answer may be cached publicly until
  * it expires), an inline disposition, `Accept-Ranges`; `Range` gives 206
  * (416 when unsatisfiable) and a matching `If-None-Match` gives 304
- * (http/stored-bytes.ts).
+ * (http/stored-bytes.ts; without reading the record when this process has
+ * served the variant: api/domain/revalidation-cache.ts).
  */
 import { Router } from 'express';
 import { create as contentDisposition } from 'content-disposition';
 import { keyBaseName } from '@shared/media/naming';
 import { renderQuerySchema, type RenderParamRules } from '@shared/media/render-params';
 import type { ApiMetrics } from '@shared/metrics';
-import { sendStoredBytes } from '../http/stored-bytes';
+import { sendNotModified, sendStoredBytes } from '../http/stored-bytes';
 import { cacheControlFor } from '../middleware/signed-url';
 import { variantTag, type RenderService } from '../services/render.service';
 import { RouteTable, type RouteGuards } from './route-table';
@@ -51,10 +52,26 @@ export function renderRoutes(deps: {
       query,
     },
     async ({ caller, query: asked, req }, res) => {
-      const { record, variant, negotiated, rendered, data } = await deps.renders.render(caller, {
-        ...asked,
-        accept: req.headers.accept,
-      });
+      const input = { ...asked, accept: req.headers.accept };
+      // A revalidation of a variant this process has served: 304 without reading the record.
+      const known = deps.renders.known(caller, input);
+      if (
+        known &&
+        sendNotModified(req, res, {
+          etag: known.etag,
+          validators: {
+            'Cache-Control': cacheControlFor(caller.signedUntil, PRIVATE_CACHE_CONTROL),
+          },
+          varyAccept: known.negotiated,
+        })
+      ) {
+        deps.metrics?.renderAnswered('stored');
+        return;
+      }
+      const { record, variant, negotiated, rendered, data } = await deps.renders.render(
+        caller,
+        input,
+      );
       deps.metrics?.renderAnswered(rendered ? 'rendered' : 'stored');
       const ext = variant.key.slice(variant.key.lastIndexOf('.') + 1);
       await sendStoredBytes(

@@ -5,11 +5,34 @@ import type { MediaRecord, MediaRepository } from '@shared/repositories/media.re
 import { scanRefusal, type ScanSettings } from '@shared/scan/scan';
 import type { ByteRange, ObjectStore } from '@shared/storage/object-store';
 import type { Caller } from '../domain/caller';
+import type { FileValidators, RevalidationCache } from '../domain/revalidation-cache';
+
+/** A file's validators: its content hash as a strong ETag, and its record's last change. */
+export function fileValidators(record: MediaRecord): FileValidators {
+  return {
+    etag: `"${record.checksum.replace(/^sha256:/, '')}"`,
+    lastModified: record.updatedAt.toUTCString(),
+  };
+}
 
 export class DownloadService {
   constructor(
-    private readonly deps: { media: MediaRepository; store: ObjectStore; scan: ScanSettings },
+    private readonly deps: {
+      media: MediaRepository;
+      store: ObjectStore;
+      scan: ScanSettings;
+      /** Validators kept from earlier answers (304s without a MongoDB read); none without it. */
+      revalidations?: RevalidationCache | undefined;
+    },
   ) {}
+
+  /**
+   * The validators of `key` kept from an earlier answer to the caller's
+   * organization, without reading MongoDB; undefined when none are kept.
+   */
+  known(caller: Pick<Caller, 'organization'>, input: { key: string }): FileValidators | undefined {
+    return this.deps.revalidations?.file(caller.organization.id, input.key);
+  }
 
   /**
    * The record for `key` in the caller's organization; another tenant's key is
@@ -17,10 +40,16 @@ export class DownloadService {
    * refused (409 SCAN_PENDING, 409 FILE_NOT_SCANNED, 403 FILE_INFECTED).
    */
   async find(caller: Pick<Caller, 'organization'>, input: { key: string }): Promise<MediaRecord> {
+    const cache = this.deps.revalidations;
+    const generation = cache?.begin();
     const record = await this.deps.media.findByKey(caller.organization.id, input.key);
     if (!record) throw Errors.mediaNotFound(input.key);
     const refusal = scanRefusal(this.deps.scan, caller.organization, record);
     if (refusal) throw refusal;
+    // A pending scan's verdict changes what is served: kept once it is in.
+    if (cache && generation !== undefined && record.scanStatus !== 'pending') {
+      cache.keepFile(generation, caller.organization.id, record.key, fileValidators(record));
+    }
     return record;
   }
 

@@ -188,6 +188,8 @@ export class MediaService {
     const { key } = input;
     const removed = await this.deps.variants.removeAll(org.id, key);
     if (!removed) throw Errors.mediaNotFound(key);
+    // No replica answers 304 for a variant whose object goes now.
+    if (removed.length > 0) await this.deps.deletion.forget({ organizationId: org.id, key });
     const bytes = removed.reduce((n, v) => n + v.bytes, 0);
     if (removed.length > 0) {
       await this.deps.store.removeMany(removed.map((v) => v.key));

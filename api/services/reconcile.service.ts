@@ -147,8 +147,8 @@ export class ReconcileService {
       usage: Pick<UsageRepository, 'counts' | 'set'>;
       /** Stored job results' entries; without it, the results' counter is not compared. */
       jobResults?: Pick<JobResultsRepository, 'bytesByOrganization'>;
-      /** Finishes a delete that was cut off. */
-      deletion: Pick<MediaDeletion, 'finish'>;
+      /** Finishes a delete that was cut off; tells the API replicas of records removed. */
+      deletion: Pick<MediaDeletion, 'finish'> & Partial<Pick<MediaDeletion, 'forget'>>;
       /** Without it, a temporary input is spared by the grace period only. */
       jobs?: JobInputs;
     },
@@ -290,8 +290,9 @@ export class ReconcileService {
         );
       }
       for (let i = 0; i < recordsWithoutObject.length; i += REMOVE_BATCH) {
-        const ids = recordsWithoutObject.slice(i, i + REMOVE_BATCH).map((r) => r.id);
-        await this.deps.media.removeByIds(ids);
+        const batch = recordsWithoutObject.slice(i, i + REMOVE_BATCH);
+        await this.deps.media.removeByIds(batch.map((r) => r.id));
+        for (const record of batch) await this.deps.deletion.forget?.(record);
       }
     }
     // After the fixes, so that they are counted as they leave things.

@@ -47,6 +47,7 @@ import type { UsageRepository } from '@shared/repositories/usage.repository';
 import type { VariantsRepository } from '@shared/repositories/variants.repository';
 import type { ByteRange, ObjectStore } from '@shared/storage/object-store';
 import type { Caller } from '../domain/caller';
+import type { RevalidationCache } from '../domain/revalidation-cache';
 import type { JobsService } from './jobs.service';
 
 /** A render's input: the source's key and the parameters read from the request, and its Accept header. */
@@ -94,6 +95,8 @@ export class RenderService {
       usage?: Pick<UsageRepository, 'get'>;
       /** Malware scanning: a file its organization's policy does not serve is not rendered (stored variants neither). */
       scan?: ScanSettings;
+      /** Variants' ETags kept from earlier answers (304s without a MongoDB read); none without it. */
+      revalidations?: RevalidationCache | undefined;
     },
   ) {
     this.rules = { ...deps.settings, maxOutputPixels: deps.maxOutputPixels };
@@ -114,15 +117,47 @@ export class RenderService {
     const negotiated = asked.negotiated;
     const options = withPage(asked.options, input.key);
     const { organization, requestId } = caller;
+    const cache = this.deps.revalidations;
+    const generation = cache?.begin();
+    let rendered: Rendered;
     try {
-      return await this.variant(organization, input.key, options, negotiated, requestId);
+      rendered = await this.variant(organization, input.key, options, negotiated, requestId);
     } catch (err) {
       // `auto` chose AVIF, and this render of this source is over AVIF's pixel bound (only
       // the worker knows the source's size): the next format the client takes instead.
       if (!(negotiated && options.format === 'avif' && isOutputTooLarge(err))) throw err;
       const format = negotiateFormat(input.accept, { avif: false });
       const fallback = normalizeRenderOptions({ ...options, format });
-      return this.variant(organization, input.key, fallback, negotiated, requestId);
+      rendered = await this.variant(organization, input.key, fallback, negotiated, requestId);
+    }
+    // Kept under the options asked for (the fallback, when there was one, is the same each
+    // time: the source never changes); not while a scan's verdict is pending.
+    if (cache && generation !== undefined && rendered.record.scanStatus !== 'pending') {
+      const etag = `"${variantTag(rendered.variant.key)}"`;
+      cache.keepVariant(generation, organization.id, input.key, variantId(options), etag);
+    }
+    return rendered;
+  }
+
+  /**
+   * The ETag (quoted) of the variant `input` asks for, kept from an earlier
+   * answer to the caller's organization, without reading MongoDB, and whether
+   * its format came from `Accept`; undefined when none is kept (or the
+   * request would be refused: `render` says why).
+   */
+  known(
+    caller: Pick<Caller, 'organization' | 'signedUntil'>,
+    input: RenderInput,
+  ): { etag: string; negotiated: boolean } | undefined {
+    const cache = this.deps.revalidations;
+    if (!cache) return undefined;
+    try {
+      const asked = this.options(input, caller.signedUntil !== undefined);
+      const options = withPage(asked.options, input.key);
+      const etag = cache.variant(caller.organization.id, input.key, variantId(options));
+      return etag === undefined ? undefined : { etag, negotiated: asked.negotiated };
+    } catch {
+      return undefined;
     }
   }
 

@@ -57,7 +57,7 @@ export class SignedUrlService {
       signing: Config['urlSigning'];
       publicBaseUrl: string;
       media: MediaRepository;
-      organizations: OrganizationsRepository;
+      organizations: Pick<OrganizationsRepository, 'findById'>;
       /** The render operation's own reading of its options: a render URL is signed only if it would be accepted. */
       renders: Pick<RenderService, 'check'>;
       now?: () => Date;

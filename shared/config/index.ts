@@ -104,6 +104,7 @@ function toConfig(env: Env) {
     AUTH_FAILURE_LIMIT,
     AUTH_LOOKUPS_PER_SECOND,
     AUTH_CACHE_MS,
+    REVALIDATION_CACHE_ENTRIES,
     URL_SIGNING_KEYS,
     URL_SIGNING_MAX_EXPIRES_IN,
     CORS_ORIGINS,
@@ -320,6 +321,11 @@ function toConfig(env: Env) {
      * and within this bound when Redis is away.
      */
     authCacheMs: AUTH_CACHE_MS,
+    /**
+     * Keys whose validators an API process keeps for revalidations (0: none),
+     * each for at most `authCacheMs` (api/domain/revalidation-cache.ts).
+     */
+    revalidationCacheEntries: REVALIDATION_CACHE_ENTRIES,
     /** OpenTelemetry tracing; undefined (off, no SDK loaded) when OTEL_TRACES_EXPORTER is none or unset. */
     tracing:
       OTEL_TRACES_EXPORTER === 'none'

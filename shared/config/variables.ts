@@ -492,6 +492,11 @@ export const VARIABLES = {
     value: integer({ default: 30_000, min: 0, max: 60 * MINUTE, unit: 'ms' }),
     doc: 'How long an API process keeps a token and its organization in memory after reading them (no MongoDB round trip to authenticate). Revocations, scope, quota and organization changes reach every replica at once through Redis; this bounds them when Redis is away. `0`: read MongoDB on every request ([operations.md](operations.md#tokens-and-organizations-cached-in-the-api)).',
   },
+  REVALIDATION_CACHE_ENTRIES: {
+    section: 'access',
+    value: integer({ default: 10_000, min: 0, max: 1_000_000 }),
+    doc: "Keys an API process keeps the validators of (a file's ETag and Last-Modified, its variants' ETags), so a revalidation (`If-None-Match` → 304) of a download or a render costs no MongoDB round trip once the key has been served; least recently used out first. A deleted key is dropped on every replica at once through Redis, and an entry lives at most `AUTH_CACHE_MS`. `0` disables ([performance.md](performance.md#revalidations)).",
+  },
   URL_SIGNING_KEYS: {
     section: 'access',
     value: parsed({

@@ -1,8 +1,11 @@
 /**
  * Invalidations of what API replicas cache about tokens and organizations
- * (api/domain/auth-cache.ts), sent over Redis pub/sub on one channel under
- * QUEUE_PREFIX: whoever revokes a token, changes its scopes, or changes or
- * deletes an organization (the CLI, the services) publishes; every API
+ * (api/domain/auth-cache.ts) and about keys served (the validators
+ * revalidations answer from, api/domain/revalidation-cache.ts), sent over
+ * Redis pub/sub on one channel under QUEUE_PREFIX: whoever revokes a token,
+ * changes its scopes, changes or deletes an organization (the CLI, the
+ * services), or makes a key disappear (shared/media-deletion.ts, in the API,
+ * the workers and the CLI) publishes; every API
  * replica subscribes and drops the entries at once. Pub/sub keeps nothing:
  * a replica that was disconnected cannot know what it missed, so it clears
  * its whole cache when its subscription comes back, and while Redis is away
@@ -11,7 +14,13 @@
 import type { Logger } from '../logger';
 import { createRedis, waitForRedis, type RedisConnection } from './redis';
 
-export type Invalidation = { tokenId: string } | { organizationId: number };
+/**
+ * A token, an organization (what is cached of it and of its tokens and
+ * files), or one key of an organization that disappeared (what revalidations
+ * kept of it: api/domain/revalidation-cache.ts).
+ */
+export type Invalidation =
+  { tokenId: string } | { organizationId: number } | { organizationId: number; key: string };
 
 /** The channel of a deployment (its QUEUE_PREFIX, a hash tag on a cluster). */
 export function invalidationChannel(queuePrefix: string): string {
@@ -22,6 +31,9 @@ function parse(text: string): Invalidation | null {
   try {
     const m = JSON.parse(text) as Record<string, unknown>;
     if (typeof m.tokenId === 'string') return { tokenId: m.tokenId };
+    if (typeof m.organizationId === 'number' && typeof m.key === 'string') {
+      return { organizationId: m.organizationId, key: m.key };
+    }
     if (typeof m.organizationId === 'number') return { organizationId: m.organizationId };
   } catch {
     // ignored below
@@ -40,6 +52,8 @@ export class InvalidationPublisher {
       logger: Logger;
       /** How long to wait for Redis before giving up on a message (default 2000 ms). */
       connectTimeoutMs?: number;
+      /** This process's own caches, told at once (before the replicas hear it through Redis). */
+      local?: readonly { invalidate(message: Invalidation): void }[];
     },
   ) {}
 
@@ -49,6 +63,7 @@ export class InvalidationPublisher {
    */
   async publish(message: Invalidation): Promise<boolean> {
     const { redisUrl, queuePrefix, logger } = this.deps;
+    for (const cache of this.deps.local ?? []) cache.invalidate(message);
     if (!redisUrl) return false;
     try {
       this.redis ??= createRedis(redisUrl, 'producer', logger);

@@ -153,10 +153,19 @@ export class MediaRepository {
     return found;
   }
 
-  /** Sets an image's placeholder; false when the record is gone or being deleted. */
+  /**
+   * Sets an image's placeholder; false when the record is gone or being
+   * deleted. The record's `updatedAt` (a download's Last-Modified) does not
+   * change: the placeholder is derived from bytes that never change, as
+   * variants and page counts are.
+   */
   async setThumbhash(id: number, thumbhash: string): Promise<boolean> {
     const res = await db(() =>
-      this.models.Media.updateOne({ id, ...LIVE }, { $set: { thumbhash } }).exec(),
+      this.models.Media.updateOne(
+        { id, ...LIVE },
+        { $set: { thumbhash } },
+        { timestamps: false },
+      ).exec(),
     );
     return res.matchedCount > 0;
   }

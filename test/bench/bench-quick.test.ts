@@ -36,6 +36,7 @@ const IDS = [
   'webhooks',
   'scan',
   'import',
+  'download',
 ];
 
 let run: { code: number; stdout: string; stderr: string; seconds: number };
