@@ -36,6 +36,7 @@ import { JobsService } from './services/jobs.service';
 import { MediaJobsService } from './services/media-jobs.service';
 import { MediaService } from './services/media.service';
 import { OrganizationsService } from './services/organizations.service';
+import { ArchiveService } from './services/archive.service';
 import { SignedUrlService } from './services/signed-urls.service';
 import { TokensService } from './services/tokens.service';
 import { UploadService } from './services/upload.service';
@@ -78,6 +79,8 @@ export interface ApiContext extends DataContext {
   webhooks: WebhooksService;
   /** Signs URLs (POST /media/sign) and verifies signed requests. */
   signedUrls: SignedUrlService;
+  /** ZIP archives of a selection (POST /media/archive). */
+  archives: ArchiveService;
   /** HTTP latency and bytes stored, served on GET /metrics. */
   metrics: ApiMetrics;
   /** The dependencies GET /readyz checks (MongoDB, Redis, storage). */
@@ -232,6 +235,13 @@ export async function createApiContext(
           })
         : undefined,
     });
+    const signedUrls = new SignedUrlService({
+      signing: config.urlSigning,
+      publicBaseUrl: config.publicBaseUrl,
+      media,
+      organizations: data.repositories.organizations,
+      renders,
+    });
     if (redis) {
       await waitForRedis(redis).catch(async (err: unknown) => {
         redis.disconnect();
@@ -296,12 +306,14 @@ export async function createApiContext(
         queue,
       }),
       downloads: new DownloadService({ media, store, scan }),
-      signedUrls: new SignedUrlService({
-        signing: config.urlSigning,
-        publicBaseUrl: config.publicBaseUrl,
+      signedUrls,
+      archives: new ArchiveService({
         media,
-        organizations: data.repositories.organizations,
-        renders,
+        folders: data.repositories.folders,
+        store,
+        scan,
+        limits: config.limits.archive,
+        signedUrls,
       }),
       renders,
       metrics,
