@@ -16,6 +16,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { archive } from './benchmarks/archive';
 import { convert } from './benchmarks/convert';
 import { heic } from './benchmarks/heic';
 import { manage } from './benchmarks/manage';
@@ -53,6 +54,7 @@ export const BENCHMARKS: Benchmark[] = [
   tenancy,
   webhooks,
   scan,
+  archive,
 ];
 
 const root = join(__dirname, '..');
@@ -84,6 +86,7 @@ for (const id of only ?? []) {
 const RUN_ORDER = [
   'upload',
   'upload-memory',
+  'archive',
   'queue',
   'metadata',
   'convert',
