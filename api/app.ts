@@ -15,6 +15,7 @@ import { requestLog } from './middleware/request-log';
 import { signedUrlAccess } from './middleware/signed-url';
 import { uploadGuard } from './middleware/upload-guard';
 import { consoleDir, consoleRoutes } from './routes/console.routes';
+import { archiveRoutes } from './routes/archive.routes';
 import { dashboardRoutes } from './routes/dashboard.routes';
 import { docsRoutes } from './routes/docs.routes';
 import { downloadRoutes } from './routes/download.routes';
@@ -27,6 +28,7 @@ import { renderRoutes } from './routes/render.routes';
 import type { RouteGuards } from './routes/route-table';
 import { signRoutes } from './routes/sign.routes';
 import { uploadRoutes } from './routes/upload.routes';
+import { ARCHIVE_PATH } from './services/archive.service';
 import { DOWNLOAD_PATH, RENDER_PATH } from './services/signed-urls.service';
 
 /**
@@ -49,6 +51,7 @@ export type AppDeps = Pick<
   | 'folders'
   | 'webhooks'
   | 'signedUrls'
+  | 'archives'
   | 'metrics'
   | 'readiness'
 > &
@@ -107,7 +110,12 @@ export function createApp(deps: AppDeps): Express {
       })
     : undefined;
   // A GET with a signed URL's `signature` is verified here instead of asking for a token.
-  app.use(signedUrlAccess({ signedUrls: deps.signedUrls, paths: [DOWNLOAD_PATH, RENDER_PATH] }));
+  app.use(
+    signedUrlAccess({
+      signedUrls: deps.signedUrls,
+      paths: [DOWNLOAD_PATH, RENDER_PATH, ARCHIVE_PATH],
+    }),
+  );
   app.use(
     '/media',
     // Guessed tokens are limited where they would cost a MongoDB lookup, and only there.
@@ -131,6 +139,7 @@ export function createApp(deps: AppDeps): Express {
   );
   app.use(downloadRoutes({ downloads: deps.downloads, metrics: deps.metrics, guards }));
   app.use(signRoutes({ signedUrls: deps.signedUrls, guards }));
+  app.use(archiveRoutes({ archives: deps.archives, guards }));
   app.use(
     renderRoutes({
       guards,

@@ -41,6 +41,7 @@ import { JobsService } from './services/jobs.service';
 import { MediaJobsService } from './services/media-jobs.service';
 import { MediaService } from './services/media.service';
 import { OrganizationsService } from './services/organizations.service';
+import { ArchiveService } from './services/archive.service';
 import { SignedUrlService } from './services/signed-urls.service';
 import { TokensService } from './services/tokens.service';
 import { UploadService } from './services/upload.service';
@@ -83,6 +84,8 @@ export interface ApiContext extends DataContext {
   webhooks: WebhooksService;
   /** Signs URLs (POST /media/sign) and verifies signed requests. */
   signedUrls: SignedUrlService;
+  /** ZIP archives of a selection (POST /media/archive). */
+  archives: ArchiveService;
   /** HTTP latency and bytes stored, served on GET /metrics. */
   metrics: ApiMetrics;
   /** The dependencies GET /readyz checks (MongoDB, Redis, storage). */
@@ -254,6 +257,19 @@ export async function createApiContext(
           })
         : undefined,
     });
+    const signedUrls = new SignedUrlService({
+      signing: config.urlSigning,
+      publicBaseUrl: config.publicBaseUrl,
+      media,
+      // The signing organization read through the token cache: a signed 304 reads no MongoDB.
+      organizations: cache
+        ? {
+            findById: (id: number) =>
+              cache.organization(id, () => data.repositories.organizations.findById(id)),
+          }
+        : data.repositories.organizations,
+      renders,
+    });
     if (redis) {
       await waitForRedis(redis).catch(async (err: unknown) => {
         redis.disconnect();
@@ -320,18 +336,14 @@ export async function createApiContext(
         queue,
       }),
       downloads: new DownloadService({ media, store, scan, revalidations }),
-      signedUrls: new SignedUrlService({
-        signing: config.urlSigning,
-        publicBaseUrl: config.publicBaseUrl,
+      signedUrls,
+      archives: new ArchiveService({
         media,
-        // The signing organization read through the token cache: a signed 304 reads no MongoDB.
-        organizations: cache
-          ? {
-              findById: (id: number) =>
-                cache.organization(id, () => data.repositories.organizations.findById(id)),
-            }
-          : data.repositories.organizations,
-        renders,
+        folders: data.repositories.folders,
+        store,
+        scan,
+        limits: config.limits.archive,
+        signedUrls,
       }),
       renders,
       metrics,

@@ -16,6 +16,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { archive } from './benchmarks/archive';
 import { convert } from './benchmarks/convert';
 import { download } from './benchmarks/download';
 import { heic } from './benchmarks/heic';
@@ -59,6 +60,7 @@ export const BENCHMARKS: Benchmark[] = [
   scan,
   importUrl,
   download,
+  archive,
 ];
 
 const root = join(__dirname, '..');
@@ -90,6 +92,7 @@ for (const id of only ?? []) {
 const RUN_ORDER = [
   'upload',
   'upload-memory',
+  'archive',
   'queue',
   'metadata',
   'convert',

@@ -11,7 +11,7 @@
  * handler's cost, scope, upload guard and `Idempotency-Key` handling; nothing
  * compares request paths. Each route runs, in order: the charge of its cost,
  * the scope check, the upload guard (routes with a form), `Idempotency-Key`
- * (POSTs), its body parsers, `available`, then its input is read (body,
+ * (POSTs, unless the route says `idempotency: false`), its body parsers, `available`, then its input is read (body,
  * query, then path parameters; the first that fails is the 400) and the
  * handler called.
  */
@@ -84,6 +84,11 @@ export interface RouteSpec {
   body?: JsonBody | FieldsBody;
   /** A multipart form streamed to storage: the in-flight cap and the idle timeout apply. */
   form?: FormSpec<string, unknown>;
+  /**
+   * false: a POST that only reads and answers a stream (an archive), which
+   * `Idempotency-Key` cannot replay; the header is ignored (running it again is harmless).
+   */
+  idempotency?: false;
 }
 
 type Output<S> = S extends z.ZodType ? z.output<S> : undefined;
@@ -153,7 +158,7 @@ export class RouteTable {
       ...(charge ? [charge(spec.cost ?? DEFAULT_COST)] : []),
       requireScope(spec.scope),
       ...(spec.form && upload ? [upload.admit] : []),
-      ...(method === 'post' && idempotency ? [idempotency] : []),
+      ...(method === 'post' && idempotency && spec.idempotency !== false ? [idempotency] : []),
       ...bodyParsers(spec.body),
       async (req, res, next) => {
         spec.available?.();

@@ -77,15 +77,7 @@ export class SignedUrlService {
     const org = caller.organization;
     const signing = this.deps.signing;
     if (!signing) throw Errors.signedUrlsDisabled();
-    const expiresIn = request.expiresIn ?? Math.min(DEFAULT_EXPIRES_IN, signing.maxExpiresIn);
-    if (expiresIn > signing.maxExpiresIn) {
-      throw Errors.validation([
-        {
-          field: 'expiresIn',
-          message: `expiresIn must be at most ${signing.maxExpiresIn} seconds (URL_SIGNING_MAX_EXPIRES_IN)`,
-        },
-      ]);
-    }
+    const expiresIn = this.expiresIn(request.expiresIn);
     // 400 VALIDATION_FAILED (each field named `render.<option>`) for options the
     // render would refuse in a signed request, so a signed URL never answers
     // only a 400. The source's other checks (an image, the variants' maximum)
@@ -117,6 +109,48 @@ export class SignedUrlService {
       };
     });
     return { expiresAt: new Date(expires * 1000).toISOString(), expires, urls };
+  }
+
+  /**
+   * A signed GET URL of `path` with `params` (after the caller's checks of
+   * them), for the caller's organization, valid `expiresIn` seconds (the
+   * default and maximum as for `sign`): an archive's URL.
+   */
+  signPath(
+    caller: Pick<Caller, 'organization'>,
+    path: string,
+    params: [string, string][],
+    expiresInAsked?: number,
+  ): { url: string; expiresAt: string; expires: number } {
+    const signing = this.deps.signing;
+    if (!signing) throw Errors.signedUrlsDisabled();
+    const expires = Math.floor(this.now().getTime() / 1000) + this.expiresIn(expiresInAsked);
+    const all: [string, string][] = [
+      ...params,
+      [ORG_PARAM, String(caller.organization.id)],
+      [EXPIRES_PARAM, String(expires)],
+    ];
+    return {
+      url: `${this.deps.publicBaseUrl}${path}?${signedQuery(signing.keys[0]!, path, all)}`,
+      expiresAt: new Date(expires * 1000).toISOString(),
+      expires,
+    };
+  }
+
+  /** The seconds a URL is valid: asked (at most URL_SIGNING_MAX_EXPIRES_IN, else 400) or the default. */
+  private expiresIn(asked: number | undefined): number {
+    const signing = this.deps.signing;
+    if (!signing) throw Errors.signedUrlsDisabled();
+    const expiresIn = asked ?? Math.min(DEFAULT_EXPIRES_IN, signing.maxExpiresIn);
+    if (expiresIn > signing.maxExpiresIn) {
+      throw Errors.validation([
+        {
+          field: 'expiresIn',
+          message: `expiresIn must be at most ${signing.maxExpiresIn} seconds (URL_SIGNING_MAX_EXPIRES_IN)`,
+        },
+      ]);
+    }
+    return expiresIn;
   }
 
   /**

@@ -73,6 +73,8 @@ function toConfig(env: Env) {
     UPLOAD_ON_DUPLICATE,
     MAX_MERGE_INPUTS,
     MAX_MERGE_BYTES,
+    ARCHIVE_MAX_ENTRIES,
+    ARCHIVE_MAX_BYTES,
     UPLOAD_IDLE_TIMEOUT_MS,
     MAX_UPLOADS_IN_FLIGHT,
     MAX_INPUT_PIXELS,
@@ -194,6 +196,8 @@ function toConfig(env: Env) {
       maxMergeInputs: MAX_MERGE_INPUTS,
       /** Bytes of all inputs of one merge, every occurrence counted (413 over it). */
       maxMergeBytes: MAX_MERGE_BYTES,
+      /** Files and bytes (by their records) of one archive (413 over either). */
+      archive: { maxEntries: ARCHIVE_MAX_ENTRIES, maxBytes: ARCHIVE_MAX_BYTES },
       maxInputPixels: MAX_INPUT_PIXELS,
       /**
        * Largest GIF and AVIF a render or a conversion encodes, width × height

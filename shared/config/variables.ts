@@ -310,6 +310,16 @@ export const VARIABLES = {
     value: integer({ default: 256 * MB, unit: 'bytes' }),
     doc: 'Bytes of all inputs of one PDF merge, every occurrence counted: the API refuses more with `413 PAYLOAD_TOO_LARGE` before queueing (stored inputs by their records, uploaded ones as they stream); the worker checks stored sizes again before reading.',
   },
+  ARCHIVE_MAX_ENTRIES: {
+    section: 'limits',
+    value: integer({ default: 10_000, min: 1 }),
+    doc: 'Files of one archive (`POST /media/archive`): a selection of more is refused with `413 TOO_MANY_FILES` before any byte is sent.',
+  },
+  ARCHIVE_MAX_BYTES: {
+    section: 'limits',
+    value: integer({ default: 20 * 1024 * MB, min: 1, unit: 'bytes' }),
+    doc: 'Bytes of all files of one archive, by their records: a selection of more is refused with `413 PAYLOAD_TOO_LARGE` before any byte is sent.',
+  },
   UPLOAD_IDLE_TIMEOUT_MS: {
     section: 'limits',
     value: integer({ default: 30_000, min: 100, unit: 'ms' }),

@@ -257,6 +257,26 @@ export class MediaRepository {
     return docs.map(toRecord);
   }
 
+  /**
+   * Live records of an organization in these folders (null: in no folder;
+   * undefined: in any), oldest first, at most `limit` (an archive's selection).
+   */
+  async inFolders(
+    organizationId: number,
+    folderIds: (number | null)[] | undefined,
+    limit: number,
+  ): Promise<MediaRecord[]> {
+    const query = {
+      organizationId,
+      ...LIVE,
+      ...(folderIds === undefined ? {} : { folderId: { $in: folderIds } }),
+    };
+    const docs = await db(() =>
+      this.models.Media.find(query).sort({ id: 1 }).limit(limit).lean().exec(),
+    );
+    return docs.map(toRecord);
+  }
+
   /** Files and bytes of an organization's records, by MIME type. */
   async usageByType(
     organizationId: number,

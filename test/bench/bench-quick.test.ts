@@ -37,6 +37,7 @@ const IDS = [
   'scan',
   'import',
   'download',
+  'archive',
 ];
 
 let run: { code: number; stdout: string; stderr: string; seconds: number };

@@ -29,6 +29,8 @@ import { PdfThreadPool, readPdfInfoWithin } from './pdf-pool';
 import { renderImage, renderPdf, type RenderResult } from './render';
 import { ensureSharpConfigured, type TimeLimit } from './sharp';
 import { thumbhashOf } from './thumbhash';
+import { isAppError } from '@shared/errors';
+import { repairForReading } from '../pdf/pdf.adapter';
 
 export type { ConvertResult } from './convert';
 export { FORMAT_EXT, FORMAT_MIME } from './encoders';
@@ -93,7 +95,7 @@ export class ImageAdapter {
 
   /** A PDF's information (pages, sizes, title...; pdf-page.ts), read on the PDF threads. */
   readPdfInfo(input: Buffer, time: TimeLimit = {}): Promise<PdfInfo> {
-    return readPdfInfoWithin(this.pdfs, input, time);
+    return readRepaired(input, time, (i, t) => readPdfInfoWithin(this.pdfs, i, t));
   }
 
   /**
@@ -114,7 +116,7 @@ export class ImageAdapter {
   render(input: Buffer, options: RenderOptions, time: TimeLimit = {}): Promise<RenderResult> {
     if (options.page !== undefined) {
       const bounds = { ...this.bounds, maxPagePixels: this.maxPagePixels };
-      return renderPdf(input, options, bounds, this.pdfs, time);
+      return readRepaired(input, time, (i, t) => renderPdf(i, options, bounds, this.pdfs, t));
     }
     return renderImage(input, options, this.bounds, this.heic, time);
   }
@@ -122,5 +124,45 @@ export class ImageAdapter {
   /** The image's placeholder (ThumbHash, base64) from a render within 100 × 100; see thumbhash.ts. */
   thumbhash(input: Buffer, time: TimeLimit = {}): Promise<string> {
     return thumbhashOf(input, (i, o, t) => this.render(i, o, t), time);
+  }
+}
+
+/** The most of a job's time a qpdf repair before a PDF's read may take. */
+export const PDF_REPAIR_TIMEOUT_MS = 15_000;
+/** Time a read after a repair needs at least; with less left, no repair is tried. */
+const MIN_READ_AFTER_REPAIR_MS = 1_000;
+
+/**
+ * `read` of a PDF; when PDFium refuses it as unreadable (a damaged
+ * cross-reference table, a lost page tree), once more on the file a merge's
+ * repair makes of it (worker/pdf/open.ts, `repairForReading`: pdf-lib, qpdf
+ * after the bomb check, the page tree rebuilt), within what is left of the
+ * job's time. A file qpdf cannot
+ * repair, or that is still unreadable after, keeps its refusal (422): never
+ * a 5xx, never past the job's time.
+ */
+async function readRepaired<T>(
+  input: Buffer,
+  time: TimeLimit,
+  read: (input: Buffer, time: TimeLimit) => Promise<T>,
+): Promise<T> {
+  const started = Date.now();
+  try {
+    return await read(input, time);
+  } catch (err) {
+    if (!isAppError(err) || err.code !== 'UNREADABLE_MEDIA' || time.signal?.aborted) throw err;
+    const left = () =>
+      time.timeoutMs === undefined
+        ? PDF_REPAIR_TIMEOUT_MS
+        : time.timeoutMs - (Date.now() - started);
+    if (left() < 2 * MIN_READ_AFTER_REPAIR_MS) throw err;
+    const repaired = await repairForReading(input, {
+      timeoutMs: Math.min(PDF_REPAIR_TIMEOUT_MS, left() - MIN_READ_AFTER_REPAIR_MS),
+    });
+    if (!repaired || time.signal?.aborted) throw err;
+    return read(repaired, {
+      ...time,
+      ...(time.timeoutMs === undefined ? {} : { timeoutMs: left() }),
+    });
   }
 }

@@ -4,8 +4,14 @@
  * docs/architecture.md, "Three changes, walked through".
  */
 import type { Listener } from './listener';
+import { pdfPagesListener } from './pdf-pages.listener';
 import { scanListener } from './scan.listener';
 import { thumbhashListener } from './thumbhash.listener';
 import { webhooksListener } from './webhooks.listener';
 
-export const LISTENERS: readonly Listener[] = [scanListener, thumbhashListener, webhooksListener];
+export const LISTENERS: readonly Listener[] = [
+  scanListener,
+  thumbhashListener,
+  pdfPagesListener,
+  webhooksListener,
+];

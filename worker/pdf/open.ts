@@ -23,7 +23,12 @@
  */
 import { PDFDict, PDFDocument, PDFName } from 'pdf-lib';
 import { loadWithinBudget, type DecodingBudget } from './decode-budget';
-import { OBJECTS_PER_TICK, type MergeLimits, type MergeOptions } from './options';
+import {
+  OBJECTS_PER_TICK,
+  PDF_MERGE_DEFAULTS,
+  type MergeLimits,
+  type MergeOptions,
+} from './options';
 import { pageTreeRoot, rebuildPageTree, walkPageTree } from './page-tree';
 import { repairWithQpdf } from './qpdf';
 import { Refusal } from './refusals';
@@ -101,6 +106,30 @@ export async function openInput(
       'a PDF repaired by qpdf is still unusable',
     );
     throw new Refusal('unreadable', `after qpdf: ${e.reasonText}`, e.cause);
+  }
+}
+
+/**
+ * For a PDF a reader (PDFium) refused as unreadable: the file rewritten as a
+ * merge opens a damaged input (`openInput`: pdf-lib within the merge's
+ * limits, qpdf's repair after the bomb check when pdf-lib cannot parse it,
+ * and a page tree rebuilt from the surviving page objects when the damage
+ * took it), saved by pdf-lib; null when that fails (a bomb, qpdf missing or
+ * failing, no pages), and the caller keeps its refusal.
+ */
+export async function repairForReading(
+  data: Buffer,
+  options: { timeoutMs: number; logger?: MergeOptions['logger'] },
+): Promise<Buffer | null> {
+  const lim = { ...PDF_MERGE_DEFAULTS, timeoutMs: options.timeoutMs };
+  const mergeOptions: MergeOptions = options.logger ? { logger: options.logger } : {};
+  try {
+    const opened = await openInput(data, lim.maxPages, lim, mergeOptions, () => ({}));
+    if (!opened.repaired) return null;
+    return Buffer.from(await opened.doc.save({ objectsPerTick: OBJECTS_PER_TICK }));
+  } catch (e) {
+    if (e instanceof Refusal) return null;
+    throw e;
   }
 }
 

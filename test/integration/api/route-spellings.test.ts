@@ -28,6 +28,8 @@ const COSTS: Record<string, number> = {
   'GET /media/download': 1,
   'HEAD /media/download': 1,
   'POST /media/sign': 2,
+  'POST /media/archive': 10,
+  'GET /media/archive': 10,
   'GET /media/render': 1,
   'GET /media/metadata': 5,
   'POST /media/convert': 20,

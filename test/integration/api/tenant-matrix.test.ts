@@ -337,6 +337,18 @@ const REQUESTS: Record<string, (org: TestOrg) => Promise<Answer>> = {
       headers: { ...org.auth, 'Content-Type': 'application/json' },
       body: JSON.stringify({ mediaKeys: [owned.pdfKey, owned.jpegKey] }),
     }),
+  'POST /media/archive mediaKeys (body)': (org) =>
+    viaFetch('/media/archive', {
+      method: 'POST',
+      headers: { ...org.auth, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ mediaKeys: [owned.pdfKey, owned.jpegKey] }),
+    }),
+  'POST /media/archive folderId (body)': (org) =>
+    viaFetch('/media/archive', {
+      method: 'POST',
+      headers: { ...org.auth, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ folderId: owned.folderId }),
+    }),
   'GET /media/jobs/{id} id (path)': (org) =>
     viaFetch(`/media/jobs/${encodeURIComponent(owned.jobId)}`, { headers: org.auth }),
   'GET /media folderId (query)': (org) =>

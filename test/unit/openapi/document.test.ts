@@ -159,13 +159,16 @@ describe('api/openapi.yaml', () => {
   const SCOPE_EXCEPTIONS: Record<string, string> = {
     // A signed URL only reads: signing grants nothing a reading token could not do.
     'POST /media/sign': 'read',
+    // An archive only reads the files it packs (and may answer a signed URL of itself).
+    'POST /media/archive': 'read',
   };
-  /** Operations that take more than a bearer token: the download and renders also take a signed URL. */
+  /** Operations that take more than a bearer token: the download, renders and archives also take a signed URL. */
   const SIGNED = [{ bearerAuth: ['read'] }, { signedUrl: [] }];
   const SECURITY_EXCEPTIONS: Record<string, unknown[]> = {
     'GET /media/download': SIGNED,
     'HEAD /media/download': SIGNED,
     'GET /media/render': SIGNED,
+    'GET /media/archive': SIGNED,
   };
 
   it('describes every operation completely', () => {

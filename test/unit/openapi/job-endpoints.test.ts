@@ -18,6 +18,7 @@ import { JobsService } from '../../../api/services/jobs.service';
 import { MediaJobsService } from '../../../api/services/media-jobs.service';
 import type { MediaService } from '../../../api/services/media.service';
 import type { SignedUrlService } from '../../../api/services/signed-urls.service';
+import type { ArchiveService } from '../../../api/services/archive.service';
 import { SCOPES, type TokensService } from '../../../api/services/tokens.service';
 import type { UploadService } from '../../../api/services/upload.service';
 import type { WebhooksService } from '../../../api/services/webhooks.service';
@@ -171,6 +172,7 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
       mediaJobs,
       mediaService: {} as MediaService,
       signedUrls: {} as SignedUrlService,
+      archives: {} as ArchiveService,
       webhooks: {} as WebhooksService,
       folders: {} as FoldersService,
       metrics: createApiMetrics(),

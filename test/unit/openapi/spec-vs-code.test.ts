@@ -14,6 +14,7 @@ import type { JobsService } from '../../../api/services/jobs.service';
 import type { MediaJobsService } from '../../../api/services/media-jobs.service';
 import type { MediaService } from '../../../api/services/media.service';
 import type { SignedUrlService } from '../../../api/services/signed-urls.service';
+import type { ArchiveService } from '../../../api/services/archive.service';
 import { toMediaView } from '../../../api/domain/media-view';
 import type { TokensService } from '../../../api/services/tokens.service';
 import type { UploadService } from '../../../api/services/upload.service';
@@ -76,6 +77,7 @@ function appRoutes(): string[] {
     mediaJobs: {} as MediaJobsService,
     mediaService: {} as MediaService,
     signedUrls: {} as SignedUrlService,
+    archives: {} as ArchiveService,
     webhooks: {} as WebhooksService,
     folders: {} as FoldersService,
     metrics: createApiMetrics(),
