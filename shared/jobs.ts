@@ -24,6 +24,7 @@ export const JOB_QUEUES = {
   'event.deliver': 'maintenance',
   'webhook.deliver': 'webhook',
   'media.scan': 'scan',
+  'media.purge-trash': 'maintenance',
 } as const;
 
 export type JobName = keyof typeof JOB_QUEUES;
@@ -107,6 +108,12 @@ export interface JobPayloads {
    * on `media.created`; its id derives from the record's).
    */
   'media.scan': BasePayload & { mediaId: number; key: string };
+  /**
+   * Deletes the files kept in the trash past their organization's retention,
+   * every organization's (its `organizationId` is 0: no organization's own).
+   * Repeatable: the workers taking the maintenance queue schedule it.
+   */
+  'media.purge-trash': BasePayload;
 }
 
 /** Metadata as the API returns it; Buffers travel as `{ type: 'Buffer', data: [...] }`. */
@@ -131,6 +138,7 @@ export interface JobResults {
   };
   /** The verdict recorded; `gone`: the record was deleted, or had its verdict already. */
   'media.scan': { scanStatus: ScanStatus | 'gone' };
+  'media.purge-trash': { purged: { files: number; bytes: number } };
 }
 
 /** A rendered variant as stored beside its source (GET /media/render streams it). */

@@ -134,7 +134,14 @@ export async function createWorkerContext(
       maxBytes: redisUrl ? config.render.handoffMaxBytes : 0,
       logger,
     });
-    const deletion = new MediaDeletion({ media, usage, store, events, logger });
+    const deletion = new MediaDeletion({
+      media,
+      usage,
+      store,
+      events,
+      logger,
+      trash: { retentionS: config.trash.retentionS, organizations },
+    });
     const background = new BackgroundTasks(logger);
     const creation = new MediaCreation({
       media,

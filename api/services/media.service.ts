@@ -1,7 +1,8 @@
 /**
  * What an organization holds: list its records (filters, newest first,
- * cursor pages), get one by key or id, delete one (its object, its record
- * and anything derived from it; see shared/media-deletion.ts) or only its
+ * cursor pages), get one by key or id, delete one (to the trash, or its
+ * object, its record and anything derived from it; see
+ * shared/media-deletion.ts) or only its
  * rendered variants (their bytes given back to the quota), and its usage
  * by type, its rendered variants and its stored job results, against its quota.
  */
@@ -135,11 +136,28 @@ export class MediaService {
     return record;
   }
 
-  /** Deletes a record with its object and derived files; answers the deleted record. */
-  async delete(caller: Pick<Caller, 'organization'>, ref: MediaRef): Promise<MediaRecord> {
+  /**
+   * Deletes a record: to the trash when its organization keeps one (its
+   * object stays until the purge), else, or when `permanent`, with its object
+   * and derived files. Answers the record as it was.
+   */
+  async delete(
+    caller: Pick<Caller, 'organization' | 'tokenId'>,
+    ref: MediaRef,
+    options: { permanent?: boolean } = {},
+  ): Promise<MediaRecord> {
     const record = await this.get(caller, ref);
+    const folder =
+      record.folderId === null
+        ? null
+        : await this.deps.folders.findById(caller.organization.id, record.folderId);
+    const { done } = await this.deps.deletion.discard(record, {
+      permanent: options.permanent ?? false,
+      by: caller.tokenId,
+      folderName: folder?.name ?? null,
+    });
     // Another delete of the same record that got there first: this one is a 404, like a second delete.
-    if (!(await this.deps.deletion.delete(record))) throw notFound(ref);
+    if (!done) throw notFound(ref);
     return record;
   }
 

@@ -8,6 +8,7 @@ import { metadataProcessor } from './metadata.processor';
 import { renderProcessor } from './render.processor';
 import { webhookDeliverProcessor } from './webhook-deliver.processor';
 import { scanProcessor } from './scan.processor';
+import { purgeTrashProcessor } from './purge-trash.processor';
 
 export const PROCESSORS: readonly AnyProcessor[] = [
   metadataProcessor,
@@ -18,4 +19,5 @@ export const PROCESSORS: readonly AnyProcessor[] = [
   eventDeliverProcessor,
   webhookDeliverProcessor,
   scanProcessor,
+  purgeTrashProcessor,
 ];

@@ -234,6 +234,7 @@ describe('queue selection', () => {
       'image.metadata',
       'image.render',
       'media.delete-folder',
+      'media.purge-trash',
       'media.scan',
       'pdf.merge',
       'webhook.deliver',

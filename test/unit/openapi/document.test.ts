@@ -159,6 +159,8 @@ describe('api/openapi.yaml', () => {
   const SCOPE_EXCEPTIONS: Record<string, string> = {
     // A signed URL only reads: signing grants nothing a reading token could not do.
     'POST /media/sign': 'read',
+    // A restore undoes a delete: the scope that put the file in the trash takes it out.
+    'POST /media/trash/{id}/restore': 'delete',
   };
   /** Operations that take more than a bearer token: the download and renders also take a signed URL. */
   const SIGNED = [{ bearerAuth: ['read'] }, { signedUrl: [] }];

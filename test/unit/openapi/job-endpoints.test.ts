@@ -16,6 +16,7 @@ import type { IngestService } from '../../../api/services/ingest.service';
 import { JobsService } from '../../../api/services/jobs.service';
 import { MediaJobsService } from '../../../api/services/media-jobs.service';
 import type { MediaService } from '../../../api/services/media.service';
+import type { TrashService } from '../../../api/services/trash.service';
 import type { SignedUrlService } from '../../../api/services/signed-urls.service';
 import { SCOPES, type TokensService } from '../../../api/services/tokens.service';
 import type { UploadService } from '../../../api/services/upload.service';
@@ -167,6 +168,7 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
       jobs: jobsService,
       mediaJobs,
       mediaService: {} as MediaService,
+      trash: {} as TrashService,
       signedUrls: {} as SignedUrlService,
       webhooks: {} as WebhooksService,
       folders: {} as FoldersService,
