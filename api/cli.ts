@@ -224,9 +224,7 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
         throw new UsageError('give --quota, --scan-policy, --trash-retention or several');
       }
       const trashRetention =
-        o['trash-retention'] === undefined
-          ? undefined
-          : parseTrashRetention(o['trash-retention']);
+        o['trash-retention'] === undefined ? undefined : parseTrashRetention(o['trash-retention']);
       const quotaBytes = o.quota === undefined ? undefined : parseQuota(o.quota);
       const scanPolicy =
         o['scan-policy'] === undefined ? undefined : parseScanPolicy(o['scan-policy']);

@@ -61,6 +61,8 @@ export interface UsageReport {
   variantBytes: number;
   /** Job results stored until read (bounded apart, RESULTS_MAX_BYTES_PER_ORG; not in the quota). */
   resultBytes: number;
+  /** What of `files` and `bytes` is in the trash (counted until purged). */
+  trash: { bytes: number; files: number };
   /** `remaining`: the quota less the files' and the variants' bytes. */
   quota: { bytes: number | null; remaining: number | null };
 }
@@ -186,8 +188,9 @@ export class MediaService {
 
   async usage(caller: Pick<Caller, 'organization'>): Promise<UsageReport> {
     const org = caller.organization;
-    const [byType, variants, results, counted] = await Promise.all([
+    const [byType, trashed, variants, results, counted] = await Promise.all([
       this.deps.media.usageByType(org.id),
+      this.deps.media.usageByType(org.id, 'trashed'),
       this.deps.media.variantUsage(org.id),
       this.deps.jobResults.bytesByOrganization(org.id),
       // The counter, which the quota is checked against (files' and variants' bytes).
@@ -206,6 +209,10 @@ export class MediaService {
       variants: variants.variants,
       variantBytes: variants.bytes,
       resultBytes: results.get(org.id) ?? 0,
+      trash: [...trashed.values()].reduce(
+        (t, u) => ({ bytes: t.bytes + u.bytes, files: t.files + u.files }),
+        { bytes: 0, files: 0 },
+      ),
       quota: {
         bytes: org.quotaBytes,
         remaining:

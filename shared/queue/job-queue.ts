@@ -257,7 +257,11 @@ export class BullJobQueue implements JobQueue {
    * scheduling it again, from any process, only updates its interval).
    * Outside the organizations' caps and the fair gate.
    */
-  async repeat<N extends JobName>(name: N, payload: JobPayloads[N], everyMs: number): Promise<void> {
+  async repeat<N extends JobName>(
+    name: N,
+    payload: JobPayloads[N],
+    everyMs: number,
+  ): Promise<void> {
     await this.call('add', () =>
       this.queue(JOB_QUEUES[name]).upsertJobScheduler(
         name,

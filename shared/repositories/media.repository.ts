@@ -454,7 +454,13 @@ export class MediaRepository {
       this.models.Media.updateOne(
         { id, ...TRASHED, restoringAt: { $ne: null } },
         {
-          $set: { deletedAt: null, deletedBy: null, trashedFrom: null, restoringAt: null, folderId },
+          $set: {
+            deletedAt: null,
+            deletedBy: null,
+            trashedFrom: null,
+            restoringAt: null,
+            folderId,
+          },
           $push: { pendingEvents: pendingEvent('media.restored', `${id}@${at.getTime()}`, at) },
         },
       ).exec(),
@@ -479,7 +485,7 @@ export class MediaRepository {
   /** Organizations with files in the trash (for the purge). */
   async organizationsWithTrash(): Promise<number[]> {
     const ids = await db(() => this.models.Media.distinct('organizationId', TRASHED).exec());
-    return (ids as number[]).sort((a, b) => a - b);
+    return ids.sort((a, b) => a - b);
   }
 
   /** Up to `limit` of an organization's trashed records put there before `before`, not being restored. */
