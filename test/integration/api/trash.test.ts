@@ -16,6 +16,7 @@
 import type { DomainEvent } from '../../../shared/events/events';
 import { MediaDeletion } from '../../../shared/media-deletion';
 import { MediaRestore } from '../../../shared/media-restore';
+import { OffboardingService } from '../../../api/services/offboarding.service';
 import { ReconcileService } from '../../../api/services/reconcile.service';
 import { createLogger } from '../../../shared/logger';
 import type { Listener } from '../../../worker/listeners/listener';
@@ -444,3 +445,25 @@ describe('a restore or purge cut off is finished by reconcile', () => {
     await call(org, 'DELETE', `/media/trash/${a.id}`);
   });
 });
+
+it("an organization's offboarding deletes its trash too, a restore in progress included", async () => {
+  const org = await api.createOrg();
+  await org.uploadRecord(SMALL, 'live.jpg');
+  const trashed = await org.uploadRecord(JPEG, 'trashed.jpg');
+  const restoring = await org.uploadRecord(JPEG, 'restoring.jpg', { folder: 'Kept' });
+  await call(org, 'DELETE', `/media/${trashed.id}`);
+  await call(org, 'DELETE', `/media/${restoring.id}`);
+  expect(await api.ctx.repositories.media.markRestoring(restoring.id, new Date())).toBe(true);
+  const logger = createLogger({ level: 'silent' });
+  await new OffboardingService({
+    repositories: api.ctx.repositories,
+    store: api.ctx.store,
+    deletion: new MediaDeletion({ ...api.ctx.repositories, store: api.ctx.store, logger }),
+    jobs: api.ctx.queue,
+    logger,
+  }).delete(org.organization);
+  expect(await api.ctx.models.Media.countDocuments({ organizationId: org.organization.id })).toBe(
+    0,
+  );
+  expect(await api.objectKeys(`${org.organization.slug}/`)).toEqual([]);
+}, 60_000);
