@@ -301,6 +301,25 @@ describe('a delete moves the file to the trash', () => {
   });
 });
 
+it('webhook endpoints subscribe to the trash events', async () => {
+  const org = await api.createOrg();
+  const res = await fetch(`${api.url}/media/webhooks`, {
+    method: 'POST',
+    headers: { ...org.auth, 'Content-Type': 'application/json' },
+    // A public address literal: registration resolves nothing and sends nothing.
+    body: JSON.stringify({
+      url: 'https://93.184.215.14/hook',
+      events: ['media.trashed', 'media.restored', 'media.deleted'],
+    }),
+  });
+  const body = (await res.json()) as { data: { events: string[] } };
+  expectMatchesSpec('POST', '/media/webhooks', res.status, body, res.headers);
+  expect([res.status, body.data.events]).toEqual([
+    201,
+    ['media.trashed', 'media.restored', 'media.deleted'],
+  ]);
+});
+
 describe('folders', () => {
   it('a recursive delete trashes its files; a restore re-creates the folder', async () => {
     const org = await api.createOrg();
