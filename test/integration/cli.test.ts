@@ -164,7 +164,8 @@ it('sets and removes an organization’s trash retention', async () => {
   expect(JSON.parse(reset.stdout)).not.toHaveProperty('organization.trashRetentionS');
   const bad = await cli('org:update', '--org', 'trashy', '--trash-retention', 'forever');
   expect([bad.code, (errorOf(bad.stderr) as { error: string }).error]).toEqual([2, 'USAGE']);
-});
+  // Five CLI processes: on a loaded machine each may take several seconds to start.
+}, 180_000);
 
 it('deletes an organization and everything it had, and nothing of another', async () => {
   const created = JSON.parse(
