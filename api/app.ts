@@ -23,6 +23,7 @@ import { folderRoutes } from './routes/folders.routes';
 import { webhookRoutes } from './routes/webhooks.routes';
 import { jobRoutes } from './routes/jobs.routes';
 import { mediaRoutes } from './routes/media.routes';
+import { trashRoutes } from './routes/trash.routes';
 import { opsRoutes } from './routes/ops.routes';
 import { renderRoutes } from './routes/render.routes';
 import type { RouteGuards } from './routes/route-table';
@@ -48,6 +49,7 @@ export type AppDeps = Pick<
   | 'jobs'
   | 'mediaJobs'
   | 'mediaService'
+  | 'trash'
   | 'folders'
   | 'webhooks'
   | 'signedUrls'
@@ -151,6 +153,7 @@ export function createApp(deps: AppDeps): Express {
   app.use(jobRoutes({ jobs: deps.jobs, mediaJobs: deps.mediaJobs, config: deps.config, guards }));
   app.use(folderRoutes({ folders: deps.folders, guards }));
   app.use(webhookRoutes({ webhooks: deps.webhooks, guards }));
+  app.use(trashRoutes({ trash: deps.trash, config: deps.config, guards }));
   // Last: its /media/{id} takes what no other /media route named.
   app.use(mediaRoutes({ media: deps.mediaService, config: deps.config, guards }));
   // What no route took (a 404 to come) is charged the default cost.

@@ -5,6 +5,7 @@
  *   org:create --slug <slug> --name <name>
  *   org:list
  *   org:update --org <slug> [--quota <10GB|none>] [--scan-policy <clean-only|not-infected|default>]
+ *              [--trash-retention <30d|0|default>]
  *   org:delete --org <slug> --confirm <slug>
  *   token:create --org <slug> [--name <label>] [--expires-in <30d|12h|…>] [--scopes read,write,delete]
  *   token:revoke --id <tokenId>
@@ -25,6 +26,7 @@ import { ConfigError, getConfig } from '@shared/config';
 import { isAppError } from '@shared/errors';
 import { createLogger } from '@shared/logger';
 import { MediaDeletion } from '@shared/media-deletion';
+import { MediaRestore } from '@shared/media-restore';
 import { BullJobQueue } from '@shared/queue/job-queue';
 import { SCAN_POLICIES, type ScanPolicy } from '@shared/scan/scan';
 import { createObjectStore } from '@shared/storage/create-object-store';
@@ -83,6 +85,18 @@ function parseScanPolicy(value: string): ScanPolicy | null {
   throw new UsageError(
     `--scan-policy must be ${SCAN_POLICIES.join(', ')} or default (got "${value}")`,
   );
+}
+
+/** `--trash-retention 30d` (a duration: 0 for no trash) or `default` (TRASH_RETENTION_S applies). */
+function parseTrashRetention(value: string): number | null {
+  if (value === 'default') return null;
+  const msValue = value.trim() === '0' ? 0 : ms(value as ms.StringValue);
+  if (typeof msValue !== 'number' || !Number.isFinite(msValue) || msValue < 0) {
+    throw new UsageError(
+      `--trash-retention must be a duration such as 30d or 12h, 0 or default (got "${value}")`,
+    );
+  }
+  return Math.round(msValue / 1000);
 }
 
 /** `--quota 10GB` (1024-based units, as the `bytes` package reads them) or `none`. */
@@ -201,16 +215,23 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
   },
   'org:update': {
     usage:
-      'org:update --org <slug> [--quota <10GB|none>] [--scan-policy <clean-only|not-infected|default>]',
+      'org:update --org <slug> [--quota <10GB|none>] [--scan-policy <clean-only|not-infected|default>] [--trash-retention <30d|0|default>]',
     run: async (ctx, args) => {
       const o = options(args, {
         org: { type: 'string', required: true },
         quota: { type: 'string' },
         'scan-policy': { type: 'string' },
+        'trash-retention': { type: 'string' },
       });
-      if (o.quota === undefined && o['scan-policy'] === undefined) {
-        throw new UsageError('give --quota, --scan-policy or both');
+      if (
+        o.quota === undefined &&
+        o['scan-policy'] === undefined &&
+        o['trash-retention'] === undefined
+      ) {
+        throw new UsageError('give --quota, --scan-policy, --trash-retention or several');
       }
+      const trashRetention =
+        o['trash-retention'] === undefined ? undefined : parseTrashRetention(o['trash-retention']);
       const quotaBytes = o.quota === undefined ? undefined : parseQuota(o.quota);
       const scanPolicy =
         o['scan-policy'] === undefined ? undefined : parseScanPolicy(o['scan-policy']);
@@ -220,6 +241,9 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
       }
       if (scanPolicy !== undefined) {
         organization = await ctx.organizations.setScanPolicy(organization.id, scanPolicy);
+      }
+      if (trashRetention !== undefined) {
+        organization = await ctx.organizations.setTrashRetention(organization.id, trashRetention);
       }
       return { organization };
     },
@@ -322,7 +346,7 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
       const report: ReconcileReport = await withStorageAndQueues(
         ctx,
         ({ store, queue, deletion }) => {
-          const { media, usage, jobResults } = ctx.repositories;
+          const { media, usage, jobResults, events } = ctx.repositories;
           // Jobs not finished yet own their temporary inputs: the queue says which.
           return new ReconcileService({
             store,
@@ -330,6 +354,7 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
             usage,
             jobResults,
             deletion,
+            restore: new MediaRestore({ media, folders: ctx.repositories.folders, events }),
             jobs: queue,
           }).run({
             organization,

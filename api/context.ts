@@ -13,6 +13,7 @@ import { BackgroundTasks } from '@shared/background';
 import type { EventOutbox } from '@shared/events/outbox';
 import { MediaCreation } from '@shared/media-creation';
 import { MediaDeletion } from '@shared/media-deletion';
+import { MediaRestore } from '@shared/media-restore';
 import { createApiMetrics, type ApiMetrics, type DependencyMetrics } from '@shared/metrics';
 import { observeChecks, type ReadinessChecks } from '@shared/readiness';
 import { createRepositories, type Repositories } from '@shared/repositories';
@@ -40,6 +41,7 @@ import { IngestService } from './services/ingest.service';
 import { JobsService } from './services/jobs.service';
 import { MediaJobsService } from './services/media-jobs.service';
 import { MediaService } from './services/media.service';
+import { TrashService } from './services/trash.service';
 import { OrganizationsService } from './services/organizations.service';
 import { ArchiveService } from './services/archive.service';
 import { SignedUrlService } from './services/signed-urls.service';
@@ -79,6 +81,8 @@ export interface ApiContext extends DataContext {
   jobs: JobsService;
   mediaJobs: MediaJobsService;
   mediaService: MediaService;
+  /** The trash: list, restore, purge now. */
+  trash: TrashService;
   folders: FoldersService;
   /** Webhook endpoints, their delivery log, replays, rotations and test sends. */
   webhooks: WebhooksService;
@@ -220,6 +224,10 @@ export async function createApiContext(
       events,
       logger,
       invalidations: data.invalidations,
+      trash: {
+        retentionS: config.trash.retentionS,
+        organizations: data.repositories.organizations,
+      },
     });
     // Work off the answers' path (settling bookings, recording events): the shutdown waits for it.
     const background = new BackgroundTasks(logger);
@@ -327,6 +335,11 @@ export async function createApiContext(
         variants: data.repositories.variants,
         store,
         deletion,
+      }),
+      trash: new TrashService({
+        media,
+        deletion,
+        restore: new MediaRestore({ media, folders: data.repositories.folders, events }),
       }),
       folders,
       webhooks: new WebhooksService({

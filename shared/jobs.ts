@@ -26,6 +26,7 @@ export const JOB_QUEUES = {
   'webhook.deliver': 'webhook',
   'media.scan': 'scan',
   'media.import': 'import',
+  'media.purge-trash': 'maintenance',
 } as const;
 
 export type JobName = keyof typeof JOB_QUEUES;
@@ -120,6 +121,12 @@ export interface JobPayloads {
     name?: string;
     onDuplicate: OnDuplicate;
   };
+  /**
+   * Deletes the files kept in the trash past their organization's retention,
+   * every organization's (its `organizationId` is 0: no organization's own).
+   * Repeatable: the workers taking the maintenance queue schedule it.
+   */
+  'media.purge-trash': BasePayload;
 }
 
 /** Metadata as the API returns it; Buffers travel as `{ type: 'Buffer', data: [...] }`. */
@@ -146,6 +153,7 @@ export interface JobResults {
   'media.scan': { scanStatus: ScanStatus | 'gone' };
   /** The new record (or, with `onDuplicate: reuse`, the organization's record of the same bytes). */
   'media.import': { mediaId: number };
+  'media.purge-trash': { purged: { files: number; bytes: number } };
 }
 
 /** A rendered variant as stored beside its source (GET /media/render streams it). */

@@ -9,12 +9,19 @@
  * nor an object without a record. Once the record is gone, the API replicas
  * are told (shared/queue/invalidations.ts) to forget what they kept of the
  * key for revalidations (api/domain/revalidation-cache.ts).
+ *
+ * With a trash (TRASH_RETENTION_S, or the organization's own retention, above
+ * 0) a delete that is not `permanent` only moves the record to the trash
+ * (`discard`): one update marks it, with its `media.trashed` event; its
+ * object and bytes stay until the purge (worker/processors/purge-trash.processor.ts)
+ * deletes it the way above. A trashed key is forgotten by the replicas too.
  */
 import type { EventOutbox } from './events/outbox';
 import type { Logger } from './logger';
 import type { InvalidationPublisher } from './queue/invalidations';
 import { variantPrefix } from './media/render-options';
 import type { MediaRecord, MediaRepository } from './repositories/media.repository';
+import type { OrganizationsRepository } from './repositories/organizations.repository';
 import type { UsageRepository } from './repositories/usage.repository';
 import type { ObjectStore } from './storage/object-store';
 
@@ -32,16 +39,58 @@ export class MediaDeletion {
       /** Tells the API replicas a key is gone (what they kept of it for 304s). */
       invalidations?: Pick<InvalidationPublisher, 'publish'> | undefined;
       now?: () => Date;
+      /** The trash: without it every delete is permanent. */
+      trash?: {
+        /** Seconds in the trash of an organization without its own retention (TRASH_RETENTION_S). */
+        retentionS: number;
+        organizations: Pick<OrganizationsRepository, 'findById'>;
+      };
     },
   ) {}
 
+  /** Seconds the organization's deleted files stay in the trash (0: none, deleted at once). */
+  async retentionOf(organizationId: number): Promise<number> {
+    const trash = this.deps.trash;
+    if (!trash) return 0;
+    const org = await trash.organizations.findById(organizationId);
+    return org?.trashRetentionS ?? trash.retentionS;
+  }
+
   /**
-   * Deletes a record and its object. False when the record is gone or
-   * another delete has already marked it (that one finishes the job).
+   * A user's delete: to the trash when the organization keeps one and the
+   * delete is not `permanent`, else deleted. False when another delete got
+   * there first.
    */
-  async delete(record: MediaRecord): Promise<boolean> {
+  async discard(
+    record: MediaRecord,
+    options: { permanent?: boolean; by?: string | null; folderName?: string | null } = {},
+  ): Promise<{ done: boolean; trashed: boolean }> {
+    const keep = !options.permanent && (await this.retentionOf(record.organizationId)) > 0;
+    if (!keep) return { done: await this.delete(record), trashed: false };
     const now = this.deps.now?.() ?? new Date();
-    if (!(await this.deps.media.markDeleting(record.id, now))) return false;
+    const from =
+      record.folderId !== null && options.folderName
+        ? { id: record.folderId, name: options.folderName }
+        : null;
+    const done = await this.deps.media.markTrashed(record.id, now, options.by ?? null, from);
+    // Its media.trashed event, recorded (the dispatcher's sweep does, should this fail).
+    if (done) await this.deps.events.promoteMedia({ ids: [record.id] }).catch(() => undefined);
+    // The replicas stop answering 304s for it: a trashed file is a 404.
+    if (done) await this.forget(record);
+    return { done, trashed: true };
+  }
+
+  /**
+   * Deletes a record and its object (in the trash or not). False when the
+   * record is gone or another delete has already marked it (that one
+   * finishes the job), or a restore holds it (unless `evenIfRestoring`: an
+   * organization's offboarding).
+   */
+  async delete(record: MediaRecord, options: { evenIfRestoring?: boolean } = {}): Promise<boolean> {
+    const now = this.deps.now?.() ?? new Date();
+    if (!(await this.deps.media.markDeleting(record.id, now, options.evenIfRestoring))) {
+      return false;
+    }
     await this.finish(record);
     return true;
   }

@@ -144,7 +144,15 @@ export async function createWorkerContext(
       queuePrefix: config.queuePrefix,
       logger,
     });
-    const deletion = new MediaDeletion({ media, usage, store, events, logger, invalidations });
+    const deletion = new MediaDeletion({
+      media,
+      usage,
+      store,
+      events,
+      logger,
+      invalidations,
+      trash: { retentionS: config.trash.retentionS, organizations },
+    });
     const background = new BackgroundTasks(logger);
     const creation = new MediaCreation({
       media,

@@ -8,7 +8,8 @@
  * retried with backoff (JOB_OPTIONS). Either way the error travels encoded so
  * the API answers with the right status. When a job has failed for good, the
  * temporary inputs it owned are removed before the failure is reported.
- * Each worker also sweeps stored job results past their expiry.
+ * Each worker also sweeps stored job results past their expiry; those taking
+ * the maintenance queue schedule the trash's purge (media.purge-trash).
  */
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
@@ -258,6 +259,17 @@ export function createWorker(
       })
     : undefined;
   dispatcher?.start();
+  // The trash's purge, every TRASH_PURGE_INTERVAL_MS, scheduled by the workers of its queue
+  // (a BullMQ job scheduler kept in Redis: scheduling it again only updates it).
+  const scheduling = config.worker.queues.includes(JOB_QUEUES['media.purge-trash'])
+    ? queues
+        .repeat(
+          'media.purge-trash',
+          { organizationId: 0, requestId: 'trash-purge' },
+          config.trash.purgeIntervalMs,
+        )
+        .catch((err: unknown) => logger.warn({ err }, 'could not schedule the trash purge'))
+    : Promise.resolve();
   // Webhook attempts waiting for a slot of their endpoint, and hand-overs a crash cut short.
   const webhookSweep = config.worker.queues.includes(JOB_QUEUES['webhook.deliver'])
     ? ctx.webhooks.startSweeping()
@@ -289,6 +301,7 @@ export function createWorker(
     async close() {
       clearInterval(tender);
       await tending;
+      await scheduling;
       await dispatcher?.stop();
       await Promise.allSettled(
         config.worker.queues.map((queue) => queues.gate.withdraw(queue, workerId)),

@@ -1,8 +1,9 @@
 /**
  * What an organization holds: GET /media (list, filtered and searched,
  * newest first or sorted by name or size, cursor pages), GET and DELETE /media/record?media=<key> and /media/{id}
- * (one record; a delete removes the object, the record and what was derived
- * from it, and answers the deleted record), DELETE /media/variants?media=<key>
+ * (one record; a delete moves it to the trash, or with `permanent=true` or
+ * without a trash removes the object, the record and what was derived from
+ * it, and answers the deleted record), DELETE /media/variants?media=<key>
  * (a file's rendered variants only), GET /media/usage.
  */
 import { Router, type NextFunction, type Request } from 'express';
@@ -56,6 +57,16 @@ const keyQuery = z.object({
   media: z.string({ error: 'media (a key) is required' }).min(1, 'media (a key) is required'),
 });
 
+/** `permanent=true`: the delete skips the trash (the object, its variants and the record go at once). */
+const permanentQuery = z.object({
+  permanent: z
+    .enum(['true', 'false'], { error: 'permanent must be true or false' })
+    .optional()
+    .transform((p) => p === 'true'),
+});
+
+const deleteKeyQuery = keyQuery.extend(permanentQuery.shape);
+
 /** `{id}` of /media/{id}: only digits name a record (any other word is another route, or none). */
 const ID = /^[1-9]\d{0,15}$/;
 
@@ -95,9 +106,14 @@ export function mediaRoutes(deps: {
 
   routes.delete(
     '/media/record',
-    { scope: 'delete', cost: 2, query: keyQuery },
+    { scope: 'delete', cost: 2, query: deleteKeyQuery },
     async ({ caller, query }, res) => {
-      success(res, viewFor(caller)(await deps.media.delete(caller, { key: query.media })));
+      const deleted = await deps.media.delete(
+        caller,
+        { key: query.media },
+        { permanent: query.permanent },
+      );
+      success(res, viewFor(caller)(deleted));
     },
   );
 
@@ -121,10 +137,17 @@ export function mediaRoutes(deps: {
     if (ref) success(res, viewFor(caller)(await deps.media.get(caller, ref)));
   });
 
-  routes.delete('/media/:id', { scope: 'delete', cost: 2 }, async ({ caller, req }, res, next) => {
-    const ref = byId(req, next);
-    if (ref) success(res, viewFor(caller)(await deps.media.delete(caller, ref)));
-  });
+  routes.delete(
+    '/media/:id',
+    { scope: 'delete', cost: 2, query: permanentQuery },
+    async ({ caller, req, query }, res, next) => {
+      const ref = byId(req, next);
+      if (ref) {
+        const deleted = await deps.media.delete(caller, ref, { permanent: query.permanent });
+        success(res, viewFor(caller)(deleted));
+      }
+    },
+  );
 
   return routes.router;
 }

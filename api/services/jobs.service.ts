@@ -263,7 +263,9 @@ export class JobsService {
     if ('delivered' in result || 'outcome' in result) {
       return { kind: 'done', data: result, creates: false };
     }
-    if ('scanStatus' in result) return { kind: 'done', data: result, creates: false };
+    if ('scanStatus' in result || 'purged' in result) {
+      return { kind: 'done', data: result, creates: false };
+    }
     const record = await this.deps.media.findById(owner.id, result.mediaId);
     // Deleted since the job made it.
     if (!record) throw Errors.mediaIdNotFound(result.mediaId);

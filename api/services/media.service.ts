@@ -1,7 +1,8 @@
 /**
  * What an organization holds: list its records (filters, newest first,
- * cursor pages), get one by key or id, delete one (its object, its record
- * and anything derived from it; see shared/media-deletion.ts) or only its
+ * cursor pages), get one by key or id, delete one (to the trash, or its
+ * object, its record and anything derived from it; see
+ * shared/media-deletion.ts) or only its
  * rendered variants (their bytes given back to the quota), and its usage
  * by type, its rendered variants and its stored job results, against its quota.
  */
@@ -68,6 +69,8 @@ export interface UsageReport {
   variantBytes: number;
   /** Job results stored until read (bounded apart, RESULTS_MAX_BYTES_PER_ORG; not in the quota). */
   resultBytes: number;
+  /** What of `files` and `bytes` is in the trash (counted until purged). */
+  trash: { bytes: number; files: number };
   /** `remaining`: the quota less the files' and the variants' bytes. */
   quota: { bytes: number | null; remaining: number | null };
 }
@@ -165,11 +168,28 @@ export class MediaService {
     return record;
   }
 
-  /** Deletes a record with its object and derived files; answers the deleted record. */
-  async delete(caller: Pick<Caller, 'organization'>, ref: MediaRef): Promise<MediaRecord> {
+  /**
+   * Deletes a record: to the trash when its organization keeps one (its
+   * object stays until the purge), else, or when `permanent`, with its object
+   * and derived files. Answers the record as it was.
+   */
+  async delete(
+    caller: Pick<Caller, 'organization' | 'tokenId'>,
+    ref: MediaRef,
+    options: { permanent?: boolean } = {},
+  ): Promise<MediaRecord> {
     const record = await this.get(caller, ref);
+    const folder =
+      record.folderId === null
+        ? null
+        : await this.deps.folders.findById(caller.organization.id, record.folderId);
+    const { done } = await this.deps.deletion.discard(record, {
+      permanent: options.permanent ?? false,
+      by: caller.tokenId,
+      folderName: folder?.name ?? null,
+    });
     // Another delete of the same record that got there first: this one is a 404, like a second delete.
-    if (!(await this.deps.deletion.delete(record))) throw notFound(ref);
+    if (!done) throw notFound(ref);
     return record;
   }
 
@@ -200,8 +220,9 @@ export class MediaService {
 
   async usage(caller: Pick<Caller, 'organization'>): Promise<UsageReport> {
     const org = caller.organization;
-    const [byType, variants, results, counted] = await Promise.all([
+    const [byType, trashed, variants, results, counted] = await Promise.all([
       this.deps.media.usageByType(org.id),
+      this.deps.media.usageByType(org.id, 'trashed'),
       this.deps.media.variantUsage(org.id),
       this.deps.jobResults.bytesByOrganization(org.id),
       // The counter, which the quota is checked against (files' and variants' bytes).
@@ -220,6 +241,10 @@ export class MediaService {
       variants: variants.variants,
       variantBytes: variants.bytes,
       resultBytes: results.get(org.id) ?? 0,
+      trash: [...trashed.values()].reduce(
+        (t, u) => ({ bytes: t.bytes + u.bytes, files: t.files + u.files }),
+        { bytes: 0, files: 0 },
+      ),
       quota: {
         bytes: org.quotaBytes,
         remaining:

@@ -61,16 +61,16 @@ export class OffboardingService {
     const jobsRemoved = await this.stopJobs(org);
 
     const files = { count: 0, bytes: 0 };
-    // Deletes cut off earlier first, then every live record.
+    // Deletes cut off earlier first, then every record (the trash's too).
     for (const record of await media.deletingBefore(new Date(), org.id)) {
       await this.deps.deletion.finish(record);
     }
     for (;;) {
-      const ids = await media.ids(org.id, undefined, BATCH);
+      const ids = await media.ids(org.id, undefined, BATCH, true);
       if (ids.length === 0) break;
       for (const id of ids) {
-        const record = await media.findById(org.id, id);
-        if (record && (await this.deps.deletion.delete(record))) {
+        const record = await media.findAnyById(id);
+        if (record && (await this.deps.deletion.delete(record, { evenIfRestoring: true }))) {
           files.count++;
           files.bytes += record.bytes;
         }

@@ -74,6 +74,14 @@ export class OrganizationsService {
     return organization;
   }
 
+  /** Sets (seconds) or removes (null: TRASH_RETENTION_S applies) how long its deleted files stay in the trash. */
+  async setTrashRetention(id: number, seconds: number | null): Promise<Organization> {
+    const organization = await this.organizations.setTrashRetention(id, seconds);
+    if (!organization) throw Errors.notFound(`No organization with id ${id}`);
+    await this.changed(id);
+    return organization;
+  }
+
   /** Drops the organization (and its tokens) from this process's cache and every replica's. */
   async changed(id: number): Promise<void> {
     this.options.cache?.invalidate({ organizationId: id });

@@ -39,6 +39,7 @@ import { ROOT_KEY_PREFIX } from '@shared/media/naming';
 import { objectKeyOf } from '@shared/scan/scan';
 import { sourceOfVariantKey, VARIANTS_PREFIX } from '@shared/media/render-options';
 import type { MediaDeletion } from '@shared/media-deletion';
+import type { MediaRestore } from '@shared/media-restore';
 import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
 import type { JobResultsRepository } from '@shared/repositories/job-results.repository';
 import type { UsageCounters, UsageRepository } from '@shared/repositories/usage.repository';
@@ -111,6 +112,8 @@ export interface ReconcileReport {
   incompleteUploads: OpenUpload[];
   /** Deletes cut off after their mark (the record is hidden; its object may remain). */
   deletesInProgress: MissingObjectRecord[];
+  /** Restores from the trash cut off after their mark (the file is still in the trash; `--fix` finishes them). */
+  restoresInProgress: MissingObjectRecord[];
   /** Usage counters that differ from the records (uploads in flight differ for a moment too). */
   usageDrift: UsageDrift[];
   scanned: {
@@ -142,6 +145,7 @@ export class ReconcileService {
         | 'createdBefore'
         | 'removeByIds'
         | 'deletingBefore'
+        | 'restoringBefore'
         | 'usageByOrganization'
       >;
       usage: Pick<UsageRepository, 'counts' | 'set'>;
@@ -149,6 +153,8 @@ export class ReconcileService {
       jobResults?: Pick<JobResultsRepository, 'bytesByOrganization'>;
       /** Finishes a delete that was cut off; tells the API replicas of records removed. */
       deletion: Pick<MediaDeletion, 'finish'> & Partial<Pick<MediaDeletion, 'forget'>>;
+      /** Finishes a restore from the trash that was cut off; without it, such restores are only listed. */
+      restore?: Pick<MediaRestore, 'finish'>;
       /** Without it, a temporary input is spared by the grace period only. */
       jobs?: JobInputs;
     },
@@ -281,8 +287,19 @@ export class ReconcileService {
       updatedAt: r.updatedAt.toISOString(),
     }));
 
+    const restoring = await this.deps.media.restoringBefore(cutoff, org?.id ?? null);
+    const restoresInProgress = restoring.map((r): MissingObjectRecord => ({
+      ...r,
+      createdAt: r.createdAt.toISOString(),
+      updatedAt: r.updatedAt.toISOString(),
+    }));
+
     if (options.fix) {
       for (const record of deleting) await this.deps.deletion.finish(record);
+      if (this.deps.restore) {
+        // A folder of its name being deleted right now: the next run finishes it.
+        for (const record of restoring) await this.deps.restore.finish(record).catch(() => null);
+      }
       for (const upload of toAbort) await this.deps.store.abortIncompleteUpload(upload);
       for (let i = 0; i < objectsWithoutRecord.length; i += REMOVE_BATCH) {
         await this.deps.store.removeMany(
@@ -312,11 +329,13 @@ export class ReconcileService {
         recordsWithoutObject.length === 0 &&
         incompleteUploads.length === 0 &&
         deletesInProgress.length === 0 &&
+        restoresInProgress.length === 0 &&
         usageDrift.length === 0,
       objectsWithoutRecord,
       recordsWithoutObject,
       incompleteUploads,
       deletesInProgress,
+      restoresInProgress,
       usageDrift,
       scanned,
     };

@@ -101,6 +101,8 @@ function toConfig(env: Env) {
     RESULTS_MAX_BYTES_PER_ORG,
     RESULT_TTL_MS,
     USAGE_BOOKING_TTL_MS,
+    TRASH_RETENTION_S,
+    TRASH_PURGE_INTERVAL_MS,
     RATE_LIMIT_MAX,
     RATE_LIMIT_WINDOW_MS,
     AUTH_FAILURE_LIMIT,
@@ -250,6 +252,12 @@ function toConfig(env: Env) {
      * renews its bookings past half of it before writing the records.
      */
     usageBookingTtlMs: USAGE_BOOKING_TTL_MS,
+    /**
+     * The trash: seconds a deleted file stays there in an organization
+     * without its own retention (0: deletes are final), and how often the
+     * purge job runs.
+     */
+    trash: { retentionS: TRASH_RETENTION_S, purgeIntervalMs: TRASH_PURGE_INTERVAL_MS },
     /**
      * The fair gate (shared/queue/fair-gate.ts): per queue, the slots one
      * organization's heavy jobs leave to others, and the jobs an organization

@@ -470,6 +470,16 @@ export const VARIABLES = {
     value: integer({ default: 3_600_000, min: 1_000, max: 3_600_000, unit: 'ms' }),
     doc: "How long an unread stored result is kept before the workers' sweep removes it: at most the hour a completed job is kept (past it, its status URL no longer finds the job).",
   },
+  TRASH_RETENTION_S: {
+    section: 'jobs',
+    value: integer({ default: 30 * 24 * 3600, min: 0, max: 10 * 366 * 24 * 3600, unit: 's' }),
+    doc: 'How long a deleted file stays in the trash (`GET /media/trash`, restorable) before the purge deletes its bytes, variants and record; its bytes count in usage until then. 0: a delete is immediate and final (no trash). Per organization: `cli.ts org:update --trash-retention` ([operations.md](operations.md#trash)).',
+  },
+  TRASH_PURGE_INTERVAL_MS: {
+    section: 'jobs',
+    value: integer({ default: 15 * MINUTE, min: 100, max: 24 * 60 * MINUTE, unit: 'ms' }),
+    doc: 'How often the `media.purge-trash` job (repeatable, on the `maintenance` queue) deletes files kept in the trash past their retention.',
+  },
   USAGE_BOOKING_TTL_MS: {
     section: 'jobs',
     value: integer({ default: 10 * MINUTE, min: 1_000, unit: 'ms' }),

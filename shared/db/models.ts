@@ -25,6 +25,8 @@ export interface OrganizationDoc {
   rootFolderId?: number | null;
   /** Which files are served while scanning is on (shared/scan/scan.ts); absent: SCAN_POLICY. */
   scanPolicy?: ScanPolicy;
+  /** Seconds a deleted file stays in the trash (0: deleted at once); absent: TRASH_RETENTION_S. */
+  trashRetentionS?: number;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -97,6 +99,17 @@ export interface MediaDoc {
   createdBy: string | null;
   /** Set when a delete began (the object goes next, then the record); reconcile finishes cut-off deletes. */
   deletingAt: Date | null;
+  /**
+   * Set when the file went to the trash (shared/media-deletion.ts): gone for
+   * every lookup but the trash's, its object kept until the purge.
+   */
+  deletedAt?: Date | null;
+  /** In the trash: the token whose request put it there (null: a folder's job, or unknown). */
+  deletedBy?: string | null;
+  /** In the trash: the folder it was in (its id and name), re-created on restore if gone. */
+  trashedFrom?: { id: number; name: string } | null;
+  /** Set while a restore runs; reconcile finishes a restore cut off. */
+  restoringAt?: Date | null;
   /** The job that produced this record (convert, merge), for idempotent retries. */
   jobId?: string;
   /** The malware scan's verdict (shared/scan/scan.ts); absent: stored while scanning was off. */
@@ -282,6 +295,7 @@ const organizationSchema = new Schema<OrganizationDoc>(
     quotaBytes: { type: Number, default: null },
     rootFolderId: { type: Number, default: null },
     scanPolicy: { type: String, enum: SCAN_POLICIES, required: false },
+    trashRetentionS: { type: Number, required: false },
   },
   options,
 );
@@ -347,6 +361,16 @@ const mediaSchema = new Schema<MediaDoc>(
     },
     createdBy: { type: String, default: null },
     deletingAt: { type: Date, default: null },
+    deletedAt: { type: Date, default: null },
+    deletedBy: { type: String, default: null },
+    trashedFrom: {
+      type: new Schema<{ id: number; name: string }>(
+        { id: { type: Number, required: true }, name: { type: String, required: true } },
+        { _id: false },
+      ),
+      default: null,
+    },
+    restoringAt: { type: Date, default: null },
     // Absent (not null) unless a job made the record, so the sparse unique index skips it.
     jobId: { type: String, required: false },
     scanStatus: { type: String, enum: SCAN_STATUSES, required: false },
@@ -394,6 +418,9 @@ mediaSchema.index({ jobId: 1 }, { unique: true, sparse: true });
 mediaSchema.index({ organizationId: 1, checksum: 1 });
 // Deletes cut off half-way, for reconcile to finish (few at any time).
 mediaSchema.index({ deletingAt: 1 }, { sparse: true });
+// The trash: an organization's trashed records, newest first; the purge finds the oldest.
+mediaSchema.index({ organizationId: 1, deletedAt: 1, id: -1 });
+mediaSchema.index({ restoringAt: 1 }, { sparse: true });
 
 const usageSchema = new Schema<UsageDoc>(
   {

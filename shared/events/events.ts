@@ -28,8 +28,16 @@ export interface MediaEventData {
 export interface EventMap {
   /** A file became a record (an upload of any kind, a conversion, a merge). */
   'media.created': { media: MediaEventData };
-  /** A record was deleted (its delete began: from then on it is gone for the API). */
+  /**
+   * A record was deleted for good (its delete began: from then on it is gone
+   * for the API): a permanent delete, a delete without a trash, or the purge
+   * of a file from the trash.
+   */
   'media.deleted': { media: MediaEventData };
+  /** A file went to the trash (a delete while its organization keeps one): restorable until purged. */
+  'media.trashed': { media: MediaEventData };
+  /** A file came back from the trash (`POST /media/trash/{id}/restore`), into `folderId`. */
+  'media.restored': { media: MediaEventData };
   /** A scan found malware in a file: its object was moved to quarantine (shared/scan/). */
   'media.infected': { media: MediaEventData };
   /** A folder was deleted (its files, if any, were deleted before it: each has its event). */
@@ -57,6 +65,8 @@ export type EventType = keyof EventMap;
 export const EVENT_TYPES = [
   'media.created',
   'media.deleted',
+  'media.trashed',
+  'media.restored',
   'media.infected',
   'folder.deleted',
   'job.completed',

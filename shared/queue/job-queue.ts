@@ -252,6 +252,34 @@ export class BullJobQueue implements JobQueue {
     return jobId;
   }
 
+  /**
+   * Runs a job every `everyMs` (a BullMQ job scheduler named after the job:
+   * scheduling it again, from any process, only updates its interval).
+   * Outside the organizations' caps and the fair gate.
+   */
+  async repeat<N extends JobName>(
+    name: N,
+    payload: JobPayloads[N],
+    everyMs: number,
+  ): Promise<void> {
+    await this.call('add', () =>
+      this.queue(JOB_QUEUES[name]).upsertJobScheduler(
+        name,
+        { every: everyMs },
+        {
+          name,
+          data: payload,
+          opts: {
+            attempts: JOB_OPTIONS.attempts,
+            backoff: JOB_OPTIONS.backoff,
+            removeOnComplete: JOB_OPTIONS.removeOnComplete,
+            removeOnFail: JOB_OPTIONS.removeOnFail,
+          },
+        },
+      ),
+    );
+  }
+
   /** Waits (at most `timeoutMs`) for the producer connection: a fresh process's first calls. */
   async ready(timeoutMs = 5_000): Promise<void> {
     await redisCall(() => waitForRedis(this.producer(), timeoutMs));

@@ -9,7 +9,10 @@ export type MediaRecord = Omit<MediaDoc, 'jobId' | 'thumbhash'> & {
   /** An image's placeholder once computed (null or absent before). */
   thumbhash?: string | null;
 };
-export type NewMedia = Omit<MediaDoc, 'id' | 'createdAt' | 'updatedAt' | 'deletingAt'>;
+export type NewMedia = Omit<
+  MediaDoc,
+  'id' | 'createdAt' | 'updatedAt' | 'deletingAt' | 'deletedAt' | 'deletedBy' | 'trashedFrom'
+>;
 
 /** What GET /media filters on; every filter is served by an index that starts with the organization. */
 export interface MediaFilter {
@@ -32,8 +35,14 @@ export interface MediaOrder {
   descending: boolean;
 }
 
-/** Records that are not being deleted (a delete marks its record first). */
-export const LIVE = { deletingAt: null } as const;
+/** Records that are not being deleted (a delete marks its record first), in the trash or not. */
+export const NOT_DELETING = { deletingAt: null } as const;
+
+/** Records that are neither being deleted nor in the trash: the ones every lookup sees. */
+export const LIVE = { deletingAt: null, deletedAt: null } as const;
+
+/** Records in the trash (not being purged). */
+export const TRASHED = { deletingAt: null, deletedAt: { $ne: null } } as const;
 
 /** A record's variants' bytes, as an aggregation expression (0 without variants). */
 const VARIANT_BYTES = { $sum: { $ifNull: ['$variants.bytes', []] } };
@@ -55,6 +64,14 @@ export const toRecord = (doc: MediaDoc): MediaRecord => ({
   },
   createdBy: doc.createdBy ?? null,
   deletingAt: doc.deletingAt ?? null,
+  ...(doc.deletedAt
+    ? {
+        deletedAt: doc.deletedAt,
+        deletedBy: doc.deletedBy ?? null,
+        trashedFrom: doc.trashedFrom ?? null,
+        restoringAt: doc.restoringAt ?? null,
+      }
+    : {}),
   jobId: doc.jobId ?? null,
   ...(doc.scanStatus ? { scanStatus: doc.scanStatus } : {}),
   ...(doc.quarantineKey ? { quarantineKey: doc.quarantineKey } : {}),
@@ -277,13 +294,17 @@ export class MediaRepository {
     return docs.map(toRecord);
   }
 
-  /** Files and bytes of an organization's records, by MIME type. */
+  /**
+   * Files and bytes of an organization's records, by MIME type (the trash's
+   * included: its bytes count until purged; `trashed` is what only it holds).
+   */
   async usageByType(
     organizationId: number,
+    which: 'all' | 'trashed' = 'all',
   ): Promise<Map<string, { files: number; bytes: number }>> {
     const rows = await db(() =>
       this.models.Media.aggregate<{ _id: string; files: number; bytes: number }>([
-        { $match: { organizationId, ...LIVE } },
+        { $match: { organizationId, ...(which === 'all' ? NOT_DELETING : TRASHED) } },
         { $group: { _id: '$mimetype', files: { $sum: 1 }, bytes: { $sum: '$bytes' } } },
       ]).exec(),
     );
@@ -291,9 +312,9 @@ export class MediaRepository {
   }
 
   /**
-   * What live records hold per organization (one, or all): files, and bytes
-   * as the quota counts them (the files' and their variants'), with the
-   * variants' share apart.
+   * What records not being deleted hold per organization (one, or all; the
+   * trash's included, until purged): files, and bytes as the quota counts
+   * them (the files' and their variants'), with the variants' share apart.
    */
   async usageByOrganization(
     organizationId: number | null,
@@ -305,7 +326,9 @@ export class MediaRepository {
         bytes: number;
         variantBytes: number;
       }>([
-        { $match: { ...(organizationId === null ? {} : { organizationId }), ...LIVE } },
+        {
+          $match: { ...(organizationId === null ? {} : { organizationId }), ...NOT_DELETING },
+        },
         {
           $group: {
             _id: '$organizationId',
@@ -324,11 +347,11 @@ export class MediaRepository {
     );
   }
 
-  /** The rendered variants of an organization's live records: how many, and their bytes. */
+  /** The rendered variants of an organization's records (the trash's included): how many, and their bytes. */
   async variantUsage(organizationId: number): Promise<{ variants: number; bytes: number }> {
     const rows = await db(() =>
       this.models.Media.aggregate<{ variants: number; bytes: number }>([
-        { $match: { organizationId, ...LIVE, variants: { $exists: true } } },
+        { $match: { organizationId, ...NOT_DELETING, variants: { $exists: true } } },
         {
           $group: {
             _id: null,
@@ -386,14 +409,20 @@ export class MediaRepository {
 
   /**
    * Ids of an organization's live records (in a folder, when given), oldest
-   * first, a batch at a time (for a folder's or an organization's deletion).
+   * first, a batch at a time (for a folder's or an organization's deletion;
+   * `withTrash`: the trash's too, for an organization's).
    */
   async ids(
     organizationId: number,
     folderId: number | undefined,
     limit: number,
+    withTrash = false,
   ): Promise<number[]> {
-    const query = { organizationId, ...(folderId === undefined ? {} : { folderId }), ...LIVE };
+    const query = {
+      organizationId,
+      ...(folderId === undefined ? {} : { folderId }),
+      ...(withTrash ? NOT_DELETING : LIVE),
+    };
     const docs = await db(() =>
       this.models.Media.find(query, { id: 1, _id: 0 }).sort({ id: 1 }).limit(limit).lean().exec(),
     );
@@ -405,10 +434,11 @@ export class MediaRepository {
    * same update); false when it is gone or already being deleted (so of two
    * concurrent deletes only one goes on).
    */
-  async markDeleting(id: number, at: Date): Promise<boolean> {
+  async markDeleting(id: number, at: Date, evenIfRestoring = false): Promise<boolean> {
     const result = await db(() =>
       this.models.Media.updateOne(
-        { id, ...LIVE },
+        // In the trash or not; not while a restore runs (that one finishes first), unless told.
+        { id, ...NOT_DELETING, ...(evenIfRestoring ? {} : { restoringAt: null }) },
         {
           $set: { deletingAt: at },
           $push: { pendingEvents: pendingEvent('media.deleted', id, at) },
@@ -416,6 +446,125 @@ export class MediaRepository {
       ).exec(),
     );
     return result.modifiedCount === 1;
+  }
+
+  /**
+   * Moves a live record to the trash, with its `media.trashed` event (in the
+   * same update); false when it is gone, being deleted or in the trash already.
+   */
+  async markTrashed(
+    id: number,
+    at: Date,
+    by: string | null,
+    from: { id: number; name: string } | null,
+  ): Promise<boolean> {
+    const result = await db(() =>
+      this.models.Media.updateOne(
+        { id, ...LIVE },
+        {
+          $set: { deletedAt: at, deletedBy: by, trashedFrom: from },
+          // The subject carries the time: a file trashed, restored and trashed again has two events.
+          $push: { pendingEvents: pendingEvent('media.trashed', `${id}@${at.getTime()}`, at) },
+        },
+      ).exec(),
+    );
+    return result.modifiedCount === 1;
+  }
+
+  /** One page of an organization's trash, newest first by id (as `list`). */
+  async listTrash(
+    organizationId: number,
+    page: { limit: number; beforeId?: number | undefined },
+  ): Promise<MediaRecord[]> {
+    const query: Record<string, unknown> = { organizationId, ...TRASHED };
+    if (page.beforeId !== undefined) query.id = { $lt: page.beforeId };
+    const docs = await db(() =>
+      this.models.Media.find(query).sort({ id: -1 }).limit(page.limit).lean().exec(),
+    );
+    return docs.map(toRecord);
+  }
+
+  /** A record of the organization's trash by id. */
+  async findTrashed(organizationId: number, id: number): Promise<MediaRecord | null> {
+    const doc = await db(() =>
+      this.models.Media.findOne({ organizationId, id, ...TRASHED })
+        .lean()
+        .exec(),
+    );
+    return doc ? toRecord(doc) : null;
+  }
+
+  /**
+   * Marks a trashed record as being restored (a purge leaves it alone from
+   * then on); false when it is no longer in the trash. A second restore
+   * takes the mark over: both finish the same way.
+   */
+  async markRestoring(id: number, at: Date): Promise<boolean> {
+    const result = await db(() =>
+      this.models.Media.updateOne({ id, ...TRASHED }, { $set: { restoringAt: at } }).exec(),
+    );
+    return result.matchedCount === 1;
+  }
+
+  /**
+   * Ends a restore: out of the trash into `folderId`, with its
+   * `media.restored` event (in the same update); false when no restore
+   * holds it (another finished it).
+   */
+  async finishRestore(id: number, folderId: number | null, at: Date): Promise<boolean> {
+    const result = await db(() =>
+      this.models.Media.updateOne(
+        { id, ...TRASHED, restoringAt: { $ne: null } },
+        {
+          $set: {
+            deletedAt: null,
+            deletedBy: null,
+            trashedFrom: null,
+            restoringAt: null,
+            folderId,
+          },
+          $push: { pendingEvents: pendingEvent('media.restored', `${id}@${at.getTime()}`, at) },
+        },
+      ).exec(),
+    );
+    return result.modifiedCount === 1;
+  }
+
+  /** Restores begun before `before` and cut off (for reconcile to finish). */
+  async restoringBefore(before: Date, organizationId: number | null): Promise<MediaRecord[]> {
+    const docs = await db(() =>
+      this.models.Media.find({
+        ...(organizationId === null ? {} : { organizationId }),
+        ...TRASHED,
+        restoringAt: { $ne: null, $lt: before },
+      })
+        .lean()
+        .exec(),
+    );
+    return docs.map(toRecord);
+  }
+
+  /** Organizations with files in the trash (for the purge). */
+  async organizationsWithTrash(): Promise<number[]> {
+    const ids = await db(() => this.models.Media.distinct('organizationId', TRASHED).exec());
+    return ids.sort((a, b) => a - b);
+  }
+
+  /** Up to `limit` of an organization's trashed records put there before `before`, not being restored. */
+  async trashedBefore(organizationId: number, before: Date, limit: number): Promise<MediaRecord[]> {
+    const docs = await db(() =>
+      this.models.Media.find({
+        organizationId,
+        deletingAt: null,
+        deletedAt: { $ne: null, $lte: before },
+        restoringAt: null,
+      })
+        .sort({ deletedAt: 1 })
+        .limit(limit)
+        .lean()
+        .exec(),
+    );
+    return docs.map(toRecord);
   }
 
   /** A record by id whatever its state (a delete in progress included). */
@@ -487,7 +636,8 @@ export class MediaRepository {
   ): Promise<boolean> {
     const result = await db(() =>
       this.models.Media.updateOne(
-        { id, scanStatus: 'pending', ...LIVE },
+        // A file in the trash gets its verdict too (it may be restored).
+        { id, scanStatus: 'pending', ...NOT_DELETING },
         verdict.status === 'infected'
           ? {
               $set: {
@@ -527,7 +677,11 @@ export class MediaRepository {
     );
   }
 
-  /** Live records of one organization (or all) created before `before`, in id order, read in batches. */
+  /**
+   * Records of one organization (or all) created before `before`, not being
+   * deleted (the trash's included: their objects are kept too), in id order,
+   * read in batches.
+   */
   async *createdBefore(
     before: Date,
     organizationId: number | null,
@@ -536,7 +690,7 @@ export class MediaRepository {
     const cursor = this.models.Media.find({
       ...(organizationId === null ? {} : { organizationId }),
       createdAt: { $lt: before },
-      ...LIVE,
+      ...NOT_DELETING,
     })
       .sort({ id: 1 })
       .lean()

@@ -19,6 +19,8 @@ export interface Organization {
   rootFolderId: number;
   /** Which files it is served while scanning is on; absent: SCAN_POLICY. */
   scanPolicy?: ScanPolicy;
+  /** Seconds its deleted files stay in the trash; absent: TRASH_RETENTION_S. */
+  trashRetentionS?: number;
 }
 
 const toOrganization = (doc: OrganizationDoc & { rootFolderId: number }): Organization => ({
@@ -28,6 +30,7 @@ const toOrganization = (doc: OrganizationDoc & { rootFolderId: number }): Organi
   quotaBytes: doc.quotaBytes ?? null,
   rootFolderId: doc.rootFolderId,
   ...(doc.scanPolicy ? { scanPolicy: doc.scanPolicy } : {}),
+  ...(typeof doc.trashRetentionS === 'number' ? { trashRetentionS: doc.trashRetentionS } : {}),
 });
 
 export class OrganizationsRepository {
@@ -79,6 +82,20 @@ export class OrganizationsRepository {
       this.models.Organization.findOneAndUpdate(
         { id },
         scanPolicy ? { $set: { scanPolicy } } : { $unset: { scanPolicy: 1 } },
+        { returnDocument: 'after', lean: true },
+      ).exec(),
+    );
+    return doc ? this.complete(doc) : null;
+  }
+
+  /** Sets (seconds) or removes (null: TRASH_RETENTION_S applies) the organization's trash retention. */
+  async setTrashRetention(id: number, seconds: number | null): Promise<Organization | null> {
+    const doc = await db(() =>
+      this.models.Organization.findOneAndUpdate(
+        { id },
+        seconds === null
+          ? { $unset: { trashRetentionS: 1 } }
+          : { $set: { trashRetentionS: seconds } },
         { returnDocument: 'after', lean: true },
       ).exec(),
     );

@@ -151,6 +151,22 @@ it('sets and removes an organization’s scan policy', async () => {
   expect([bad.code, (errorOf(bad.stderr) as { error: string }).error]).toEqual([2, 'USAGE']);
 });
 
+it('sets and removes an organization’s trash retention', async () => {
+  await cli('org:create', '--slug', 'trashy', '--name', 'Trashy');
+  const set = await cli('org:update', '--org', 'trashy', '--trash-retention', '7d');
+  expect(set.code).toBe(0);
+  expect(JSON.parse(set.stdout)).toMatchObject({
+    organization: { slug: 'trashy', trashRetentionS: 7 * 24 * 3600 },
+  });
+  const none = await cli('org:update', '--org', 'trashy', '--trash-retention', '0');
+  expect(JSON.parse(none.stdout)).toMatchObject({ organization: { trashRetentionS: 0 } });
+  const reset = await cli('org:update', '--org', 'trashy', '--trash-retention', 'default');
+  expect(JSON.parse(reset.stdout)).not.toHaveProperty('organization.trashRetentionS');
+  const bad = await cli('org:update', '--org', 'trashy', '--trash-retention', 'forever');
+  expect([bad.code, (errorOf(bad.stderr) as { error: string }).error]).toEqual([2, 'USAGE']);
+  // Five CLI processes: on a loaded machine each may take several seconds to start.
+}, 180_000);
+
 it('deletes an organization and everything it had, and nothing of another', async () => {
   const created = JSON.parse(
     (await cli('org:create', '--slug', 'leaving', '--name', 'Leaving')).stdout,

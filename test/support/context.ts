@@ -17,6 +17,7 @@ import {
 import { loadConfig, type Config } from '../../shared/config';
 import { createModels, type Models } from '../../shared/db/models';
 import { MediaDeletion } from '../../shared/media-deletion';
+import { MediaRestore } from '../../shared/media-restore';
 import { createRepositories } from '../../shared/repositories';
 import { createLogger } from '../../shared/logger';
 import { BullJobQueue } from '../../shared/queue/job-queue';
@@ -102,6 +103,9 @@ export function isolatedEnv(name = 'test', overrides: NodeJS.ProcessEnv = {}): I
     S3_ACCESS_KEY: s3.accessKey,
     S3_SECRET_KEY: s3.secretKey,
     S3_BUCKET: bucket,
+    // Deletes are immediate and final in tests (the interface's behaviour); the trash's
+    // own tests ask for a retention (test/integration/api/trash.test.ts).
+    TRASH_RETENTION_S: '0',
     ...overrides,
   };
   const isolated = { env, config: loadConfig(env), bucket, queuePrefix, dbName };
@@ -167,10 +171,11 @@ function registerEnv(env: Omit<RegisteredEnv, 'testPath'>): void {
  * up to the next second.)
  */
 export function reconcileNow(store: ObjectStore, models: Models, jobs: JobInputs | undefined) {
-  const { media, usage, events } = createRepositories(models);
+  const { media, usage, events, folders } = createRepositories(models);
   const logger = createLogger({ level: 'silent' });
   const deletion = new MediaDeletion({ media, usage, store, events, logger });
-  return new ReconcileService({ store, media, usage, deletion, jobs }).run({
+  const restore = new MediaRestore({ media, folders, events });
+  return new ReconcileService({ store, media, usage, deletion, restore, jobs }).run({
     olderThanMs: 0,
     now: new Date(Date.now() + 60_000),
     fix: false,

@@ -36,6 +36,7 @@ export const EMPTY_REPORT: ReconcileReport = {
   recordsWithoutObject: [],
   incompleteUploads: [],
   deletesInProgress: [],
+  restoresInProgress: [],
   usageDrift: [],
   scanned: { objects: 0, records: 0, incompleteUploads: 0, tooRecent: 0, ownedByJobs: 0 },
 };

@@ -31,6 +31,7 @@ const report: ReconcileReport = {
   recordsWithoutObject: [],
   incompleteUploads: [{ key: 'acme/c.jpg', uploadId: 'u1', initiated: '2025-12-31T00:00:00Z' }],
   deletesInProgress: [],
+  restoresInProgress: [],
   usageDrift: [],
   scanned: { objects: 120, records: 118, incompleteUploads: 1, tooRecent: 3, ownedByJobs: 2 },
 };

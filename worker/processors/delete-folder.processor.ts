@@ -1,6 +1,7 @@
 /**
  * media.delete-folder: deletes every file of a folder, a batch at a time, the
- * way a single delete does (shared/media-deletion.ts), reporting its progress,
+ * way a single delete does (shared/media-deletion.ts: to the trash when the
+ * organization keeps one, with the folder's name), reporting its progress,
  * then the folder. It holds the folder throughout (the mark the API set,
  * renewed before each batch), so an upload committing into it meanwhile is
  * either listed and deleted here or sees the hold and undoes itself; the
@@ -42,7 +43,11 @@ export const deleteFolderProcessor: Processor<
       }
       for (const id of ids) {
         const record = await ctx.media.findById(organizationId, id);
-        if (record && (await ctx.deletion.delete(record))) {
+        // To the trash when the organization keeps one (restoring a file re-creates this folder).
+        const discarded = record
+          ? await ctx.deletion.discard(record, { folderName: folder.name })
+          : { done: false };
+        if (record && discarded.done) {
           deleted.files++;
           deleted.bytes += record.bytes;
         }

@@ -9,6 +9,7 @@ import { metadataProcessor } from './metadata.processor';
 import { renderProcessor } from './render.processor';
 import { webhookDeliverProcessor } from './webhook-deliver.processor';
 import { scanProcessor } from './scan.processor';
+import { purgeTrashProcessor } from './purge-trash.processor';
 
 export const PROCESSORS: readonly AnyProcessor[] = [
   metadataProcessor,
@@ -20,4 +21,5 @@ export const PROCESSORS: readonly AnyProcessor[] = [
   webhookDeliverProcessor,
   scanProcessor,
   importProcessor,
+  purgeTrashProcessor,
 ];

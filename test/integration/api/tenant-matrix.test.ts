@@ -41,7 +41,7 @@ const codeFor = (row: Row): string =>
       ? ID_INPUTS[row.input]!
       : row.path.startsWith('/media/folders/')
         ? 'FOLDER_NOT_FOUND'
-        : row.path === '/media/{id}'
+        : row.path === '/media/{id}' || row.path.startsWith('/media/trash/')
           ? 'MEDIA_NOT_FOUND'
           : ID_INPUTS.id!;
 /** Names that look like a key or an id: each must be in ID_INPUTS (or this test needs a look). */
@@ -97,6 +97,9 @@ const owned = {
   doomedId: 0,
   doomedFolderId: 0,
   renamedFolderId: 0,
+  /** Files in alpha's trash: one the restore row's control restores, one the purge row's purges. */
+  trashedId: 0,
+  purgedId: 0,
   /** A webhook endpoint (and one the delete row's control removes), and a message in its log. */
   webhookId: 0,
   doomedWebhookId: 0,
@@ -123,6 +126,20 @@ beforeAll(async () => {
     await alpha.uploadRecord('Canon_40D.jpg', 'doomed-by-id.jpg'),
   ];
   const jpeg = await alpha.uploadRecord('Canon_40D.jpg', 'secret.jpg', { folder: 'private' });
+  // Two files in alpha's trash (kept for an hour while they are deleted; this file's other
+  // deletes are immediate, as the test environment's retention is 0).
+  const trashed = [
+    await alpha.uploadRecord('Canon_40D.jpg', 'trashed.jpg'),
+    await alpha.uploadRecord('Canon_40D.jpg', 'purged.jpg'),
+  ];
+  await api.ctx.organizations.setTrashRetention(alpha.organization.id, 3600);
+  for (const t of trashed) {
+    const res = await fetch(`${api.url}/media/${t.id}`, { method: 'DELETE', headers: alpha.auth });
+    expect(res.status).toBe(200);
+  }
+  await api.ctx.organizations.setTrashRetention(alpha.organization.id, null);
+  owned.trashedId = trashed[0]!.id;
+  owned.purgedId = trashed[1]!.id;
   const pdf = await alpha.uploadRecord('minimal-document.pdf', 'contract.pdf');
   // A stored variant of the JPEG (this file runs no worker): the render control streams it.
   const options = normalizeRenderOptions({
@@ -363,6 +380,10 @@ const REQUESTS: Record<string, (org: TestOrg) => Promise<Answer>> = {
   'GET /media/{id} id (path)': (org) => viaFetch(`/media/${owned.jpegId}`, { headers: org.auth }),
   'DELETE /media/{id} id (path)': (org) =>
     viaFetch(`/media/${owned.doomedId}`, { method: 'DELETE', headers: org.auth }),
+  'POST /media/trash/{id}/restore id (path)': (org) =>
+    viaFetch(`/media/trash/${owned.trashedId}/restore`, { method: 'POST', headers: org.auth }),
+  'DELETE /media/trash/{id} id (path)': (org) =>
+    viaFetch(`/media/trash/${owned.purgedId}`, { method: 'DELETE', headers: org.auth }),
   'GET /media/folders/{id} id (path)': (org) =>
     viaFetch(`/media/folders/${owned.folderId}`, { headers: org.auth }),
   'PATCH /media/folders/{id} id (path)': (org) =>

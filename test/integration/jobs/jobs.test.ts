@@ -235,6 +235,7 @@ describe('queue selection', () => {
       'image.render',
       'media.delete-folder',
       'media.import',
+      'media.purge-trash',
       'media.scan',
       'pdf.merge',
       'webhook.deliver',

@@ -161,6 +161,8 @@ describe('api/openapi.yaml', () => {
     'POST /media/sign': 'read',
     // An archive only reads the files it packs (and may answer a signed URL of itself).
     'POST /media/archive': 'read',
+    // A restore undoes a delete: the scope that put the file in the trash takes it out.
+    'POST /media/trash/{id}/restore': 'delete',
   };
   /** Operations that take more than a bearer token: the download, renders and archives also take a signed URL. */
   const SIGNED = [{ bearerAuth: ['read'] }, { signedUrl: [] }];

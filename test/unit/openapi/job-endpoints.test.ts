@@ -17,6 +17,7 @@ import type { IngestService } from '../../../api/services/ingest.service';
 import { JobsService } from '../../../api/services/jobs.service';
 import { MediaJobsService } from '../../../api/services/media-jobs.service';
 import type { MediaService } from '../../../api/services/media.service';
+import type { TrashService } from '../../../api/services/trash.service';
 import type { SignedUrlService } from '../../../api/services/signed-urls.service';
 import type { ArchiveService } from '../../../api/services/archive.service';
 import { SCOPES, type TokensService } from '../../../api/services/tokens.service';
@@ -171,6 +172,7 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
       jobs: jobsService,
       mediaJobs,
       mediaService: {} as MediaService,
+      trash: {} as TrashService,
       signedUrls: {} as SignedUrlService,
       archives: {} as ArchiveService,
       webhooks: {} as WebhooksService,

@@ -13,6 +13,7 @@ import type { FoldersService } from '../../../api/services/folders.service';
 import type { JobsService } from '../../../api/services/jobs.service';
 import type { MediaJobsService } from '../../../api/services/media-jobs.service';
 import type { MediaService } from '../../../api/services/media.service';
+import type { TrashService } from '../../../api/services/trash.service';
 import type { SignedUrlService } from '../../../api/services/signed-urls.service';
 import type { ArchiveService } from '../../../api/services/archive.service';
 import { toMediaView } from '../../../api/domain/media-view';
@@ -76,6 +77,7 @@ function appRoutes(): string[] {
     jobs: {} as JobsService,
     mediaJobs: {} as MediaJobsService,
     mediaService: {} as MediaService,
+    trash: {} as TrashService,
     signedUrls: {} as SignedUrlService,
     archives: {} as ArchiveService,
     webhooks: {} as WebhooksService,
