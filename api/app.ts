@@ -23,6 +23,7 @@ import { jobRoutes } from './routes/jobs.routes';
 import { mediaRoutes } from './routes/media.routes';
 import { opsRoutes } from './routes/ops.routes';
 import { renderRoutes } from './routes/render.routes';
+import { resumableDiscovery, resumableRoutes } from './routes/resumable.routes';
 import type { RouteGuards } from './routes/route-table';
 import { signRoutes } from './routes/sign.routes';
 import { uploadRoutes } from './routes/upload.routes';
@@ -40,6 +41,7 @@ export type AppDeps = Pick<
   | 'logger'
   | 'tokens'
   | 'uploads'
+  | 'resumable'
   | 'downloads'
   | 'renders'
   | 'jobs'
@@ -100,6 +102,8 @@ export function createApp(deps: AppDeps): Express {
     : undefined;
   // A GET with a signed URL's `signature` is verified here instead of asking for a token.
   app.use(signedUrlAccess({ signedUrls: deps.signedUrls, paths: [DOWNLOAD_PATH, RENDER_PATH] }));
+  // tus discovery (OPTIONS) needs no token.
+  app.use(resumableDiscovery(deps.config));
   app.use(
     '/media',
     // Guessed tokens are limited where they would cost a MongoDB lookup, and only there.
@@ -121,6 +125,7 @@ export function createApp(deps: AppDeps): Express {
   app.use(
     uploadRoutes({ uploads: deps.uploads, config: deps.config, metrics: deps.metrics, guards }),
   );
+  app.use(resumableRoutes({ resumable: deps.resumable, config: deps.config, guards }));
   app.use(downloadRoutes({ downloads: deps.downloads, metrics: deps.metrics, guards }));
   app.use(signRoutes({ signedUrls: deps.signedUrls, guards }));
   app.use(

@@ -17,6 +17,7 @@ import type { SignedUrlService } from '../../../api/services/signed-urls.service
 import { toMediaView } from '../../../api/domain/media-view';
 import type { TokensService } from '../../../api/services/tokens.service';
 import type { UploadService } from '../../../api/services/upload.service';
+import type { ResumableService } from '../../../api/services/resumable.service';
 import type { WebhooksService } from '../../../api/services/webhooks.service';
 import { loadConfig } from '../../../shared/config';
 import { createLogger } from '../../../shared/logger';
@@ -70,6 +71,7 @@ function appRoutes(): string[] {
     logger: createLogger({ level: 'silent' }),
     tokens: {} as TokensService,
     uploads: {} as UploadService,
+    resumable: {} as ResumableService,
     downloads: {} as DownloadService,
     renders: {} as RenderService,
     jobs: {} as JobsService,
