@@ -324,6 +324,7 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
             jobResults,
             deletion,
             jobs: queue,
+            resumableExpiryMs: ctx.config.limits.resumable.expiryMs,
           }).run({
             organization,
             olderThanMs,

@@ -110,10 +110,16 @@ export function resumableRoutes(deps: {
     router[method](
       path,
       ...(deps.guards.charge ? [deps.guards.charge(cost)] : []),
-      tusVersion,
+      tusHeader,
       requireScope('write'),
+      tusVersion,
       (req: Request, res: Response, next: NextFunction) => {
-        handler(req, res).catch(next);
+        handler(req, res).catch((err: unknown) => {
+          // A body refused before it was read is drained, so the client reads the answer
+          // instead of a reset connection.
+          if (!req.readableEnded) req.resume();
+          next(err);
+        });
       },
     );
   };
@@ -216,9 +222,14 @@ export function resumableRoutes(deps: {
   return router;
 }
 
-/** Every tus request (but OPTIONS) says its version; every answer says ours. */
-const tusVersion: RequestHandler = (req, res, next) => {
+/** Every answer says our version. */
+const tusHeader: RequestHandler = (_req, res, next) => {
   res.set('Tus-Resumable', TUS_VERSION);
+  next();
+};
+
+/** Every tus request (but OPTIONS) says its version (412 otherwise). */
+const tusVersion: RequestHandler = (req, _res, next) => {
   next(req.get('Tus-Resumable') === TUS_VERSION ? undefined : Errors.tusVersion());
 };
 
