@@ -72,10 +72,18 @@ export const TUS_RESPONSE_HEADERS = [
 
 type Handler = (req: Request, res: Response) => Promise<void>;
 
-/** OPTIONS (discovery): answered before authentication, as a client asks before it has a token. */
-export function resumableDiscovery(config: Pick<Config, 'limits'>): Router {
-  const router = Router();
-  const discover: RequestHandler = (_req, res) => {
+/**
+ * OPTIONS (discovery): answered before authentication, as a client asks
+ * before it has a token (a middleware, not a route: it is described with
+ * the creation in the OpenAPI document).
+ */
+export function resumableDiscovery(config: Pick<Config, 'limits'>): RequestHandler {
+  const paths = new RegExp(`^${RESUMABLE_PATH}(/[0-9a-f]{32})?/?$`, 'i');
+  return (req, res, next) => {
+    if (req.method !== 'OPTIONS' || !paths.test(req.path)) {
+      next();
+      return;
+    }
     res
       .status(204)
       .set({
@@ -87,9 +95,6 @@ export function resumableDiscovery(config: Pick<Config, 'limits'>): Router {
       })
       .end();
   };
-  router.options(RESUMABLE_PATH, discover);
-  router.options(`${RESUMABLE_PATH}/:id`, discover);
-  return router;
 }
 
 export function resumableRoutes(deps: {

@@ -159,6 +159,10 @@ describe('api/openapi.yaml', () => {
   const SCOPE_EXCEPTIONS: Record<string, string> = {
     // A signed URL only reads: signing grants nothing a reading token could not do.
     'POST /media/sign': 'read',
+    // Reading a resumable upload's offset and terminating it are part of uploading (tus clients
+    // resume and abort with the token they upload with).
+    'HEAD /media/upload/resumable/{id}': 'write',
+    'DELETE /media/upload/resumable/{id}': 'write',
   };
   /** Operations that take more than a bearer token: the download and renders also take a signed URL. */
   const SIGNED = [{ bearerAuth: ['read'] }, { signedUrl: [] }];
