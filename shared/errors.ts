@@ -418,26 +418,50 @@ export const Errors = {
     ),
   /** Resumable uploads (tus 1.0): a request without `Tus-Resumable: 1.0.0`. */
   tusVersion: () =>
-    new AppError('TUS_VERSION_UNSUPPORTED', 412, 'Only tus 1.0.0 is supported (Tus-Resumable: 1.0.0)', undefined, {
-      headers: { 'Tus-Version': '1.0.0' },
-    }),
+    new AppError(
+      'TUS_VERSION_UNSUPPORTED',
+      412,
+      'Only tus 1.0.0 is supported (Tus-Resumable: 1.0.0)',
+      undefined,
+      {
+        headers: { 'Tus-Version': '1.0.0' },
+      },
+    ),
   /** A PATCH whose `Upload-Offset` is not the upload's: the current offset in a header and the body. */
   offsetMismatch: (offset: number) =>
-    new AppError('OFFSET_MISMATCH', 409, `The upload's offset is ${offset}; resume from there`, undefined, {
-      headers: { 'Upload-Offset': String(offset) },
-      extra: { offset },
-    }),
+    new AppError(
+      'OFFSET_MISMATCH',
+      409,
+      `The upload's offset is ${offset}; resume from there`,
+      undefined,
+      {
+        headers: { 'Upload-Offset': String(offset) },
+        extra: { offset },
+      },
+    ),
   /** tus `checksum`: the PATCH's bytes did not match `Upload-Checksum`; none of them were kept. */
   checksumMismatch: (offset: number) =>
-    new AppError('CHECKSUM_MISMATCH', 460, 'The bytes sent do not match Upload-Checksum; none were kept', undefined, {
-      headers: { 'Upload-Offset': String(offset) },
-      extra: { offset },
-    }),
+    new AppError(
+      'CHECKSUM_MISMATCH',
+      460,
+      'The bytes sent do not match Upload-Checksum; none were kept',
+      undefined,
+      {
+        headers: { 'Upload-Offset': String(offset) },
+        extra: { offset },
+      },
+    ),
   uploadExpired: () => new AppError('UPLOAD_EXPIRED', 410, 'This resumable upload has expired'),
   uploadLocked: () =>
-    new AppError('UPLOAD_LOCKED', 423, 'Another request is writing to this upload; retry shortly', undefined, {
-      headers: { 'Retry-After': '1' },
-    }),
+    new AppError(
+      'UPLOAD_LOCKED',
+      423,
+      'Another request is writing to this upload; retry shortly',
+      undefined,
+      {
+        headers: { 'Retry-After': '1' },
+      },
+    ),
   uploadFinal: () =>
     new AppError('UPLOAD_FINAL', 403, 'A final (concatenated) upload takes no PATCH'),
   tooManyIncompleteUploads: (cap: number) =>

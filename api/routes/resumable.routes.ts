@@ -13,10 +13,17 @@
  * checksum nor a shared lock; and its answers would bypass the error mapper,
  * the scopes and the route guards every other route goes through.
  */
-import { Router, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
+import {
+  Router,
+  type NextFunction,
+  type Request,
+  type RequestHandler,
+  type Response,
+} from 'express';
 import type { Config } from '@shared/config';
 import { Errors } from '@shared/errors';
 import { toMediaView } from '../domain/media-view';
+import { closeAfterAnswer } from '../forms/multipart-form';
 import { callerOf } from '../http/request-context';
 import { success } from '../http/respond';
 import { requireScope } from '../middleware/auth';
@@ -120,9 +127,9 @@ export function resumableRoutes(deps: {
       tusVersion,
       (req: Request, res: Response, next: NextFunction) => {
         handler(req, res).catch((err: unknown) => {
-          // A body refused before it was read is drained, so the client reads the answer
-          // instead of a reset connection.
-          if (!req.readableEnded) req.resume();
+          // A body refused before its end: answer, then close the connection while reading
+          // what the client still sends (so it reads the answer, not a reset).
+          if (!req.readableEnded) closeAfterAnswer(req);
           next(err);
         });
       },
@@ -212,11 +219,14 @@ export function resumableRoutes(deps: {
     checkContentType(req);
     const offset = optionalInteger(req.get('Upload-Offset'), 'Upload-Offset');
     if (offset === undefined) throw Errors.badRequest('Upload-Offset is required');
-    answer(
-      res,
-      await resumable.patch(callerOf(req), String(req.params.id), patchInput(req, offset)),
-      false,
+    const result = await resumable.patch(
+      callerOf(req),
+      String(req.params.id),
+      patchInput(req, offset),
     );
+    // Ended early (another writer asked for the lock): the rest of the body is not read.
+    if (!req.readableEnded) closeAfterAnswer(req);
+    answer(res, result, false);
   });
 
   route('delete', `${RESUMABLE_PATH}/:id`, 1, async (req, res) => {
@@ -260,7 +270,8 @@ function patchInput(req: Request, offset: number) {
 
 function optionalInteger(value: string | undefined, header: string): number | undefined {
   if (value === undefined) return undefined;
-  if (!/^\d{1,15}$/.test(value)) throw Errors.badRequest(`${header} must be a non-negative integer`);
+  if (!/^\d{1,15}$/.test(value))
+    throw Errors.badRequest(`${header} must be a non-negative integer`);
   return Number(value);
 }
 
@@ -270,7 +281,9 @@ function parseChecksum(
   if (value === undefined) return undefined;
   const [algorithm, digest, ...rest] = value.trim().split(' ');
   if (!(CHECKSUM_ALGORITHMS as readonly string[]).includes(algorithm ?? '')) {
-    throw Errors.badRequest(`Upload-Checksum: the algorithms are ${CHECKSUM_ALGORITHMS.join(', ')}`);
+    throw Errors.badRequest(
+      `Upload-Checksum: the algorithms are ${CHECKSUM_ALGORITHMS.join(', ')}`,
+    );
   }
   if (!digest || rest.length > 0 || !/^[A-Za-z0-9+/]+={0,2}$/.test(digest)) {
     throw Errors.badRequest('Upload-Checksum is "<algorithm> <base64 digest>"');

@@ -376,11 +376,9 @@ export class ResumableService {
       }
     }
     const key = `${this.temporaryPrefix(caller, state.id)}${start}`;
-    let stored = false;
     try {
       const source = Readable.from(body(), { objectMode: false });
       await this.deps.store.put(key, source, { contentType: 'application/octet-stream' });
-      stored = true;
     } catch (err) {
       if (isAppError(err) && err.status === 415) await this.forget(state);
       throw err;
@@ -389,11 +387,11 @@ export class ResumableService {
       await this.deps.store.remove(key);
       throw Errors.checksumMismatch(state.offset);
     }
-    if (stored && received > 0) {
+    if (received > 0) {
       state.chunks.push({ key, size: received });
       state.offset += received;
       state.head = head.toString('base64');
-    } else if (stored) {
+    } else {
       await this.deps.store.remove(key);
     }
   }

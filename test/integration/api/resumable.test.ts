@@ -53,7 +53,7 @@ function tusUpload(
       endpoint: `${api.url}${PATH}`,
       headers: org.auth,
       metadata: { filename: 'scan.pdf', filetype: 'application/pdf' },
-      retryDelays: null as unknown as number[],
+      retryDelays: [],
       uploadLengthDeferred: deferred ?? false,
       ...(deferred ? { chunkSize: rest.chunkSize ?? 2 * MiB } : {}),
       onAfterResponse: (_req, res) => {
@@ -85,7 +85,10 @@ async function storedBytes(key: string): Promise<Buffer> {
 const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
 
 async function create(org: TestOrg, headers: Record<string, string>) {
-  return fetch(`${api.url}${PATH}`, { method: 'POST', headers: { ...TUS, ...org.auth, ...headers } });
+  return fetch(`${api.url}${PATH}`, {
+    method: 'POST',
+    headers: { ...TUS, ...org.auth, ...headers },
+  });
 }
 
 async function patch(
@@ -170,7 +173,15 @@ describe('the protocol', () => {
     expect(res.status).toBe(204);
     expect(res.headers.get('tus-version')).toBe('1.0.0');
     expect(res.headers.get('tus-extension')!.split(',')).toEqual(
-      expect.arrayContaining(['creation', 'creation-with-upload', 'creation-defer-length', 'termination', 'expiration', 'checksum', 'concatenation']),
+      expect.arrayContaining([
+        'creation',
+        'creation-with-upload',
+        'creation-defer-length',
+        'termination',
+        'expiration',
+        'checksum',
+        'concatenation',
+      ]),
     );
     expect(res.headers.get('tus-checksum-algorithm')).toBe('sha1,sha256');
     expect(Number(res.headers.get('tus-max-size'))).toBeGreaterThan(0);
@@ -211,7 +222,9 @@ describe('the protocol', () => {
   });
 
   it('413 past MAX_FILE_SIZE at creation, and past the given length on PATCH', async () => {
-    const tooBig = await create(org, { 'Upload-Length': String(api.env.config.limits.maxFileSize + 1) });
+    const tooBig = await create(org, {
+      'Upload-Length': String(api.env.config.limits.maxFileSize + 1),
+    });
     expect(tooBig.status).toBe(413);
     const created = await create(org, { 'Upload-Length': '5000' });
     const over = await patch(org, created.headers.get('location')!, 0, pdfOf(6000));
@@ -254,7 +267,10 @@ describe('the protocol', () => {
     const created = await create(org, { 'Upload-Length': '20000' });
     const url = created.headers.get('location')!;
     await patch(org, url, 0, pdfOf(20_000).subarray(0, 8000));
-    const gone = await fetch(new URL(url, api.url), { method: 'DELETE', headers: { ...TUS, ...org.auth } });
+    const gone = await fetch(new URL(url, api.url), {
+      method: 'DELETE',
+      headers: { ...TUS, ...org.auth },
+    });
     expect(gone.status).toBe(204);
     expect((await head(org, url)).status).toBe(404);
     expect((await patch(org, url, 8000, Buffer.alloc(10))).status).toBe(404);
@@ -263,10 +279,16 @@ describe('the protocol', () => {
 
   it('Upload-Metadata with CR, LF or NUL is 400; the kept values go back base64-encoded', async () => {
     for (const bad of ['a\r\nSet-Cookie: x=1', 'a\nb', 'a\0b']) {
-      const res = await create(org, { 'Upload-Length': '10', 'Upload-Metadata': `filename ${b64(bad)}` });
+      const res = await create(org, {
+        'Upload-Length': '10',
+        'Upload-Metadata': `filename ${b64(bad)}`,
+      });
       expect(res.status).toBe(400);
     }
-    const long = await create(org, { 'Upload-Length': '10', 'Upload-Metadata': `filename ${b64('x'.repeat(2000))}` });
+    const long = await create(org, {
+      'Upload-Length': '10',
+      'Upload-Metadata': `filename ${b64('x'.repeat(2000))}`,
+    });
     expect(long.status).toBe(400);
     const ok = await create(org, {
       'Upload-Length': '10',
@@ -277,7 +299,10 @@ describe('the protocol', () => {
     expect(status.headers.get('upload-metadata')).toBe(
       `filename ${b64('ok.pdf')},filetype ${b64('application/pdf')}`,
     );
-    await fetch(new URL(ok.headers.get('location')!, api.url), { method: 'DELETE', headers: { ...TUS, ...org.auth } });
+    await fetch(new URL(ok.headers.get('location')!, api.url), {
+      method: 'DELETE',
+      headers: { ...TUS, ...org.auth },
+    });
   });
 
   it('a download-scoped token cannot create or PATCH (403); another organization gets 404', async () => {
@@ -292,7 +317,12 @@ describe('the protocol', () => {
     expect(refused.status).toBe(403);
     const patched = await fetch(new URL(url, api.url), {
       method: 'PATCH',
-      headers: { ...TUS, ...readOnly, 'Content-Type': 'application/offset+octet-stream', 'Upload-Offset': '0' },
+      headers: {
+        ...TUS,
+        ...readOnly,
+        'Content-Type': 'application/offset+octet-stream',
+        'Upload-Offset': '0',
+      },
       body: pdfOf(100),
     });
     expect(patched.status).toBe(403);
@@ -322,7 +352,9 @@ describe('concatenation', () => {
     const data = pdfOf(11 * MiB + 7);
     const done = await tusUpload(org, data, { parallelUploads: 4 });
     expect(sha256(await storedBytes(done.mediaKey!))).toBe(sha256(data));
-    expect(await api.ctx.models.Media.countDocuments({ organizationId: org.organization.id })).toBe(1);
+    expect(await api.ctx.models.Media.countDocuments({ organizationId: org.organization.id })).toBe(
+      1,
+    );
     await api.expectNoObjects(`${org.organization.slug}/.tmp/`);
   });
 
@@ -345,7 +377,9 @@ describe('concatenation', () => {
     const patched = await patch(org, final.headers.get('location')!, 6000, Buffer.alloc(1));
     expect(patched.status).toBe(403);
     // The other organization's partial is untouched.
-    expect((await head(other, theirs.headers.get('location')!)).headers.get('upload-offset')).toBe('100');
+    expect((await head(other, theirs.headers.get('location')!)).headers.get('upload-offset')).toBe(
+      '100',
+    );
   });
 });
 
