@@ -383,6 +383,58 @@ describe('concatenation', () => {
   });
 });
 
+describe('resuming', () => {
+  it('a PATCH cut by the network keeps what arrived; tus-js-client resumes from there', async () => {
+    const org = await api.createOrg();
+    const data = pdfOf(6 * MiB);
+    const created = await create(org, { 'Upload-Length': String(data.length) });
+    const url = new URL(created.headers.get('location')!, api.url).toString();
+    const received = async () => {
+      const text = await (await fetch(`${api.url}/metrics`)).text();
+      return Number(/^media_resumable_bytes_received_total (\d+)/m.exec(text)?.[1] ?? 0);
+    };
+    const before = await received();
+    const cut = new AbortController();
+    let sent = 0;
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        if (sent >= 3 * MiB) {
+          // The server has some of it: now the network goes.
+          await eventually(async () => expect((await received()) - before).toBeGreaterThan(MiB));
+          cut.abort();
+          return;
+        }
+        controller.enqueue(data.subarray(sent, sent + 256 * 1024));
+        sent += 256 * 1024;
+      },
+    });
+    await fetch(url, {
+      method: 'PATCH',
+      headers: {
+        ...TUS,
+        ...org.auth,
+        'Content-Type': 'application/offset+octet-stream',
+        'Upload-Offset': '0',
+      },
+      body,
+      duplex: 'half',
+      signal: cut.signal,
+    } as RequestInit).catch(() => undefined);
+    // The bytes that arrived are kept (once the cut PATCH has let go of the upload).
+    let kept = 0;
+    await eventually(async () => {
+      const status = await head(org, url);
+      kept = Number(status.headers.get('upload-offset'));
+      expect(kept).toBeGreaterThan(0);
+    });
+    expect(kept).toBeLessThanOrEqual(3 * MiB);
+    const done = await tusUpload(org, data, { uploadUrl: url });
+    expect(done.mediaKey).toBeDefined();
+    expect(sha256(await storedBytes(done.mediaKey!))).toBe(sha256(data));
+    await api.expectNoObjects(`${org.organization.slug}/.tmp/`);
+  });
+});
+
 describe('the lock and the expiry', () => {
   it('two clients PATCHing one upload: one wins, the other gets 409 or 423 and resumes', async () => {
     const org = await api.createOrg();
