@@ -24,6 +24,7 @@ import { metadata } from './benchmarks/metadata';
 import { pdfRender } from './benchmarks/pdf-render';
 import { queue } from './benchmarks/queue';
 import { render } from './benchmarks/render';
+import { resumable } from './benchmarks/resumable';
 import { scaling } from './benchmarks/scaling';
 import { scan } from './benchmarks/scan';
 import { tenancy } from './benchmarks/tenancy';
@@ -53,6 +54,7 @@ export const BENCHMARKS: Benchmark[] = [
   tenancy,
   webhooks,
   scan,
+  resumable,
 ];
 
 const root = join(__dirname, '..');

@@ -34,6 +34,7 @@ const IDS = [
   'tenancy',
   'webhooks',
   'scan',
+  'resumable',
 ];
 
 let run: { code: number; stdout: string; stderr: string; seconds: number };
