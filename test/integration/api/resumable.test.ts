@@ -10,6 +10,10 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import * as tus from 'tus-js-client';
+import { ReconcileService } from '../../../api/services/reconcile.service';
+import { createLogger } from '../../../shared/logger';
+import { MediaDeletion } from '../../../shared/media-deletion';
+import { createRepositories } from '../../../shared/repositories';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { eventually } from '../../support/eventually';
 
@@ -453,6 +457,42 @@ describe('the lock and the expiry', () => {
     const done = await patch(org, url, offset, data.subarray(offset));
     expect(done.status).toBe(200);
     expect(sha256(await storedBytes(done.headers.get('media-key')!))).toBe(sha256(data));
+  });
+
+  it('reconcile leaves an upload in progress alone, and takes its bytes once past the expiry', async () => {
+    const org = await api.createOrg();
+    const created = await create(org, { 'Upload-Length': '20000' });
+    const url = created.headers.get('location')!;
+    await patch(org, url, 0, pdfOf(20_000).subarray(0, 7000));
+    const { media, usage, events } = createRepositories(api.ctx.models);
+    const logger = createLogger({ level: 'silent' });
+    const deletion = new MediaDeletion({ media, usage, events, store: api.ctx.store, logger });
+    const reconcile = new ReconcileService({
+      store: api.ctx.store,
+      media,
+      usage,
+      deletion,
+      resumableExpiryMs: api.env.config.limits.resumable.expiryMs,
+    });
+    const now = await reconcile.run({
+      organization: org.organization,
+      olderThanMs: 0,
+      now: new Date(Date.now() + 60_000),
+      fix: true,
+      checkUsage: false,
+    });
+    expect(now.objectsWithoutRecord).toEqual([]);
+    expect((await head(org, url)).headers.get('upload-offset')).toBe('7000');
+    const later = await reconcile.run({
+      organization: org.organization,
+      olderThanMs: 0,
+      now: new Date(Date.now() + api.env.config.limits.resumable.expiryMs + 60_000),
+      fix: true,
+      checkUsage: false,
+    });
+    expect(later.objectsWithoutRecord.map((o) => o.key)).toEqual([
+      expect.stringContaining(`${org.organization.slug}/.tmp/tus/`),
+    ]);
   });
 
   it('an expired upload answers 410, the cleanup removes its bytes, then it is gone from the count', async () => {
