@@ -423,7 +423,7 @@ describe('resuming', () => {
       body,
       duplex: 'half',
       signal: cut.signal,
-    } as RequestInit).catch(() => undefined);
+    }).catch(() => undefined);
     // The bytes that arrived are kept (once the cut PATCH has let go of the upload).
     let kept = 0;
     await eventually(async () => {
