@@ -26,6 +26,7 @@ import { mediaRoutes } from './routes/media.routes';
 import { trashRoutes } from './routes/trash.routes';
 import { opsRoutes } from './routes/ops.routes';
 import { renderRoutes } from './routes/render.routes';
+import { resumableDiscovery, resumableRoutes } from './routes/resumable.routes';
 import type { RouteGuards } from './routes/route-table';
 import { signRoutes } from './routes/sign.routes';
 import { uploadRoutes } from './routes/upload.routes';
@@ -44,6 +45,7 @@ export type AppDeps = Pick<
   | 'logger'
   | 'tokens'
   | 'uploads'
+  | 'resumable'
   | 'downloads'
   | 'renders'
   | 'jobs'
@@ -118,6 +120,8 @@ export function createApp(deps: AppDeps): Express {
       paths: [DOWNLOAD_PATH, RENDER_PATH, ARCHIVE_PATH],
     }),
   );
+  // tus discovery (OPTIONS) needs no token.
+  app.use(resumableDiscovery(deps.config));
   app.use(
     '/media',
     // Guessed tokens are limited where they would cost a MongoDB lookup, and only there.
@@ -139,6 +143,7 @@ export function createApp(deps: AppDeps): Express {
   app.use(
     uploadRoutes({ uploads: deps.uploads, config: deps.config, metrics: deps.metrics, guards }),
   );
+  app.use(resumableRoutes({ resumable: deps.resumable, config: deps.config, guards }));
   app.use(downloadRoutes({ downloads: deps.downloads, metrics: deps.metrics, guards }));
   app.use(signRoutes({ signedUrls: deps.signedUrls, guards }));
   app.use(archiveRoutes({ archives: deps.archives, guards }));

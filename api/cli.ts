@@ -356,6 +356,7 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
             deletion,
             restore: new MediaRestore({ media, folders: ctx.repositories.folders, events }),
             jobs: queue,
+            resumableExpiryMs: ctx.config.limits.resumable.expiryMs,
           }).run({
             organization,
             olderThanMs,

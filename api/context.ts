@@ -46,7 +46,11 @@ import { OrganizationsService } from './services/organizations.service';
 import { ArchiveService } from './services/archive.service';
 import { SignedUrlService } from './services/signed-urls.service';
 import { TokensService } from './services/tokens.service';
+import { ResumableService } from './services/resumable.service';
 import { UploadService } from './services/upload.service';
+
+/** How often expired resumable uploads are looked for. */
+const RESUMABLE_CLEANUP_MS = 60_000;
 
 export interface DataContext {
   config: Config;
@@ -75,6 +79,8 @@ export interface ApiContext extends DataContext {
   idempotency: IdempotencyService;
   media: MediaRepository;
   uploads: UploadService;
+  /** Resumable (tus) uploads: their state and lock in Redis, their bytes in the store. */
+  resumable: ResumableService;
   downloads: DownloadService;
   /** Renders (GET /media/render). */
   renders: RenderService;
@@ -157,10 +163,12 @@ export async function createApiContext(
   overrides: { store?: ObjectStore } = {},
 ): Promise<ApiContext> {
   // The queue depth gauge reads the queue (made below, timed by these metrics) on each scrape.
-  const made: { queue?: BullJobQueue; events?: EventOutbox } = {};
+  const made: { queue?: BullJobQueue; events?: EventOutbox; resumable?: ResumableService } = {};
   const metrics = createApiMetrics({
     queueCounts: () => made.queue?.counts() ?? Promise.reject(new Error('no queue yet')),
     eventStats: () => made.events?.stats() ?? Promise.reject(new Error('no outbox yet')),
+    resumableInProgress: () =>
+      made.resumable?.inProgress() ?? Promise.reject(new Error('no resumable uploads yet')),
   });
   // Authentication reads from memory; changes arrive through Redis (api/domain/auth-cache.ts).
   const cache = config.authCacheMs > 0 ? new AuthCache(config.authCacheMs) : undefined;
@@ -278,6 +286,35 @@ export async function createApiContext(
         : data.repositories.organizations,
       renders,
     });
+    const uploads = new UploadService({
+      ingest,
+      folders,
+      creation,
+      usage,
+      maxBase64Size: config.limits.maxBase64Size,
+      onDuplicate: config.limits.onDuplicate,
+    });
+    const resumable = new ResumableService({
+      redis: () => redis,
+      store,
+      uploads,
+      usage,
+      config,
+      metrics,
+      logger,
+    });
+    made.resumable = resumable;
+    // Expired resumable uploads' bytes removed every minute (any replica; the work is idempotent).
+    const cleanup = redis
+      ? setInterval(() => {
+          resumable
+            .cleanupExpired()
+            .catch((err: unknown) =>
+              logger.warn({ err }, 'could not clean up expired resumable uploads'),
+            );
+        }, RESUMABLE_CLEANUP_MS)
+      : undefined;
+    cleanup?.unref();
     if (redis) {
       await waitForRedis(redis).catch(async (err: unknown) => {
         redis.disconnect();
@@ -288,6 +325,7 @@ export async function createApiContext(
     return {
       ...data,
       close: async () => {
+        clearInterval(cleanup);
         await background.drain();
         subscription?.close();
         redis?.disconnect();
@@ -319,14 +357,8 @@ export async function createApiContext(
         egress: config.egress,
         onDuplicate: config.limits.onDuplicate,
       }),
-      uploads: new UploadService({
-        ingest,
-        folders,
-        creation,
-        usage,
-        maxBase64Size: config.limits.maxBase64Size,
-        onDuplicate: config.limits.onDuplicate,
-      }),
+      uploads,
+      resumable,
       mediaService: new MediaService({
         media,
         folders: data.repositories.folders,

@@ -27,6 +27,7 @@ import { pdfRender } from './benchmarks/pdf-render';
 import { queue } from './benchmarks/queue';
 import { render } from './benchmarks/render';
 import { renderPeers } from './benchmarks/render-peers';
+import { resumable } from './benchmarks/resumable';
 import { scaling } from './benchmarks/scaling';
 import { scan } from './benchmarks/scan';
 import { tenancy } from './benchmarks/tenancy';
@@ -61,6 +62,7 @@ export const BENCHMARKS: Benchmark[] = [
   importUrl,
   download,
   archive,
+  resumable,
 ];
 
 const root = join(__dirname, '..');
@@ -106,6 +108,7 @@ const RUN_ORDER = [
   'scan',
   'import',
   'download',
+  'resumable',
 ];
 const selected = BENCHMARKS.filter((b) => !only || only.includes(b.id)).sort(
   (a, b) => RUN_ORDER.indexOf(a.id) - RUN_ORDER.indexOf(b.id),

@@ -49,6 +49,13 @@ export type ErrorCode =
   | 'SCAN_PENDING'
   | 'FILE_NOT_SCANNED'
   | 'FILE_INFECTED'
+  | 'TUS_VERSION_UNSUPPORTED'
+  | 'OFFSET_MISMATCH'
+  | 'CHECKSUM_MISMATCH'
+  | 'UPLOAD_EXPIRED'
+  | 'UPLOAD_LOCKED'
+  | 'UPLOAD_FINAL'
+  | 'TOO_MANY_INCOMPLETE_UPLOADS'
   | 'INTERNAL';
 
 export interface ErrorDetail {
@@ -422,6 +429,62 @@ export const Errors = {
       `This token has ${cap} uploads in flight, its limit; try again when one has finished`,
       undefined,
       { headers: { 'Retry-After': '1' }, extra: { limit: cap } },
+    ),
+  /** Resumable uploads (tus 1.0): a request without `Tus-Resumable: 1.0.0`. */
+  tusVersion: () =>
+    new AppError(
+      'TUS_VERSION_UNSUPPORTED',
+      412,
+      'Only tus 1.0.0 is supported (Tus-Resumable: 1.0.0)',
+      undefined,
+      {
+        headers: { 'Tus-Version': '1.0.0' },
+      },
+    ),
+  /** A PATCH whose `Upload-Offset` is not the upload's: the current offset in a header and the body. */
+  offsetMismatch: (offset: number) =>
+    new AppError(
+      'OFFSET_MISMATCH',
+      409,
+      `The upload's offset is ${offset}; resume from there`,
+      undefined,
+      {
+        headers: { 'Upload-Offset': String(offset) },
+        extra: { offset },
+      },
+    ),
+  /** tus `checksum`: the PATCH's bytes did not match `Upload-Checksum`; none of them were kept. */
+  checksumMismatch: (offset: number) =>
+    new AppError(
+      'CHECKSUM_MISMATCH',
+      460,
+      'The bytes sent do not match Upload-Checksum; none were kept',
+      undefined,
+      {
+        headers: { 'Upload-Offset': String(offset) },
+        extra: { offset },
+      },
+    ),
+  uploadExpired: () => new AppError('UPLOAD_EXPIRED', 410, 'This resumable upload has expired'),
+  uploadLocked: () =>
+    new AppError(
+      'UPLOAD_LOCKED',
+      423,
+      'Another request is writing to this upload; retry shortly',
+      undefined,
+      {
+        headers: { 'Retry-After': '1' },
+      },
+    ),
+  uploadFinal: () =>
+    new AppError('UPLOAD_FINAL', 403, 'A final (concatenated) upload takes no PATCH'),
+  tooManyIncompleteUploads: (cap: number) =>
+    new AppError(
+      'TOO_MANY_INCOMPLETE_UPLOADS',
+      429,
+      `The organization has ${cap} resumable uploads in progress, its limit; finish or terminate one first`,
+      undefined,
+      { extra: { limit: cap } },
     ),
   unavailable: (dependency: 'MongoDB' | 'Redis' | 'storage' | 'clamd', cause?: unknown) =>
     new AppError(

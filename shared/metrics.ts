@@ -111,6 +111,12 @@ export interface ApiMetrics extends MetricsSource, DependencyMetrics {
   bytesServed(bytes: number): void;
   /** One render answered: from a stored variant, or after a render job (this request's or a shared one). */
   renderAnswered(outcome: 'stored' | 'rendered'): void;
+  /** Bytes a resumable (tus) PATCH brought in. */
+  resumableBytesReceived(bytes: number): void;
+  /** A writer found a resumable upload locked: it got the lock after waiting, or was refused (423). */
+  resumableLockWait(outcome: 'acquired' | 'refused'): void;
+  /** Expired resumable uploads whose bytes the cleanup removed. */
+  resumableExpiredCleaned(count: number): void;
 }
 
 export interface ApiMetricsOptions {
@@ -118,6 +124,8 @@ export interface ApiMetricsOptions {
   queueCounts?: () => Promise<Record<QueueName, Record<string, number>>>;
   /** How long a scrape waits for the queue counts (default 1 s). */
   queueCountsTimeoutMs?: number;
+  /** Read on each scrape: resumable uploads in progress; a failure omits the gauge. */
+  resumableInProgress?: () => Promise<number>;
   /** Read on each scrape for the domain events' gauges; a failure or timeout omits them. */
   eventStats?: () => Promise<{ pending: number; oldestSeconds: number }>;
 }
@@ -148,6 +156,35 @@ export function createApiMetrics(options: ApiMetricsOptions = {}): ApiMetrics {
     labelNames: ['outcome'] as const,
     registers: [registry],
   });
+  const resumableBytes = new Counter({
+    name: 'media_resumable_bytes_received_total',
+    help: 'Bytes received by resumable (tus) uploads, kept or not',
+    registers: [registry],
+  });
+  const resumableLockWaits = new Counter({
+    name: 'media_resumable_lock_waits_total',
+    help: 'Resumable upload requests that found the upload locked, by outcome: acquired (after waiting) or refused (423)',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  const resumableExpired = new Counter({
+    name: 'media_resumable_expired_cleaned_total',
+    help: 'Expired resumable uploads whose stored bytes the cleanup removed',
+    registers: [registry],
+  });
+  const { resumableInProgress } = options;
+  if (resumableInProgress) {
+    new Gauge({
+      name: 'media_resumable_uploads_in_progress',
+      help: 'Resumable (tus) uploads created, not finished and not expired, read from Redis on each scrape',
+      registers: [registry],
+      async collect() {
+        this.reset();
+        const count = await resumableInProgress().catch(() => undefined);
+        if (count !== undefined) this.set(count);
+      },
+    });
+  }
   const dependencies = dependencyMetrics(registry);
   const { queueCounts } = options;
   if (queueCounts) {
@@ -215,6 +252,15 @@ export function createApiMetrics(options: ApiMetricsOptions = {}): ApiMetrics {
     },
     renderAnswered(outcome) {
       renders.inc({ outcome });
+    },
+    resumableBytesReceived(bytes) {
+      if (bytes > 0) resumableBytes.inc(bytes);
+    },
+    resumableLockWait(outcome) {
+      resumableLockWaits.inc({ outcome });
+    },
+    resumableExpiredCleaned(count) {
+      if (count > 0) resumableExpired.inc(count);
     },
     observeDependency: (dependency, operation, seconds, ok) =>
       dependencies.observeDependency(dependency, operation, seconds, ok),

@@ -7,6 +7,7 @@
  */
 import cors from 'cors';
 import type { RequestHandler } from 'express';
+import { TUS_REQUEST_HEADERS, TUS_RESPONSE_HEADERS } from '../routes/resumable.routes';
 
 /** Request headers a browser may send cross-origin (beyond the CORS-safelisted ones). */
 export const CORS_ALLOWED_HEADERS = [
@@ -18,6 +19,7 @@ export const CORS_ALLOWED_HEADERS = [
   'Idempotency-Key',
   'Prefer',
   'X-Request-Id',
+  ...TUS_REQUEST_HEADERS,
 ];
 
 /** Response headers a browser script may read (beyond the CORS-safelisted ones). */
@@ -35,6 +37,7 @@ export const CORS_EXPOSED_HEADERS = [
   'RateLimit-Remaining',
   'RateLimit-Reset',
   'Idempotent-Replayed',
+  ...TUS_RESPONSE_HEADERS,
 ];
 
 /** How long a browser may keep a preflight's answer, in seconds. */

@@ -53,6 +53,8 @@ const STAT_CONCURRENCY = 8;
 const REMOVE_BATCH = 1_000;
 /** The prefix, under an organization's, of jobs' temporary inputs (see UploadService.storeTemporary). */
 const TEMPORARY_SEGMENT = '/.tmp/';
+/** Resumable uploads' bytes (api/services/resumable.service.ts), under the temporary prefix. */
+const RESUMABLE_SEGMENT = '/.tmp/tus/';
 
 export interface ReconcileOptions {
   /** Only this organization's objects (its key prefix), records and uploads; all when absent. */
@@ -157,6 +159,13 @@ export class ReconcileService {
       restore?: Pick<MediaRestore, 'finish'>;
       /** Without it, a temporary input is spared by the grace period only. */
       jobs?: JobInputs;
+      /**
+       * RESUMABLE_EXPIRY_MS (default 24 h): a resumable upload's bytes
+       * (`<org>/.tmp/tus/…`) younger than it may belong to an upload in
+       * progress and are left to the resumable uploads' own cleanup; counted
+       * with `ownedByJobs`.
+       */
+      resumableExpiryMs?: number;
     },
   ) {}
 
@@ -174,6 +183,7 @@ export class ReconcileService {
     };
     // Read before the listing: a job queued later has inputs younger than the listing.
     const ownedByJobs = (await this.deps.jobs?.temporaryKeysInUse()) ?? new Set<string>();
+    const resumableExpiryMs = this.deps.resumableExpiryMs ?? 24 * 60 * 60 * 1000;
 
     // Uploads first: a put cut off half-way shows as an open upload, never as an object.
     const incompleteUploads: OpenUpload[] = [];
@@ -238,7 +248,11 @@ export class ReconcileService {
           if (counted) scanned.tooRecent++;
           continue;
         }
-        if (ownedByJobs.has(object.key)) {
+        if (
+          ownedByJobs.has(object.key) ||
+          (object.key.includes(RESUMABLE_SEGMENT) &&
+            object.lastModified.getTime() >= now.getTime() - resumableExpiryMs)
+        ) {
           scanned.ownedByJobs++;
           continue;
         }

@@ -40,7 +40,8 @@ export class TrashService {
   ): Promise<TrashPage> {
     const org = caller.organization;
     const listing = listingKey({ org: org.id, trash: true });
-    const beforeId = query.cursor === undefined ? undefined : decodeCursor(query.cursor, listing);
+    const beforeId =
+      query.cursor === undefined ? undefined : decodeCursor(query.cursor, listing).id;
     const [rows, retentionS] = await Promise.all([
       this.deps.media.listTrash(org.id, { limit: query.limit + 1, beforeId }),
       this.deps.deletion.retentionOf(org.id),
@@ -52,7 +53,7 @@ export class TrashService {
         const deletedAt = record.deletedAt ?? record.updatedAt;
         return { record, deletedAt, purgeAt: new Date(deletedAt.getTime() + retentionS * 1000) };
       }),
-      nextCursor: rows.length > query.limit && last ? encodeCursor(last.id, listing) : null,
+      nextCursor: rows.length > query.limit && last ? encodeCursor({ id: last.id }, listing) : null,
     };
   }
 

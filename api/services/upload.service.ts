@@ -6,6 +6,7 @@
  * way files become records (shared/media-creation.ts); if anything fails,
  * every object the request stored is removed and no record is written.
  */
+import type { Readable } from 'node:stream';
 import { Errors } from '@shared/errors';
 import { DataUrlError, parseDataUrl } from '@shared/media/data-url';
 import type { MediaCreation, NewFile, OnDuplicate } from '@shared/media-creation';
@@ -147,6 +148,35 @@ export class UploadService {
         folder,
         input.onDuplicate ?? this.deps.onDuplicate,
       );
+    } catch (err) {
+      await this.deps.creation.abandon([file]);
+      throw err;
+    }
+  }
+
+  /**
+   * Stores one file read from a stream (a finished resumable upload's bytes,
+   * read back from its temporary objects) into the folder `folder` names, and
+   * records it as every upload is: type detected from its first bytes, its
+   * size and the quota metered as it streams, committed all or nothing.
+   */
+  async uploadStream(
+    caller: Caller,
+    input: { stream: Readable; filename: string | undefined; folder: FolderSpec },
+  ): Promise<Uploaded> {
+    const org = caller.organization;
+    const folder = await this.deps.folders.resolve(org, input.folder);
+    const file = this.deps.creation.start(org);
+    try {
+      const object = await this.deps.ingest.storeStream(
+        org,
+        input.stream,
+        input.filename,
+        folder,
+        await this.budgetOf(caller),
+        (bytes) => file.book(bytes),
+      );
+      return await this.commit(caller, [{ object, file }], folder, this.deps.onDuplicate);
     } catch (err) {
       await this.deps.creation.abandon([file]);
       throw err;

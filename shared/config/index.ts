@@ -77,6 +77,8 @@ function toConfig(env: Env) {
     ARCHIVE_MAX_BYTES,
     UPLOAD_IDLE_TIMEOUT_MS,
     MAX_UPLOADS_IN_FLIGHT,
+    RESUMABLE_MAX_INCOMPLETE,
+    RESUMABLE_EXPIRY_MS,
     MAX_INPUT_PIXELS,
     MAX_GIF_OUTPUT_PIXELS,
     MAX_AVIF_OUTPUT_PIXELS,
@@ -212,6 +214,8 @@ function toConfig(env: Env) {
       /** Uploads one token may have in flight on one API process (429 past it). */
       maxUploadsInFlight: MAX_UPLOADS_IN_FLIGHT,
       acceptedTypes: ACCEPTED_TYPES,
+      /** Resumable (tus) uploads: in progress per organization, and their lifetime. */
+      resumable: { maxIncomplete: RESUMABLE_MAX_INCOMPLETE, expiryMs: RESUMABLE_EXPIRY_MS },
     },
     /** Renders (GET /media/render): bounds, allowed sizes and presets (docs/renders.md). */
     render: {

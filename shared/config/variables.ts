@@ -330,6 +330,16 @@ export const VARIABLES = {
     value: integer({ default: 8 }),
     doc: 'Multipart uploads (`/media/upload`, `/media/upload/multiple`, `/media/merge-pdfs`) one token may have in flight on one API process; past it `429 TOO_MANY_UPLOADS` with `Retry-After`.',
   },
+  RESUMABLE_MAX_INCOMPLETE: {
+    section: 'limits',
+    value: integer({ default: 100, min: 1 }),
+    doc: 'Resumable (tus) uploads one organization may have in progress (created, not finished, not expired); past it the creation is refused with `429 TOO_MANY_INCOMPLETE_UPLOADS`.',
+  },
+  RESUMABLE_EXPIRY_MS: {
+    section: 'limits',
+    value: integer({ default: 24 * 60 * 60 * 1000, min: 1000, unit: 'ms' }),
+    doc: 'How long a resumable (tus) upload may take from its creation (`Upload-Expires`); after it the upload answers `410` and its stored bytes are removed by the cleanup that runs every minute, after which it answers `404`.',
+  },
   MAX_INPUT_PIXELS: {
     section: 'limits',
     value: integer({ default: 100_000_000 }),

@@ -38,6 +38,7 @@ const IDS = [
   'import',
   'download',
   'archive',
+  'resumable',
 ];
 
 let run: { code: number; stdout: string; stderr: string; seconds: number };

@@ -311,6 +311,9 @@ describe('scopes: a token without the scope an operation names gets 403 on it', 
       'POST /media/archive': 'read',
       // A restore undoes a delete: the scope that put the file in the trash takes it out.
       'POST /media/trash/{id}/restore': 'delete',
+      // Resumable uploads: reading an upload's offset and terminating it are part of uploading.
+      'HEAD /media/upload/resumable/{id}': 'write',
+      'DELETE /media/upload/resumable/{id}': 'write',
     };
     for (const op of protectedOps) {
       const byMethod = op.path.startsWith('/media/webhooks')

@@ -163,6 +163,10 @@ describe('api/openapi.yaml', () => {
     'POST /media/archive': 'read',
     // A restore undoes a delete: the scope that put the file in the trash takes it out.
     'POST /media/trash/{id}/restore': 'delete',
+    // Reading a resumable upload's offset and terminating it are part of uploading (tus clients
+    // resume and abort with the token they upload with).
+    'HEAD /media/upload/resumable/{id}': 'write',
+    'DELETE /media/upload/resumable/{id}': 'write',
   };
   /** Operations that take more than a bearer token: the download, renders and archives also take a signed URL. */
   const SIGNED = [{ bearerAuth: ['read'] }, { signedUrl: [] }];

@@ -22,6 +22,7 @@ import type { SignedUrlService } from '../../../api/services/signed-urls.service
 import type { ArchiveService } from '../../../api/services/archive.service';
 import { SCOPES, type TokensService } from '../../../api/services/tokens.service';
 import type { UploadService } from '../../../api/services/upload.service';
+import type { ResumableService } from '../../../api/services/resumable.service';
 import type { WebhooksService } from '../../../api/services/webhooks.service';
 import { loadConfig } from '../../../shared/config';
 import { Errors, type AppError } from '../../../shared/errors';
@@ -167,6 +168,7 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
       logger: createLogger({ level: 'silent' }),
       tokens,
       uploads: {} as UploadService,
+      resumable: {} as ResumableService,
       downloads: {} as DownloadService,
       renders: {} as RenderService,
       jobs: jobsService,

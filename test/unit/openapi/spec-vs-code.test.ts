@@ -19,6 +19,7 @@ import type { ArchiveService } from '../../../api/services/archive.service';
 import { toMediaView } from '../../../api/domain/media-view';
 import type { TokensService } from '../../../api/services/tokens.service';
 import type { UploadService } from '../../../api/services/upload.service';
+import type { ResumableService } from '../../../api/services/resumable.service';
 import type { WebhooksService } from '../../../api/services/webhooks.service';
 import { loadConfig } from '../../../shared/config';
 import { createLogger } from '../../../shared/logger';
@@ -72,6 +73,7 @@ function appRoutes(): string[] {
     logger: createLogger({ level: 'silent' }),
     tokens: {} as TokensService,
     uploads: {} as UploadService,
+    resumable: {} as ResumableService,
     downloads: {} as DownloadService,
     renders: {} as RenderService,
     jobs: {} as JobsService,

@@ -1,0 +1,141 @@
+/**
+ * 15. Resumable uploads: one file through tus-js-client (PATCHes of 8 MiB,
+ * then 4 parallel partial uploads concatenated) beside the same file through
+ * `POST /media/upload`, alternating which goes first in each round.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import * as tus from 'tus-js-client';
+import { CORPUS, MiB, type Benchmark } from '../lib/benchmark';
+import { bars } from '../lib/charts';
+import { uploadStream } from '../lib/http';
+import { target, type BenchmarkResult, type Table } from '../lib/report';
+import { ratios, stat } from '../lib/stats';
+
+/** Uploads `data` with tus-js-client; resolves once the record is written (the Media-Key header seen). */
+function tusUpload(url: string, token: string, data: Buffer, parallel: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let recorded = false;
+    const upload = new tus.Upload(data, {
+      endpoint: `${url}/media/upload/resumable`,
+      headers: { Authorization: `Bearer ${token}` },
+      metadata: { filename: 'bench.jpg' },
+      chunkSize: 8 * MiB,
+      retryDelays: [],
+      ...(parallel > 1 ? { parallelUploads: parallel } : {}),
+      onAfterResponse: (_req, res) => {
+        if (res.getHeader('Media-Key')) recorded = true;
+      },
+      onError: reject,
+      onSuccess: () =>
+        recorded ? resolve() : reject(new Error('the upload finished without a record')),
+    });
+    upload.start();
+  });
+}
+
+export const resumable: Benchmark = {
+  id: 'resumable',
+  title: 'Resumable uploads (tus)',
+  async run(ctx): Promise<BenchmarkResult> {
+    const { stack } = ctx;
+    const size = ctx.quick ? 16 : 100;
+    const rounds = ctx.quick ? 1 : 3;
+    const bytes = size * MiB;
+    // A real JPEG's head, so every way in accepts it, then repeated random-looking bytes.
+    const block = Buffer.alloc(MiB);
+    for (let i = 0; i < block.length; i += 4) block.writeUInt32LE((i * 2654435761) >>> 0, i);
+    block.set(readFileSync(join(CORPUS, 'images', 'Canon_40D.jpg')).subarray(0, 4096));
+    const data = Buffer.concat(Array.from({ length: size }, () => block));
+
+    const post = async () => {
+      const t = performance.now();
+      await uploadStream(stack.url, stack.token, bytes, block);
+      return performance.now() - t;
+    };
+    const viaTus = async (parallel: number) => {
+      const t = performance.now();
+      await tusUpload(stack.url, stack.token, data, parallel);
+      return performance.now() - t;
+    };
+    // Warm-up: connections, JIT.
+    await post();
+    await viaTus(1);
+
+    const ms = { post: [] as number[], tus: [] as number[], parallel: [] as number[] };
+    for (let r = 0; r < rounds; r++) {
+      ctx.log(`resumable: ${size} MiB, round ${r + 1}/${rounds}`);
+      const order =
+        r % 2 === 0
+          ? (['post', 'tus', 'parallel'] as const)
+          : (['parallel', 'tus', 'post'] as const);
+      for (const way of order) {
+        ms[way].push(way === 'post' ? await post() : await viaTus(way === 'tus' ? 1 : 4));
+      }
+    }
+    await stack.clear();
+
+    const mibps = (list: number[]) => list.map((m) => size / (m / 1000));
+    const tusRatio = ratios(mibps(ms.tus), mibps(ms.post));
+    const parallelRatio = ratios(mibps(ms.parallel), mibps(ms.post));
+    const table: Table = {
+      columns: [
+        { key: 'way', label: `${size} MiB file` },
+        { key: 'mibps', label: 'MiB/s' },
+        { key: 'ratio', label: '÷ POST /media/upload (per round)', digits: 3 },
+      ],
+      rows: [
+        { way: 'POST /media/upload', mibps: stat(mibps(ms.post)), ratio: '' },
+        { way: 'tus, PATCHes of 8 MiB', mibps: stat(mibps(ms.tus)), ratio: stat(tusRatio) },
+        {
+          way: 'tus, 4 parallel parts (concatenation)',
+          mibps: stat(mibps(ms.parallel)),
+          ratio: stat(parallelRatio),
+        },
+      ],
+    };
+    const chart = [
+      { group: 'POST /media/upload', series: 'MiB/s', ...stat(mibps(ms.post)) },
+      { group: 'tus, 8 MiB PATCHes', series: 'MiB/s', ...stat(mibps(ms.tus)) },
+      { group: 'tus, 4 parallel parts', series: 'MiB/s', ...stat(mibps(ms.parallel)) },
+    ];
+    const why = `Each PATCH's bytes go to a temporary object, and the finished upload is
+read back and streamed to its final key through the upload path (type check,
+SHA-256, record): the file crosses the store twice where \`POST /media/upload\`
+writes it once (docs/resumable-uploads.md, "Decisions").`;
+    return {
+      id: this.id,
+      title: this.title,
+      method: `
+One ${size} MiB file (a JPEG's head, then filler) per upload, ${rounds} round(s),
+each round sending it through \`POST /media/upload\` (multipart form), through
+tus-js-client with \`chunkSize\` 8 MiB, and through tus-js-client with
+\`parallelUploads: 4\` (four partial uploads, then a final concatenation),
+in alternating order. Timed from the first request to the record written
+(the answer with \`Media-Key\`). Throughput is per upload; ratios are per
+round; the table gives medians and min–max.`,
+      tables: [table],
+      charts: [
+        {
+          id: 'resumable',
+          title: 'Resumable uploads beside POST /media/upload',
+          spec: bars({
+            title: `${size} MiB upload throughput (median, min–max over rounds)`,
+            data: chart,
+            yTitle: 'MiB/s',
+          }),
+        },
+      ],
+      targets: [
+        target('tus (8 MiB PATCHes) ÷ POST /media/upload', stat(tusRatio), '>=', 0.85, '×', {
+          digits: 2,
+          why,
+        }),
+        target('tus, 4 parallel parts ÷ POST /media/upload', stat(parallelRatio), '>=', 1.0, '×', {
+          digits: 2,
+          why,
+        }),
+      ],
+    };
+  },
+};
