@@ -65,6 +65,34 @@ async function resetWebhooks(ctx: BenchContext): Promise<void> {
   }
 }
 
+/** Of the measured organization's first attempts (BullMQ keeps completed jobs): queued and started, from the commit. */
+async function jobStages(
+  ctx: BenchContext,
+  organizationId: number,
+  occurred: Map<string, number>,
+): Promise<{ queued: number[]; started: number[] }> {
+  const { stack } = ctx;
+  const redis = createRedis(stack.config.redisUrl!, 'worker', createLogger({ level: 'warn' }));
+  const queue = new Queue('webhook', { connection: redis, prefix: stack.config.queuePrefix });
+  try {
+    const jobs = await queue.getJobs(['completed'], 0, 5_000);
+    const queued: number[] = [];
+    const started: number[] = [];
+    for (const job of jobs) {
+      const data = job.data as { organizationId: number; eventId?: string; attempt: number };
+      const at = data.eventId ? occurred.get(data.eventId) : undefined;
+      if (data.organizationId !== organizationId || data.attempt !== 1 || at === undefined)
+        continue;
+      queued.push(job.timestamp - at);
+      if (job.processedOn) started.push(job.processedOn - at);
+    }
+    return { queued, started };
+  } finally {
+    await queue.close();
+    redis.disconnect();
+  }
+}
+
 interface Scenario {
   rate: number;
   /** The other organization's endpoint hangs (else it answers like the measured one). */
@@ -74,6 +102,14 @@ interface Scenario {
   achieved: number;
   hung: number;
   failures: number;
+  /**
+   * Where the time goes, per message of the measured organization, from its
+   * event's commit: to the dispatcher's mark (`dispatchedAt`), to its first
+   * attempt's job queued, to that job started (ms).
+   */
+  dispatched: number[];
+  queued: number[];
+  started: number[];
 }
 
 /** One scenario: two fresh organizations, events at `rate` a second for `seconds`, the queue emptied after. */
@@ -147,8 +183,25 @@ async function scenario(
   while (latencies.length < expected && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 100));
   }
+  // Where the time goes: the commit to the dispatcher's mark, to the job queued, to the job started.
+  const events = await stack.data.models.Event.find({ organizationId: measured }).lean().exec();
+  const occurred = new Map(events.map((e) => [e._id, e.occurredAt.getTime()]));
+  const dispatched = events.flatMap((e) =>
+    e.dispatchedAt ? [e.dispatchedAt.getTime() - e.occurredAt.getTime()] : [],
+  );
+  const stages = await jobStages(ctx, measured, occurred);
   await resetWebhooks(ctx);
-  return { rate, hang, latencies, expected, achieved, hung: counts.hung - hungBefore, failures };
+  return {
+    rate,
+    hang,
+    latencies,
+    expected,
+    achieved,
+    hung: counts.hung - hungBefore,
+    failures,
+    dispatched,
+    ...stages,
+  };
 }
 
 export const webhooks: Benchmark = {
@@ -203,6 +256,9 @@ export const webhooks: Benchmark = {
         { key: 'p50', label: 'p50, ms', digits: 0 },
         { key: 'p99', label: 'p99, ms', digits: 0 },
         { key: 'max', label: 'max, ms', digits: 0 },
+        { key: 'd99', label: 'p99 from the commit to: the dispatcher’s mark, ms', digits: 0 },
+        { key: 'q99', label: '… the delivery job queued, ms', digits: 0 },
+        { key: 's99', label: '… its attempt started, ms', digits: 0 },
       ],
       rows: runs.map((r) => ({
         what: `${r.rate} (${r.achieved.toFixed(0)}), ${r.hang ? `hanging (${r.hung} attempts held)` : 'answering'}`,
@@ -210,6 +266,9 @@ export const webhooks: Benchmark = {
         p50: r.latencies.length ? stat([percentile(r.latencies, 50)]) : null,
         p99: r.latencies.length ? stat([percentile(r.latencies, 99)]) : null,
         max: r.latencies.length ? stat([Math.max(...r.latencies)]) : null,
+        d99: r.dispatched.length ? stat([percentile(r.dispatched, 99)]) : null,
+        q99: r.queued.length ? stat([percentile(r.queued, 99)]) : null,
+        s99: r.started.length ? stat([percentile(r.started, 99)]) : null,
       })),
     };
     const top = runs.filter((r) => r.rate === Math.max(...rates));

@@ -40,7 +40,7 @@ import {
 import type { JobPayloads, JobResults } from '@shared/jobs';
 import type { Logger } from '@shared/logger';
 import type { BullJobQueue } from '@shared/queue/job-queue';
-import type { WebhooksRepository } from '@shared/repositories/webhooks.repository';
+import type { WebhookEndpoint, WebhooksRepository } from '@shared/repositories/webhooks.repository';
 import {
   attemptUuid,
   eventPayload,
@@ -116,7 +116,7 @@ export interface WebhookDeliveriesDeps {
   events: Pick<EventOutbox, 'get'>;
   /** An organization's root folder id: what a file in no folder answers as its `folderId`. */
   rootFolderId: (organizationId: number) => Promise<number | undefined>;
-  queue: () => Pick<BullJobQueue, 'schedule' | 'redis'>;
+  queue: () => Pick<BullJobQueue, 'schedule' | 'scheduleMany' | 'redis'>;
   settings: Config['webhooks'];
   egress: EgressPolicy;
   queuePrefix: string;
@@ -133,27 +133,52 @@ export class WebhookDeliveries {
 
   /** Queues an event's message to every enabled endpoint of its organization that takes it. */
   async enqueueEvent(event: DomainEvent): Promise<number> {
-    const endpoints = await this.deps.webhooks.subscribers(event.organizationId, event.type);
-    const rootFolderId = endpoints.length
-      ? await this.deps.rootFolderId(event.organizationId)
-      : undefined;
-    for (const endpoint of endpoints) {
-      const payload: Payload = {
-        organizationId: event.organizationId,
-        requestId: event.id,
-        endpointId: endpoint.id,
-        messageId: messageIdOf(event.id, endpoint.id),
-        eventId: event.id,
-        eventType: event.type,
-        body: eventPayload(event, rootFolderId),
-        trigger: 'event',
-        run: 'event',
-        attempt: 1,
-        waits: 0,
-      };
-      await this.deps.queue().schedule('webhook.deliver', payload, attemptUuid(payload));
-    }
-    return endpoints.length;
+    return this.enqueueEvents([event]);
+  }
+
+  /**
+   * The same for a batch of events (the dispatcher's claim): one read of the
+   * endpoints per organization and event type, one of the root folder per
+   * organization with endpoints, and every message's first attempt queued in
+   * one round trip. Answers how many messages were queued (again, when their
+   * jobs exist: a job's id derives from its message).
+   */
+  async enqueueEvents(events: readonly DomainEvent[]): Promise<number> {
+    const subscribers = new Map<string, Promise<WebhookEndpoint[]>>();
+    const roots = new Map<number, Promise<number | undefined>>();
+    const jobs: { payload: Payload; jobUuid: string }[] = [];
+    await Promise.all(
+      events.map(async (event) => {
+        const key = `${event.organizationId}:${event.type}`;
+        if (!subscribers.has(key)) {
+          subscribers.set(key, this.deps.webhooks.subscribers(event.organizationId, event.type));
+        }
+        const endpoints = await subscribers.get(key)!;
+        if (endpoints.length === 0) return;
+        if (!roots.has(event.organizationId)) {
+          roots.set(event.organizationId, this.deps.rootFolderId(event.organizationId));
+        }
+        const rootFolderId = await roots.get(event.organizationId)!;
+        for (const endpoint of endpoints) {
+          const payload: Payload = {
+            organizationId: event.organizationId,
+            requestId: event.id,
+            endpointId: endpoint.id,
+            messageId: messageIdOf(event.id, endpoint.id),
+            eventId: event.id,
+            eventType: event.type,
+            body: eventPayload(event, rootFolderId),
+            trigger: 'event',
+            run: 'event',
+            attempt: 1,
+            waits: 0,
+          };
+          jobs.push({ payload, jobUuid: attemptUuid(payload) });
+        }
+      }),
+    );
+    await this.deps.queue().scheduleMany('webhook.deliver', jobs);
+    return jobs.length;
   }
 
   /** Makes one attempt; queues the next one when it failed and the schedule allows. */
