@@ -55,7 +55,7 @@ beforeAll(async () => {
       EGRESS_ALLOWLIST: `${RECEIVER_IP}/32`,
       EGRESS_ALLOWED_PORTS: String(port),
       // The held request outlasts the kill by far; the killed worker's lock lapses fast.
-      WEBHOOK_TIMEOUT_MS: '120000',
+      WEBHOOK_TIMEOUT_MS: '60000',
       JOB_LOCK_MS: '2000',
     },
   });
@@ -66,7 +66,7 @@ afterAll(async () => {
   for (const w of workers) await w.kill('SIGTERM').catch(() => undefined);
   receiver.closeAllConnections();
   receiver.close();
-  await harness.close();
+  await harness?.close();
 }, 60_000);
 
 it('a worker killed mid-delivery: a new worker sends the message again, same webhook-id, signed', async () => {
