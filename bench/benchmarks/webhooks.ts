@@ -287,12 +287,16 @@ endpoint on loopback (opened with \`EGRESS_ALLOWLIST\`). The measured
 organization's endpoint answers \`204\` at once; the other's either answers
 too (the baseline) or hangs ${HANG_MS / 1000} s on every request (past
 \`WEBHOOK_TIMEOUT_MS\`, 15 s). One worker process with the defaults
-(\`WEBHOOK_CONCURRENCY\` 16, \`WEBHOOK_ENDPOINT_CONCURRENCY\` 4, the
-\`maintenance\` queue's 2 slots for the listeners). The latency of a
-message is from its event's commit (\`occurredAt\`, the payload's
-\`timestamp\`) to its arrival at the receiver: the dispatcher's tick (every
-250 ms) and claim, the listener's job, the delivery's job, the signed POST.
-Fresh organizations and an emptied queue for each run. ${failures} events
+(\`WEBHOOK_CONCURRENCY\` 16, \`WEBHOOK_ENDPOINT_CONCURRENCY\` 4). The
+latency of a message is from its event's commit (\`occurredAt\`, the
+payload's \`timestamp\`) to its arrival at the receiver: the dispatcher's
+tick (every 250 ms), its claim of a batch and the webhooks' fan-out (the
+messages' first attempts queued together, no listener job between), the
+delivery's job, the signed POST. The last three columns say where the time
+goes (the 99th percentile from the commit to each step): the dispatcher's
+mark (\`dispatchedAt\`, after the fan-out), the delivery job queued (its
+BullMQ timestamp), its attempt started (\`processedOn\`). Fresh
+organizations and an emptied queue for each run. ${failures} events
 failed to record.`,
       tables: [table],
       charts: [
