@@ -11,7 +11,8 @@
  *   attempt is queued before the attempt is logged.
  * - Per endpoint, at most WEBHOOK_ENDPOINT_CONCURRENCY attempts are in flight
  *   across workers (a lease per attempt in Redis, lapsing after the timeout
- *   if its worker died). An attempt that finds its endpoint full is parked in
+ *   if its worker died; given back as soon as the request has ended, before
+ *   the attempt is logged). An attempt that finds its endpoint full is parked in
  *   the endpoint's waiting list (Redis) and its job ends; each attempt that
  *   ends hands its slot to the first one waiting (queued again at once), so
  *   a slow endpoint holds a few of the `webhook` queue's slots, never all of
@@ -186,16 +187,28 @@ export class WebhookDeliveries {
     // A slot of the endpoint first (no database read for an attempt that must wait).
     const member = attemptUuid(payload);
     if (!(await this.take(payload, member))) return { outcome: 'waiting', status: null };
+    // The slot is given back once the request has ended (logging it and queueing the next
+    // attempt need no slot: the next one parked starts meanwhile), or at the latest here.
+    let released: Promise<void> | undefined;
+    const release = () =>
+      (released ??= this.handOver(payload.endpointId, member).then(
+        () => undefined,
+        (err: unknown) =>
+          log.warn({ err, endpointId: payload.endpointId }, 'could not hand over a webhook slot'),
+      ));
     try {
-      return await this.send(payload, signal, log);
+      return await this.send(payload, signal, log, release);
     } finally {
-      await this.handOver(payload.endpointId, member).catch((err: unknown) =>
-        log.warn({ err, endpointId: payload.endpointId }, 'could not hand over a webhook slot'),
-      );
+      await release();
     }
   }
 
-  private async send(payload: Payload, signal: AbortSignal, log: Logger): Promise<Result> {
+  private async send(
+    payload: Payload,
+    signal: AbortSignal,
+    log: Logger,
+    release: () => Promise<void>,
+  ): Promise<Result> {
     const { settings } = this.deps;
     const found = await this.deps.webhooks.forDelivery(payload.endpointId);
     if (!found || found.endpoint.organizationId !== payload.organizationId) {
@@ -254,6 +267,7 @@ export class WebhookDeliveries {
       errorText = (err as Error).message;
     }
     const latencyMs = Math.round(performance.now() - started);
+    await release();
     const status = answer?.status ?? null;
     const entry = {
       endpointId: endpoint.id,
