@@ -247,6 +247,7 @@ export function createWorker(
         outbox: ctx.events,
         queue: queues,
         listeners: ctx.listeners,
+        context: ctx,
         jobEvents: new JobEvents({
           redis: () => queues.redis(),
           prefix: config.queuePrefix,

@@ -65,6 +65,45 @@ async function resetWebhooks(ctx: BenchContext): Promise<void> {
   }
 }
 
+/**
+ * Of the measured organization's first attempts (BullMQ keeps completed
+ * jobs), from the commit: the job queued by the fan-out, and the job that
+ * sent the message started (later when the attempt was parked for a slot of
+ * its endpoint and queued again).
+ */
+async function jobStages(
+  ctx: BenchContext,
+  organizationId: number,
+  occurred: Map<string, number>,
+): Promise<{ queued: number[]; started: number[] }> {
+  const { stack } = ctx;
+  const redis = createRedis(stack.config.redisUrl!, 'worker', createLogger({ level: 'warn' }));
+  const queue = new Queue('webhook', { connection: redis, prefix: stack.config.queuePrefix });
+  try {
+    const jobs = await queue.getJobs(['completed'], 0, 5_000);
+    const queued: number[] = [];
+    const started: number[] = [];
+    for (const job of jobs) {
+      const data = job.data as {
+        organizationId: number;
+        eventId?: string;
+        attempt: number;
+        waits: number;
+      };
+      const at = data.eventId ? occurred.get(data.eventId) : undefined;
+      if (data.organizationId !== organizationId || data.attempt !== 1 || at === undefined)
+        continue;
+      if (data.waits === 0) queued.push(job.timestamp - at);
+      const outcome = (job.returnvalue as { outcome?: string } | null)?.outcome;
+      if (outcome === 'delivered' && job.processedOn) started.push(job.processedOn - at);
+    }
+    return { queued, started };
+  } finally {
+    await queue.close();
+    redis.disconnect();
+  }
+}
+
 interface Scenario {
   rate: number;
   /** The other organization's endpoint hangs (else it answers like the measured one). */
@@ -74,6 +113,14 @@ interface Scenario {
   achieved: number;
   hung: number;
   failures: number;
+  /**
+   * Where the time goes, per message of the measured organization, from its
+   * event's commit: to the dispatcher's mark (`dispatchedAt`), to its first
+   * attempt's job queued, to that job started (ms).
+   */
+  dispatched: number[];
+  queued: number[];
+  started: number[];
 }
 
 /** One scenario: two fresh organizations, events at `rate` a second for `seconds`, the queue emptied after. */
@@ -147,8 +194,25 @@ async function scenario(
   while (latencies.length < expected && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 100));
   }
+  // Where the time goes: the commit to the dispatcher's mark, to the job queued, to the job started.
+  const events = await stack.data.models.Event.find({ organizationId: measured }).lean().exec();
+  const occurred = new Map(events.map((e) => [e._id, e.occurredAt.getTime()]));
+  const dispatched = events.flatMap((e) =>
+    e.dispatchedAt ? [e.dispatchedAt.getTime() - e.occurredAt.getTime()] : [],
+  );
+  const stages = await jobStages(ctx, measured, occurred);
   await resetWebhooks(ctx);
-  return { rate, hang, latencies, expected, achieved, hung: counts.hung - hungBefore, failures };
+  return {
+    rate,
+    hang,
+    latencies,
+    expected,
+    achieved,
+    hung: counts.hung - hungBefore,
+    failures,
+    dispatched,
+    ...stages,
+  };
 }
 
 export const webhooks: Benchmark = {
@@ -203,6 +267,9 @@ export const webhooks: Benchmark = {
         { key: 'p50', label: 'p50, ms', digits: 0 },
         { key: 'p99', label: 'p99, ms', digits: 0 },
         { key: 'max', label: 'max, ms', digits: 0 },
+        { key: 'd99', label: 'p99 from the commit to: the dispatcher’s mark, ms', digits: 0 },
+        { key: 'q99', label: '… the delivery job queued, ms', digits: 0 },
+        { key: 's99', label: '… the sending attempt started, ms', digits: 0 },
       ],
       rows: runs.map((r) => ({
         what: `${r.rate} (${r.achieved.toFixed(0)}), ${r.hang ? `hanging (${r.hung} attempts held)` : 'answering'}`,
@@ -210,6 +277,9 @@ export const webhooks: Benchmark = {
         p50: r.latencies.length ? stat([percentile(r.latencies, 50)]) : null,
         p99: r.latencies.length ? stat([percentile(r.latencies, 99)]) : null,
         max: r.latencies.length ? stat([Math.max(...r.latencies)]) : null,
+        d99: r.dispatched.length ? stat([percentile(r.dispatched, 99)]) : null,
+        q99: r.queued.length ? stat([percentile(r.queued, 99)]) : null,
+        s99: r.started.length ? stat([percentile(r.started, 99)]) : null,
       })),
     };
     const top = runs.filter((r) => r.rate === Math.max(...rates));
@@ -228,12 +298,18 @@ endpoint on loopback (opened with \`EGRESS_ALLOWLIST\`). The measured
 organization's endpoint answers \`204\` at once; the other's either answers
 too (the baseline) or hangs ${HANG_MS / 1000} s on every request (past
 \`WEBHOOK_TIMEOUT_MS\`, 15 s). One worker process with the defaults
-(\`WEBHOOK_CONCURRENCY\` 16, \`WEBHOOK_ENDPOINT_CONCURRENCY\` 4, the
-\`maintenance\` queue's 2 slots for the listeners). The latency of a
-message is from its event's commit (\`occurredAt\`, the payload's
-\`timestamp\`) to its arrival at the receiver: the dispatcher's tick (every
-250 ms) and claim, the listener's job, the delivery's job, the signed POST.
-Fresh organizations and an emptied queue for each run. ${failures} events
+(\`WEBHOOK_CONCURRENCY\` 16, \`WEBHOOK_ENDPOINT_CONCURRENCY\` 4). The
+latency of a message is from its event's commit (\`occurredAt\`, the
+payload's \`timestamp\`) to its arrival at the receiver: the dispatcher's
+tick (every 250 ms), its claim of a batch and the webhooks' fan-out (the
+messages' first attempts queued together, no listener job between), the
+delivery's job, the signed POST. The last three columns say where the time
+goes (the 99th percentile from the commit to each step): the dispatcher's
+mark (\`dispatchedAt\`, after the fan-out), the delivery job queued (its
+BullMQ timestamp), the attempt that sent it started (\`processedOn\`;
+later than the first job when that one found its endpoint's
+\`WEBHOOK_ENDPOINT_CONCURRENCY\` slots taken and was parked). Fresh
+organizations and an emptied queue for each run. ${failures} events
 failed to record.`,
       tables: [table],
       charts: [

@@ -214,6 +214,8 @@ export interface EventDoc {
   dispatchedAt: Date | null;
   /** A dispatcher at work on it until then (another takes it after). */
   lockedUntil: Date | null;
+  /** The token of the dispatcher's claim that took it (shared/events/outbox.ts `claim`). */
+  claim?: string | null;
   createdAt: Date;
 }
 
@@ -478,6 +480,7 @@ const eventSchema = new Schema<EventDoc>(
     data: { type: Schema.Types.Mixed, required: true },
     dispatchedAt: { type: Date, default: null },
     lockedUntil: { type: Date, default: null },
+    claim: { type: String, default: null },
   },
   { versionKey: false, timestamps: { createdAt: true, updatedAt: false }, minimize: false },
 );

@@ -14,11 +14,13 @@
  *   own record of the job's end (worker/events/job-events.ts), idempotently.
  *
  * Recorded events wait with `dispatchedAt: null` until a dispatcher has
- * queued a delivery for each listener (`claim`, then `dispatched`); a
+ * queued a delivery for each listener (`claim`, a batch at a time, then
+ * `dispatched`); a
  * dispatcher that dies mid-way lets its claim lapse, and the next one queues
  * again (deliveries are BullMQ jobs whose ids derive from the event and the
  * listener, so none is queued twice while it exists).
  */
+import { randomUUID } from 'node:crypto';
 import type { EventDoc, FolderDoc, MediaDoc, Models } from '../db/models';
 import { db, isDuplicateKey } from '../db/errors';
 import type { DomainEvent, EventMap, EventType, MediaEventData, PendingEvent } from './events';
@@ -148,6 +150,7 @@ export class EventOutbox {
       data: e.data,
       dispatchedAt: null,
       lockedUntil: null,
+      claim: null,
     };
   }
 
@@ -171,42 +174,57 @@ export class EventOutbox {
   /**
    * Takes up to `limit` undispatched events, oldest first, for `lockMs`
    * (another dispatcher skips them meanwhile; a claim that lapses is taken
-   * again).
+   * again). Three statements whatever the batch: the oldest free ids read,
+   * those still free marked with this claim's token and lock (each one's
+   * update checks it is still free, so two dispatchers never both take one),
+   * then the ones marked with the token read back.
    */
   async claim(limit: number, lockMs: number): Promise<DomainEvent[]> {
-    const out: DomainEvent[] = [];
-    while (out.length < limit) {
-      const now = this.now();
-      const doc = await db(() =>
-        this.models.Event.findOneAndUpdate(
-          {
-            dispatchedAt: null,
-            $or: [{ lockedUntil: null }, { lockedUntil: { $lte: now } }],
-          },
-          { $set: { lockedUntil: new Date(now.getTime() + lockMs) } },
-          { sort: { occurredAt: 1 }, returnDocument: 'after', lean: true },
-        ).exec(),
-      );
-      if (!doc) break;
-      out.push(eventOf(doc));
-    }
-    return out;
+    const now = this.now();
+    const free = {
+      dispatchedAt: null,
+      $or: [{ lockedUntil: null }, { lockedUntil: { $lte: now } }],
+    };
+    const candidates = await db(() =>
+      this.models.Event.find(free, { _id: 1 }).sort({ occurredAt: 1 }).limit(limit).lean().exec(),
+    );
+    if (candidates.length === 0) return [];
+    const ids = candidates.map((d) => d._id);
+    const token = randomUUID();
+    await db(() =>
+      this.models.Event.updateMany(
+        { _id: { $in: ids }, ...free },
+        { $set: { lockedUntil: new Date(now.getTime() + lockMs), claim: token } },
+      ).exec(),
+    );
+    const docs = await db(() =>
+      this.models.Event.find({ _id: { $in: ids }, claim: token })
+        .sort({ occurredAt: 1 })
+        .lean()
+        .exec(),
+    );
+    return docs.map(eventOf);
   }
 
-  /** Every listener of the event has its delivery queued. */
-  async dispatched(id: string): Promise<void> {
+  /** Every listener of these events has its delivery queued (or made: a fan-out). */
+  async dispatched(ids: string[]): Promise<void> {
+    if (ids.length === 0) return;
     await db(() =>
-      this.models.Event.updateOne(
-        { _id: id },
-        { $set: { dispatchedAt: this.now(), lockedUntil: null } },
+      this.models.Event.updateMany(
+        { _id: { $in: ids } },
+        { $set: { dispatchedAt: this.now(), lockedUntil: null, claim: null } },
       ).exec(),
     );
   }
 
-  /** Gives a claimed event back (its dispatch failed: another try takes it). */
-  async unclaim(id: string): Promise<void> {
+  /** Gives claimed events back (their dispatch failed: another try takes them). */
+  async unclaim(ids: string[]): Promise<void> {
+    if (ids.length === 0) return;
     await db(() =>
-      this.models.Event.updateOne({ _id: id }, { $set: { lockedUntil: null } }).exec(),
+      this.models.Event.updateMany(
+        { _id: { $in: ids } },
+        { $set: { lockedUntil: null, claim: null } },
+      ).exec(),
     );
   }
 

@@ -280,6 +280,25 @@ export class BullJobQueue implements JobQueue {
     );
   }
 
+  /**
+   * `schedule` for many jobs of one name at once, at once: one round trip to
+   * Redis (BullMQ's `addBulk`) however many. A job whose id exists already
+   * stays as it is, as with `schedule`.
+   */
+  async scheduleMany<N extends JobName>(
+    name: N,
+    jobs: { payload: JobPayloads[N]; jobUuid: string }[],
+  ): Promise<string[]> {
+    if (jobs.length === 0) return [];
+    const queued = jobs.map((j) => ({
+      name,
+      data: j.payload,
+      opts: { ...JOB_OPTIONS, jobId: newJobId(name, j.jobUuid) },
+    }));
+    await this.call('add', () => this.queue(JOB_QUEUES[name]).addBulk(queued));
+    return queued.map((j) => j.opts.jobId);
+  }
+
   /** Waits (at most `timeoutMs`) for the producer connection: a fresh process's first calls. */
   async ready(timeoutMs = 5_000): Promise<void> {
     await redisCall(() => waitForRedis(this.producer(), timeoutMs));

@@ -27,7 +27,11 @@ const event = (id: string, type: DomainEvent['type']): DomainEvent => ({
   data: {} as DomainEvent['data'],
 });
 
-function setup(events: DomainEvent[], failAdds = 0) {
+function setup(
+  events: DomainEvent[],
+  failAdds = 0,
+  fanOut?: { batches: string[][]; fail: number },
+) {
   const waiting = [...events];
   const dispatched: string[] = [];
   const unclaimed: string[] = [];
@@ -37,13 +41,13 @@ function setup(events: DomainEvent[], failAdds = 0) {
     promoteMedia: () => Promise.resolve(0),
     promoteFolders: () => Promise.resolve(0),
     claim: (limit: number) => Promise.resolve(waiting.splice(0, limit)),
-    dispatched: (id: string) => {
-      dispatched.push(id);
+    dispatched: (ids: string[]) => {
+      dispatched.push(...ids);
       return Promise.resolve();
     },
-    unclaim: (id: string) => {
-      unclaimed.push(id);
-      waiting.push(events.find((e) => e.id === id)!);
+    unclaim: (ids: string[]) => {
+      unclaimed.push(...ids);
+      waiting.push(...ids.map((id) => events.find((e) => e.id === id)!));
       return Promise.resolve();
     },
   } as unknown as EventOutbox;
@@ -61,7 +65,20 @@ function setup(events: DomainEvent[], failAdds = 0) {
       listeners: buildListeners([
         listener('hooks', ['media.created', 'media.deleted']),
         listener('thumbs', ['media.created']),
+        ...(fanOut
+          ? [
+              {
+                ...listener('fan', ['media.created', 'folder.deleted']),
+                fanOut: (batch: DomainEvent[]) => {
+                  if (fanOut.fail-- > 0) return Promise.reject(new Error('Redis is away'));
+                  fanOut.batches.push(batch.map((e) => e.id));
+                  return Promise.resolve();
+                },
+              },
+            ]
+          : []),
       ]),
+      ...(fanOut ? { context: {} as never } : {}),
       logger: createLogger({ level: 'silent' }),
     },
     { batch: 2 },
@@ -76,11 +93,14 @@ it('queues one delivery per event and listener that takes it, then marks the eve
     event('folder.deleted:4', 'folder.deleted'),
   ]);
   expect(await dispatcher.tick()).toBe(3);
-  expect(added).toEqual([
-    deliveryUuid('media.created:1', 'hooks'),
-    deliveryUuid('media.created:1', 'thumbs'),
-    deliveryUuid('media.deleted:1', 'hooks'),
-  ]);
+  // A batch's events are queued side by side: in no particular order.
+  expect(added.sort()).toEqual(
+    [
+      deliveryUuid('media.created:1', 'hooks'),
+      deliveryUuid('media.created:1', 'thumbs'),
+      deliveryUuid('media.deleted:1', 'hooks'),
+    ].sort(),
+  );
   // No listener takes folder.deleted: dispatched with nothing queued.
   expect(dispatched).toEqual(['media.created:1', 'media.deleted:1', 'folder.deleted:4']);
 });
@@ -98,6 +118,45 @@ it('a queueing that fails gives the claim back; the next tick queues the same de
     deliveryUuid('media.created:2', 'hooks'),
     deliveryUuid('media.created:2', 'thumbs'),
   ]);
+});
+
+it('a fan-out listener gets each claimed batch’s events of its types, and no job of its own', async () => {
+  const fan = { batches: [] as string[][], fail: 0 };
+  const { dispatcher, dispatched, added } = setup(
+    [
+      event('media.created:5', 'media.created'),
+      event('media.deleted:5', 'media.deleted'),
+      event('folder.deleted:6', 'folder.deleted'),
+    ],
+    0,
+    fan,
+  );
+  expect(await dispatcher.tick()).toBe(3);
+  // Batches of 2: the fan-out is called once per batch, with the events it takes.
+  expect(fan.batches).toEqual([['media.created:5'], ['folder.deleted:6']]);
+  expect(added.sort()).toEqual(
+    [
+      deliveryUuid('media.created:5', 'hooks'),
+      deliveryUuid('media.created:5', 'thumbs'),
+      deliveryUuid('media.deleted:5', 'hooks'),
+    ].sort(),
+  );
+  expect(dispatched).toEqual(['media.created:5', 'media.deleted:5', 'folder.deleted:6']);
+});
+
+it('a fan-out that fails gives its events back; the next tick hands them over again', async () => {
+  const fan = { batches: [] as string[][], fail: 1 };
+  const { dispatcher, dispatched, unclaimed } = setup(
+    [event('media.created:7', 'media.created'), event('media.deleted:7', 'media.deleted')],
+    0,
+    fan,
+  );
+  // The media.deleted event (not the fan-out's) is dispatched; the other is given back.
+  expect(await dispatcher.tick()).toBe(1);
+  expect([unclaimed, dispatched]).toEqual([['media.created:7'], ['media.deleted:7']]);
+  expect(await dispatcher.tick()).toBe(1);
+  expect(fan.batches).toEqual([['media.created:7']]);
+  expect(dispatched).toEqual(['media.deleted:7', 'media.created:7']);
 });
 
 it('a delivery’s id depends on the event and the listener only', () => {

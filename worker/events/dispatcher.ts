@@ -9,12 +9,16 @@
  *    (the writer's own promotion usually gets there first);
  * 2. records the events of jobs that ended since the last tick, from BullMQ's
  *    own record of them (./job-events.ts);
- * 3. claims undispatched events, oldest first, and queues one `event.deliver`
- *    job per listener that takes the event's type, its id derived from the
- *    event and the listener: a dispatcher that dies after queueing and before
- *    marking the event dispatched lets its claim lapse, and the next one's
- *    queueing of the same job is a no-op while the job exists. An event no
- *    listener takes is marked dispatched at once.
+ * 3. claims undispatched events, a batch at a time (`batch`, oldest first,
+ *    three statements however many), hands the batch to each fan-out
+ *    listener at once (the webhooks' messages queued in one round trip:
+ *    ../listeners/listener.ts `fanOut`), and queues one `event.deliver` job
+ *    per other listener that takes an event's type, its id derived from the
+ *    event and the listener, the batch's events side by side; then marks the
+ *    batch dispatched in one statement. A dispatcher that dies after queueing
+ *    and before marking lets its claim lapse, and the next one's queueing of
+ *    the same jobs is a no-op while they exist. An event no listener takes
+ *    is marked dispatched at once; one whose queueing failed is given back.
  *
  * Several dispatchers (one per worker process) share the work through their
  * claims.
@@ -24,6 +28,7 @@ import type { DomainEvent } from '@shared/events/events';
 import type { EventOutbox } from '@shared/events/outbox';
 import type { Logger } from '@shared/logger';
 import type { BullJobQueue } from '@shared/queue/job-queue';
+import type { JobContext } from '../context';
 import { listenersOf, type Listeners } from '../listeners/listener';
 import type { JobEvents } from './job-events';
 
@@ -52,6 +57,8 @@ export class EventDispatcher {
       outbox: EventOutbox;
       queue: Pick<BullJobQueue, 'add'>;
       listeners: Listeners;
+      /** What fan-out listeners are given (without it, each gets `event.deliver` jobs like the others). */
+      context?: Omit<JobContext, 'listeners'>;
       jobEvents?: Pick<JobEvents, 'sweep'>;
       logger: Logger;
     },
@@ -98,35 +105,65 @@ export class EventDispatcher {
     let dispatched = 0;
     for (;;) {
       const events = await this.deps.outbox.claim(this.batch, this.claimMs);
-      for (const event of events) {
-        if (await this.dispatch(event)) dispatched++;
-      }
-      if (events.length < this.batch || this.stopped) return dispatched;
+      const done = events.length > 0 ? await this.dispatch(events) : 0;
+      dispatched += done;
+      // A batch not all dispatched (a dependency away) waits for the next tick.
+      if (events.length < this.batch || done < events.length || this.stopped) return dispatched;
     }
   }
 
-  private async dispatch(event: DomainEvent): Promise<boolean> {
-    try {
-      for (const listener of listenersOf(this.deps.listeners, event.type)) {
-        await this.deps.queue.add(
-          'event.deliver',
-          {
-            organizationId: event.organizationId,
-            requestId: event.id,
-            eventId: event.id,
-            listener: listener.name,
-          },
-          deliveryUuid(event.id, listener.name),
-          { uncapped: true },
-        );
-      }
-      await this.deps.outbox.dispatched(event.id);
-      return true;
-    } catch (err) {
-      this.deps.logger.warn({ err, eventId: event.id }, 'could not dispatch an event; retried');
-      await this.deps.outbox.unclaim(event.id).catch(() => undefined);
-      return false;
-    }
+  /** A claimed batch to its listeners; answers how many events were marked dispatched. */
+  private async dispatch(events: DomainEvent[]): Promise<number> {
+    const { listeners, context, logger } = this.deps;
+    const failed = new Set<string>();
+    const giveBack = (err: unknown, ids: string[]) => {
+      logger.warn({ err, eventIds: ids }, 'could not dispatch events; retried');
+      for (const id of ids) failed.add(id);
+    };
+    // Fan-outs: each takes the batch's events of its types, at once.
+    const fanOuts = context ? [...listeners.values()].filter((l) => l.fanOut !== undefined) : [];
+    await Promise.all(
+      fanOuts.map(async (listener) => {
+        const mine = events.filter((e) => listener.events.includes(e.type));
+        if (mine.length === 0) return;
+        try {
+          await listener.fanOut!(mine, { ...context!, log: logger });
+        } catch (err) {
+          giveBack(
+            err,
+            mine.map((e) => e.id),
+          );
+        }
+      }),
+    );
+    // The others: one `event.deliver` job per event and listener, the events side by side.
+    await Promise.all(
+      events.map(async (event) => {
+        try {
+          for (const listener of listenersOf(listeners, event.type)) {
+            if (fanOuts.includes(listener)) continue;
+            await this.deps.queue.add(
+              'event.deliver',
+              {
+                organizationId: event.organizationId,
+                requestId: event.id,
+                eventId: event.id,
+                listener: listener.name,
+              },
+              deliveryUuid(event.id, listener.name),
+              { uncapped: true },
+            );
+          }
+        } catch (err) {
+          giveBack(err, [event.id]);
+        }
+      }),
+    );
+    const done = events.filter((e) => !failed.has(e.id)).map((e) => e.id);
+    // Marking fails (MongoDB away): the claims lapse and the next claim queues the same ids again.
+    await this.deps.outbox.dispatched(done);
+    if (failed.size > 0) await this.deps.outbox.unclaim([...failed]).catch(() => undefined);
+    return done.length;
   }
 }
 

@@ -84,8 +84,17 @@ export class JobEvents {
       ended.push({ id: flat[i]!, at: Number(flat[i + 1]) });
     }
     const type = state === 'completed' ? 'job.completed' : 'job.failed';
-    const known = await this.deps.outbox.recordedIds(ended.map((j) => eventId(type, j.id)));
-    const missing = ended.filter((j) => !known.has(eventId(type, j.id)));
+    // Names first (one round trip to Redis): the outbox is asked only about jobs that have
+    // events, not about the many silent ones (a queue shared with event deliveries).
+    const names = redis.pipeline();
+    for (const j of ended) names.hget(`${prefix}:${queue}:${j.id}`, 'name');
+    const named = (await names.exec()) ?? [];
+    const eventful = ended.filter((_j, i) => {
+      const [err, name] = named[i] ?? [];
+      return !err && typeof name === 'string' && !SILENT.includes(name as JobName);
+    });
+    const known = await this.deps.outbox.recordedIds(eventful.map((j) => eventId(type, j.id)));
+    const missing = eventful.filter((j) => !known.has(eventId(type, j.id)));
     const pipeline = redis.pipeline();
     for (const j of missing) {
       pipeline.hmget(`${prefix}:${queue}:${j.id}`, 'name', 'data', 'returnvalue', 'failedReason');

@@ -1,7 +1,8 @@
 /**
  * A listener: what the service does when a domain event happens (a webhook
  * sent, a placeholder made, a file scanned). Each runs as a job of its own
- * per event (`event.deliver`), queued once per event by the dispatcher
+ * per event (`event.deliver`), or, for a fan-out (`fanOut`: it only queues
+ * jobs), in the dispatcher itself; queued once per event by the dispatcher
  * (worker/events/dispatcher.ts), retried like any job; it receives the
  * event with its stable id, so it can drop a duplicate. Listeners are
  * registered in one place (./index.ts), like processors, and checked at
@@ -20,11 +21,23 @@ export interface Listener {
   events: readonly EventType[];
   /** Whether it listens under this configuration (default: always); one that does not gets no deliveries. */
   enabled?: (config: Config) => boolean;
-  handle(
-    event: DomainEvent,
-    ctx: Omit<JobContext, 'listeners'> & { log: Logger; signal: AbortSignal },
-  ): Promise<void>;
+  handle(event: DomainEvent, ctx: ListenerContext): Promise<void>;
+  /**
+   * A fan-out: what a listener does when its work is only to queue jobs
+   * whose ids derive from the event (so queueing twice is harmless). When
+   * set, the dispatcher calls it with each claimed batch (the events of the
+   * listener's types), in its own process, and queues no `event.deliver`
+   * job for the listener: one hop less between an event and its effect. It
+   * throws when it could not queue everything; the batch's events are then
+   * given back and dispatched again. `handle` still takes a delivery queued
+   * before (by an older version).
+   */
+  fanOut?(events: DomainEvent[], ctx: FanOutContext): Promise<void>;
 }
+
+export type ListenerContext = Omit<JobContext, 'listeners'> & { log: Logger; signal: AbortSignal };
+/** What a fan-out is given: the worker's context, without a job's signal. */
+export type FanOutContext = Omit<JobContext, 'listeners'> & { log: Logger };
 
 export type Listeners = ReadonlyMap<string, Listener>;
 

@@ -11,7 +11,8 @@
  *   attempt is queued before the attempt is logged.
  * - Per endpoint, at most WEBHOOK_ENDPOINT_CONCURRENCY attempts are in flight
  *   across workers (a lease per attempt in Redis, lapsing after the timeout
- *   if its worker died). An attempt that finds its endpoint full is parked in
+ *   if its worker died; given back as soon as the request has ended, before
+ *   the attempt is logged). An attempt that finds its endpoint full is parked in
  *   the endpoint's waiting list (Redis) and its job ends; each attempt that
  *   ends hands its slot to the first one waiting (queued again at once), so
  *   a slow endpoint holds a few of the `webhook` queue's slots, never all of
@@ -40,7 +41,7 @@ import {
 import type { JobPayloads, JobResults } from '@shared/jobs';
 import type { Logger } from '@shared/logger';
 import type { BullJobQueue } from '@shared/queue/job-queue';
-import type { WebhooksRepository } from '@shared/repositories/webhooks.repository';
+import type { WebhookEndpoint, WebhooksRepository } from '@shared/repositories/webhooks.repository';
 import {
   attemptUuid,
   eventPayload,
@@ -116,7 +117,7 @@ export interface WebhookDeliveriesDeps {
   events: Pick<EventOutbox, 'get'>;
   /** An organization's root folder id: what a file in no folder answers as its `folderId`. */
   rootFolderId: (organizationId: number) => Promise<number | undefined>;
-  queue: () => Pick<BullJobQueue, 'schedule' | 'redis'>;
+  queue: () => Pick<BullJobQueue, 'schedule' | 'scheduleMany' | 'redis'>;
   settings: Config['webhooks'];
   egress: EgressPolicy;
   queuePrefix: string;
@@ -133,27 +134,52 @@ export class WebhookDeliveries {
 
   /** Queues an event's message to every enabled endpoint of its organization that takes it. */
   async enqueueEvent(event: DomainEvent): Promise<number> {
-    const endpoints = await this.deps.webhooks.subscribers(event.organizationId, event.type);
-    const rootFolderId = endpoints.length
-      ? await this.deps.rootFolderId(event.organizationId)
-      : undefined;
-    for (const endpoint of endpoints) {
-      const payload: Payload = {
-        organizationId: event.organizationId,
-        requestId: event.id,
-        endpointId: endpoint.id,
-        messageId: messageIdOf(event.id, endpoint.id),
-        eventId: event.id,
-        eventType: event.type,
-        body: eventPayload(event, rootFolderId),
-        trigger: 'event',
-        run: 'event',
-        attempt: 1,
-        waits: 0,
-      };
-      await this.deps.queue().schedule('webhook.deliver', payload, attemptUuid(payload));
-    }
-    return endpoints.length;
+    return this.enqueueEvents([event]);
+  }
+
+  /**
+   * The same for a batch of events (the dispatcher's claim): one read of the
+   * endpoints per organization and event type, one of the root folder per
+   * organization with endpoints, and every message's first attempt queued in
+   * one round trip. Answers how many messages were queued (again, when their
+   * jobs exist: a job's id derives from its message).
+   */
+  async enqueueEvents(events: readonly DomainEvent[]): Promise<number> {
+    const subscribers = new Map<string, Promise<WebhookEndpoint[]>>();
+    const roots = new Map<number, Promise<number | undefined>>();
+    const jobs: { payload: Payload; jobUuid: string }[] = [];
+    await Promise.all(
+      events.map(async (event) => {
+        const key = `${event.organizationId}:${event.type}`;
+        if (!subscribers.has(key)) {
+          subscribers.set(key, this.deps.webhooks.subscribers(event.organizationId, event.type));
+        }
+        const endpoints = await subscribers.get(key)!;
+        if (endpoints.length === 0) return;
+        if (!roots.has(event.organizationId)) {
+          roots.set(event.organizationId, this.deps.rootFolderId(event.organizationId));
+        }
+        const rootFolderId = await roots.get(event.organizationId)!;
+        for (const endpoint of endpoints) {
+          const payload: Payload = {
+            organizationId: event.organizationId,
+            requestId: event.id,
+            endpointId: endpoint.id,
+            messageId: messageIdOf(event.id, endpoint.id),
+            eventId: event.id,
+            eventType: event.type,
+            body: eventPayload(event, rootFolderId),
+            trigger: 'event',
+            run: 'event',
+            attempt: 1,
+            waits: 0,
+          };
+          jobs.push({ payload, jobUuid: attemptUuid(payload) });
+        }
+      }),
+    );
+    await this.deps.queue().scheduleMany('webhook.deliver', jobs);
+    return jobs.length;
   }
 
   /** Makes one attempt; queues the next one when it failed and the schedule allows. */
@@ -161,16 +187,28 @@ export class WebhookDeliveries {
     // A slot of the endpoint first (no database read for an attempt that must wait).
     const member = attemptUuid(payload);
     if (!(await this.take(payload, member))) return { outcome: 'waiting', status: null };
+    // The slot is given back once the request has ended (logging it and queueing the next
+    // attempt need no slot: the next one parked starts meanwhile), or at the latest here.
+    let released: Promise<void> | undefined;
+    const release = () =>
+      (released ??= this.handOver(payload.endpointId, member).then(
+        () => undefined,
+        (err: unknown) =>
+          log.warn({ err, endpointId: payload.endpointId }, 'could not hand over a webhook slot'),
+      ));
     try {
-      return await this.send(payload, signal, log);
+      return await this.send(payload, signal, log, release);
     } finally {
-      await this.handOver(payload.endpointId, member).catch((err: unknown) =>
-        log.warn({ err, endpointId: payload.endpointId }, 'could not hand over a webhook slot'),
-      );
+      await release();
     }
   }
 
-  private async send(payload: Payload, signal: AbortSignal, log: Logger): Promise<Result> {
+  private async send(
+    payload: Payload,
+    signal: AbortSignal,
+    log: Logger,
+    release: () => Promise<void>,
+  ): Promise<Result> {
     const { settings } = this.deps;
     const found = await this.deps.webhooks.forDelivery(payload.endpointId);
     if (!found || found.endpoint.organizationId !== payload.organizationId) {
@@ -229,6 +267,7 @@ export class WebhookDeliveries {
       errorText = (err as Error).message;
     }
     const latencyMs = Math.round(performance.now() - started);
+    await release();
     const status = answer?.status ?? null;
     const entry = {
       endpointId: endpoint.id,

@@ -5,7 +5,8 @@
  * EGRESS_ALLOWED_PORTS its port): no network namespace. Every delivery is
  * verified with the `standardwebhooks` package. Retries run on a short
  * schedule (WEBHOOK_RETRY_SCHEDULE=0,300ms,300ms); the default schedule is
- * held by test/unit/webhook-schedule.test.ts under a fake clock.
+ * held by test/unit/webhook-schedule.test.ts under a fake clock; a worker
+ * process killed mid-delivery, by test/e2e/webhooks-crash.test.ts.
  */
 import { once } from 'node:events';
 import http from 'node:http';
@@ -601,25 +602,5 @@ describe('deliveries', () => {
   it('no secret appears in the worker’s logs', () => {
     expect(logLines.length).toBeGreaterThan(0);
     expect(logLines.join('\n')).not.toMatch(/whsec_/);
-  });
-});
-
-describe('a worker killed mid-delivery', () => {
-  it('loses nothing: the delivery is made again with the same webhook-id', async () => {
-    scripts.set('/crash', ['hang', { status: 200 }]);
-    const owner = await api.createOrg();
-    const { secret } = await createEndpoint(owner, '/crash');
-    await owner.upload(PDF, 'crash.pdf');
-    await eventually(() => expect(received.filter((r) => r.path === '/crash')).toHaveLength(1));
-    // Killed: its BullMQ workers stop without giving their jobs back (the lock lapses).
-    await Promise.all(worker.worker.workers.map((w) => w.close(true)));
-    await worker.close().catch(() => undefined);
-    worker = await startWorker(api.env.env);
-    const got = await eventually(() => {
-      const all = deliveriesTo('/crash', secret);
-      expect(all).toHaveLength(2);
-      return all;
-    }, 20_000);
-    expect(got[1]!.headers['webhook-id']).toBe(got[0]!.headers['webhook-id']);
   });
 });
