@@ -140,7 +140,7 @@ export function createApp(deps: AppDeps): Express {
     }),
   );
   app.use(jobRoutes({ jobs: deps.jobs, mediaJobs: deps.mediaJobs, config: deps.config, guards }));
-  app.use(folderRoutes({ folders: deps.folders, guards }));
+  app.use(folderRoutes({ folders: deps.folders, config: deps.config, guards }));
   app.use(webhookRoutes({ webhooks: deps.webhooks, guards }));
   // Last: its /media/{id} takes what no other /media route named.
   app.use(mediaRoutes({ media: deps.mediaService, config: deps.config, guards }));
