@@ -22,7 +22,7 @@ import sharp from 'sharp';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startApi, type TestApi, type TestOrg } from '../support/api';
 import { eventually } from '../support/eventually';
-import { fixture } from '../support/files';
+import { corpusFile, fixture } from '../support/files';
 import { startApiProcess, type ServiceProcess } from '../support/processes';
 import { startWorker, type TestWorker } from '../support/worker';
 
@@ -302,12 +302,22 @@ describe('the web console', () => {
     await page.getByLabel('Search names').fill('');
     await page.getByRole('button', { name: 'Search', exact: true }).click();
 
-    // Put back as the later steps expect: the seeded objects, their variants
-    // and records gone, then the empty folder deleted through the API.
-    // The thumbnails the console showed are rendered variants of them: those too.
-    const variants = await harness.objectKeys(`.variants/${org.organization.slug}/scale-`);
-    await harness.ctx.store.removeMany([...docs.map((d) => d.key), ...variants]);
+    // Put back as the later steps expect: the seeded records and objects gone,
+    // then the thumbnails the console had rendered of them (variants, some
+    // still being written when the records go: removed until none is left),
+    // then the empty folder deleted through the API.
+    await page.getByRole('button', { name: 'All files', exact: true }).click();
     await harness.ctx.models.Media.deleteMany({ id: { $in: docs.map((d) => d.id) } });
+    await harness.ctx.store.removeMany(docs.map((d) => d.key));
+    await eventually(
+      async () => {
+        const variants = await harness.objectKeys(`.variants/${org.organization.slug}/scale-`);
+        await harness.ctx.store.removeMany(variants);
+        expect(variants).toEqual([]);
+      },
+      60_000,
+      2_000,
+    );
     const removed = await fetch(`${api.url}/media/folders/${folderId}`, {
       method: 'DELETE',
       headers: org.auth,
@@ -495,5 +505,19 @@ describe('the web console', () => {
     }
     // Not one script ran.
     expect(dialogs).toEqual([]);
+  }, 120_000);
+  it("shows an image's GPS position in the preview", async () => {
+    // The corpus's photo with GPS EXIF tags (test/fixtures/README.md): 43.467448 N, 11.885127 E.
+    const key = await org.upload(corpusFile('images/gps-DSCN0010.jpg'), 'gps-DSCN0010.jpg');
+    await page.reload();
+    await page.locator(`[data-key="${key}"] button.open`).first().click();
+    const preview = page.getByRole('dialog', { name: 'Preview of gps-DSCN0010.jpg' });
+    await preview.getByRole('button', { name: 'Show image metadata' }).click();
+    const metadata = preview.getByLabel('Image metadata');
+    await metadata.getByText('GPS', { exact: true }).waitFor({ timeout: 60_000 });
+    expect(await metadata.locator('dt:text-is("GPS") + dd').textContent()).toBe(
+      '43.467448, 11.885127',
+    );
+    await preview.getByRole('button', { name: 'Close' }).first().click();
   }, 120_000);
 });
