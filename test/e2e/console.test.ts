@@ -328,6 +328,38 @@ describe('the web console', () => {
     await page.locator('table.list').waitFor();
   }, 300_000);
 
+  it('moves selected files to another folder, from the keyboard', async () => {
+    const before = (await records()).find((r) => r.name === 'Canon_40D.jpg')!;
+    const { data } = (await (
+      await fetch(`${api.url}/media/folders`, { headers: org.auth })
+    ).json()) as { data: { root: { id: number } } };
+    await page.getByRole('button', { name: 'All files', exact: true }).click();
+    await page.getByLabel('Select Canon_40D.jpg').focus();
+    await page.keyboard.press('Space');
+    await page.getByLabel('Move to').focus();
+    await page.getByLabel('Move to').selectOption({ label: 'No folder' });
+    await page.getByRole('button', { name: 'Move selected' }).focus();
+    await page.keyboard.press('Enter');
+    await page.getByText('1 moved to No folder').waitFor();
+    await eventually(async () => {
+      const after = (await records()).find((r) => r.name === 'Canon_40D.jpg')!;
+      // The key stays; only the folder changes.
+      expect(after).toMatchObject({ key: before.key, folderId: data.root.id });
+    });
+    await page.getByRole('button', { name: /^Trips \(2\)$/ }).waitFor();
+    await axe(page, 'files (move)');
+    // And back into Trips.
+    await page.getByLabel('Select Canon_40D.jpg').check();
+    await page.getByLabel('Move to').selectOption({ label: 'Trips' });
+    await page.getByRole('button', { name: 'Move selected' }).click();
+    await eventually(async () =>
+      expect((await records()).find((r) => r.name === 'Canon_40D.jpg')!.folderId).toBe(
+        before.folderId,
+      ),
+    );
+    await page.getByRole('button', { name: /^Trips \(3\)$/ }).waitFor();
+  }, 60_000);
+
   it('merges two PDFs in the order set by dragging', async () => {
     await page.getByLabel('Select one-page.pdf').check();
     await page.getByLabel('Select three-pages.pdf').check();
@@ -439,7 +471,7 @@ describe('the web console', () => {
       await viewer.getByText('read-only').waitFor();
       await viewer.locator('[data-key]').first().waitFor();
       const mutating = viewer.getByRole('button', {
-        name: /upload|create|rename|delete|merge|convert/i,
+        name: /upload|create|rename|delete|merge|convert|move/i,
       });
       expect(await mutating.count()).toBe(0);
       expect(await viewer.locator('input[type=file]').count()).toBe(0);
