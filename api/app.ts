@@ -156,7 +156,7 @@ export function createApp(deps: AppDeps): Express {
     }),
   );
   app.use(jobRoutes({ jobs: deps.jobs, mediaJobs: deps.mediaJobs, config: deps.config, guards }));
-  app.use(folderRoutes({ folders: deps.folders, guards }));
+  app.use(folderRoutes({ folders: deps.folders, config: deps.config, guards }));
   app.use(webhookRoutes({ webhooks: deps.webhooks, guards }));
   app.use(trashRoutes({ trash: deps.trash, config: deps.config, guards }));
   // Last: its /media/{id} takes what no other /media route named.

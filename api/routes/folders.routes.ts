@@ -3,10 +3,13 @@
  * POST /media/folders {name}, GET /media/folders/{id}, PATCH
  * /media/folders/{id} {name} (a rename: existing keys never change),
  * DELETE /media/folders/{id} (409 when it holds files; `?recursive=true`
- * deletes them and the folder as a job: 202 with its status URL).
+ * deletes them and the folder as a job: 202 with its status URL), and
+ * POST /media/move {mediaKeys, folderId} (files into a folder; keys unchanged).
  */
 import { Router } from 'express';
 import { z } from 'zod';
+import type { Config } from '@shared/config';
+import { toMediaView } from '../domain/media-view';
 import { respondToJob } from '../http/job-answer';
 import { success } from '../http/respond';
 import type { FoldersService } from '../services/folders.service';
@@ -29,7 +32,28 @@ const idParams = z
   .pipe(z.number({ error: ID_MESSAGE }).int(ID_MESSAGE).positive(ID_MESSAGE))
   .transform((id) => ({ id }));
 
-export function folderRoutes(deps: { folders: FoldersService; guards: RouteGuards }): Router {
+/** Files one move may name. */
+const MAX_MOVED_KEYS = 100;
+const MOVE_MESSAGE = "folderId must be a positive integer (the root folder's id: no folder)";
+
+const moveBody = jsonBody(
+  z.strictObject({
+    mediaKeys: z
+      .array(z.string().min(1, 'a media key is not empty'), {
+        error: 'mediaKeys is an array of media keys',
+      })
+      .min(1, 'mediaKeys needs at least one key')
+      .max(MAX_MOVED_KEYS, `at most ${MAX_MOVED_KEYS} keys per request`),
+    folderId: z.int(MOVE_MESSAGE).positive(MOVE_MESSAGE),
+  }),
+  { limit: '64kb' },
+);
+
+export function folderRoutes(deps: {
+  folders: FoldersService;
+  config: Config;
+  guards: RouteGuards;
+}): Router {
   const routes = new RouteTable(Router(), deps.guards);
   const { folders } = deps;
 
@@ -72,6 +96,19 @@ export function folderRoutes(deps: { folders: FoldersService; guards: RouteGuard
       // A folder's files are deleted by a job; the answer is its status URL at once.
       if ('deleted' in outcome) success(res, outcome.deleted);
       else respondToJob(res, outcome.job);
+    },
+  );
+
+  routes.post(
+    '/media/move',
+    { scope: 'write', cost: 2, body: moveBody },
+    async ({ caller, body }, res) => {
+      const moved = await folders.move(caller, body);
+      const views = { publicBaseUrl: deps.config.publicBaseUrl, bucket: deps.config.bucket };
+      const { rootFolderId } = caller.organization;
+      success(res, {
+        media: moved.map((r) => toMediaView(r, views, { folderId: true, rootFolderId })),
+      });
     },
   );
 

@@ -21,7 +21,7 @@
 import { Errors } from '@shared/errors';
 import type { EventOutbox } from '@shared/events/outbox';
 import type { Folder, FoldersRepository } from '@shared/repositories/folders.repository';
-import type { MediaRepository } from '@shared/repositories/media.repository';
+import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
 import type { Caller } from '../domain/caller';
 import type { JobAnswer, JobsService } from './jobs.service';
@@ -156,6 +156,36 @@ export class FoldersService {
     const folder = await this.deps.folders.findById(org.id, id);
     if (!folder) throw Errors.folderNotFound(id);
     return folder;
+  }
+
+  /**
+   * Moves files (by key, all of one organization) into a folder, or into no
+   * folder with the root folder's id. All or nothing: an unknown folder or
+   * key is refused before any record changes. Keys never change (as for a
+   * folder rename): a key is where the bytes are, and clients keep keys.
+   */
+  async move(
+    caller: Pick<Caller, 'organization'>,
+    input: { mediaKeys: string[]; folderId: number },
+  ): Promise<MediaRecord[]> {
+    const org = caller.organization;
+    let target: number | null = null;
+    if (input.folderId !== org.rootFolderId) {
+      const folder = await this.deps.folders.findById(org.id, input.folderId);
+      if (!folder) throw Errors.folderNotFound(input.folderId);
+      target = folder.id;
+    }
+    const keys = [...new Set(input.mediaKeys)];
+    const found = await this.deps.media.findByKeys(org.id, keys);
+    const missing = keys.find((k) => !found.has(k));
+    if (missing !== undefined) throw Errors.mediaNotFound(missing);
+    await this.deps.media.moveToFolder(
+      org.id,
+      [...found.values()].map((r) => r.id),
+      target,
+    );
+    const moved = await this.deps.media.findByKeys(org.id, keys);
+    return keys.flatMap((k) => moved.get(k) ?? []);
   }
 
   /**

@@ -385,6 +385,24 @@ export class MediaRepository {
   }
 
   /**
+   * Puts live records of one organization into a folder (null: in no folder).
+   * Only the record changes: the key, and so the object, stays where it is.
+   */
+  async moveToFolder(
+    organizationId: number,
+    ids: number[],
+    folderId: number | null,
+  ): Promise<void> {
+    if (ids.length === 0) return;
+    await db(() =>
+      this.models.Media.updateMany(
+        { organizationId, id: { $in: ids }, ...LIVE },
+        { $set: { folderId } },
+      ).exec(),
+    );
+  }
+
+  /**
    * Files and bytes per folder of an organization (folders without files are
    * absent); null: the files in no folder, when asked for.
    */

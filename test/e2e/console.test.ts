@@ -12,15 +12,17 @@
  * screenshots in docs/images/ are taken here, so they stay true.
  */
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import AxeBuilder from '@axe-core/playwright';
 import { PDFDocument, rgb } from 'pdf-lib';
+import sharp from 'sharp';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startApi, type TestApi, type TestOrg } from '../support/api';
 import { eventually } from '../support/eventually';
-import { fixture } from '../support/files';
+import { corpusFile, fixture } from '../support/files';
 import { startApiProcess, type ServiceProcess } from '../support/processes';
 import { startWorker, type TestWorker } from '../support/worker';
 
@@ -214,6 +216,156 @@ describe('the web console', () => {
     expect(page.url()).not.toContain(org.token);
   }, 120_000);
 
+  it("searches and sorts over 1,000 files on the server, and times their folder's first page", async () => {
+    // 1,000 small PNGs, each an object and its record (nothing half-written),
+    // written behind the API so the seeding takes seconds; the console then
+    // only reads them through the API.
+    const created = await fetch(`${api.url}/media/folders`, {
+      method: 'POST',
+      headers: { ...org.auth, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ name: 'Scale' }),
+    });
+    expect(created.status).toBe(201);
+    const folderId = ((await created.json()) as { data: { id: number } }).data.id;
+    const png = await sharp({
+      create: { width: 4, height: 4, channels: 3, background: '#3366cc' },
+    })
+      .png()
+      .toBuffer();
+    const N = 1_000;
+    const at = Date.now() - N * 1000;
+    const docs = Array.from({ length: N }, (_, i) => {
+      const n = String(i).padStart(4, '0');
+      return {
+        id: 50_000_000 + i,
+        organizationId: org.organization.id,
+        folderId,
+        key: `${org.organization.slug}/scale-${n}-AAAAAAAAAAAA.png`,
+        name: `scale-${n}.png`,
+        mimetype: 'image/png',
+        // Sizes run opposite to the names, so the size sort is not the name sort.
+        bytes: png.length + (N - i),
+        checksum: `sha256:${createHash('sha256').update(n).digest('hex')}`,
+        metaData: { ipAddress: '::ffff:127.0.0.1', userAgent: 'e2e seed' },
+        createdBy: null,
+        deletingAt: null,
+        createdAt: new Date(at + i * 1000),
+        updatedAt: new Date(at + i * 1000),
+      };
+    });
+    const queue = [...docs];
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        for (let d = queue.shift(); d; d = queue.shift()) {
+          await harness.ctx.store.put(d.key, png, { contentType: 'image/png' });
+        }
+      }),
+    );
+    await harness.ctx.models.Media.insertMany(docs, { ordered: false, lean: true });
+
+    const names = () => page.locator('table.list tbody button.name').allTextContents();
+    // Reloaded so the folder list counts them (still signed in, still the list view).
+    await page.reload();
+    await page.locator('table.list').waitFor();
+    await page.getByLabel('Sort').selectOption('name');
+    await eventually(async () => expect((await names())[0]).toBe('Canon_40D.jpg'));
+    // The figure the issue's budget speaks of, printed (never asserted: the
+    // machine is shared): from the folder's click to its first page on screen.
+    const started = Date.now();
+    await page.getByRole('button', { name: /^Scale \(1000\)$/ }).click();
+    // (All files, sorted by name, starts with Canon_40D.jpg: the folder's page is the first
+    // row turning into scale-0000.png.)
+    await page
+      .locator('table.list tbody tr')
+      .first()
+      .locator('button.name', { hasText: /^scale-0000\.png$/ })
+      .waitFor();
+    process.stdout.write(
+      `console: first page of a 1,000-file folder in ${Date.now() - started} ms\n`,
+    );
+    const expected = (from: number, to: number) =>
+      Array.from({ length: to - from }, (_, i) => `scale-${String(from + i).padStart(4, '0')}.png`);
+    await eventually(async () => expect(await names()).toEqual(expected(0, 50)));
+    await page.getByRole('button', { name: 'Next page' }).click();
+    await eventually(async () => expect(await names()).toEqual(expected(50, 100)));
+    await page.getByLabel('Sort').selectOption('-name');
+    await eventually(async () => expect(await names()).toEqual(expected(950, 1000).reverse()));
+    // Largest first: the sizes run opposite to the names.
+    await page.getByLabel('Sort').selectOption('-size');
+    await eventually(async () => expect(await names()).toEqual(expected(0, 50)));
+    await page.getByLabel('Sort').selectOption('size');
+    await eventually(async () => expect(await names()).toEqual(expected(950, 1000).reverse()));
+    // Search on the server: 100 names hold "0-05" in any case; the first page is 50 of them.
+    await page.getByLabel('Sort').selectOption('name');
+    await page.getByLabel('Search names').fill('SCALE-05');
+    await page.getByRole('button', { name: 'Search', exact: true }).click();
+    await eventually(async () => expect(await names()).toEqual(expected(500, 550)));
+    await page.getByRole('button', { name: 'Next page' }).click();
+    await eventually(async () => expect(await names()).toEqual(expected(550, 600)));
+    await page.getByLabel('Search names').fill('scale-0999');
+    await page.getByRole('button', { name: 'Search', exact: true }).click();
+    await eventually(async () => expect(await names()).toEqual(['scale-0999.png']));
+    await page.getByLabel('Search names').fill('');
+    await page.getByRole('button', { name: 'Search', exact: true }).click();
+
+    // Put back as the later steps expect: the seeded records and objects gone,
+    // then the thumbnails the console had rendered of them (variants, some
+    // still being written when the records go: removed until none is left),
+    // then the empty folder deleted through the API.
+    await page.getByRole('button', { name: 'All files', exact: true }).click();
+    await harness.ctx.models.Media.deleteMany({ id: { $in: docs.map((d) => d.id) } });
+    await harness.ctx.store.removeMany(docs.map((d) => d.key));
+    await eventually(
+      async () => {
+        const variants = await harness.objectKeys(`.variants/${org.organization.slug}/scale-`);
+        await harness.ctx.store.removeMany(variants);
+        expect(variants).toEqual([]);
+      },
+      60_000,
+      2_000,
+    );
+    const removed = await fetch(`${api.url}/media/folders/${folderId}`, {
+      method: 'DELETE',
+      headers: org.auth,
+    });
+    expect(removed.status).toBeLessThan(300);
+    expect((await records()).length).toBe(3);
+    await page.reload();
+    await page.locator('table.list').waitFor();
+  }, 300_000);
+
+  it('moves selected files to another folder, from the keyboard', async () => {
+    const before = (await records()).find((r) => r.name === 'Canon_40D.jpg')!;
+    const { data } = (await (
+      await fetch(`${api.url}/media/folders`, { headers: org.auth })
+    ).json()) as { data: { root: { id: number } } };
+    await page.getByRole('button', { name: 'All files', exact: true }).click();
+    await page.getByLabel('Select Canon_40D.jpg').focus();
+    await page.keyboard.press('Space');
+    await page.getByLabel('Move to').focus();
+    await page.getByLabel('Move to').selectOption({ label: 'No folder' });
+    await page.getByRole('button', { name: 'Move selected' }).focus();
+    await page.keyboard.press('Enter');
+    await page.getByText('1 moved to No folder').waitFor();
+    await eventually(async () => {
+      const after = (await records()).find((r) => r.name === 'Canon_40D.jpg')!;
+      // The key stays; only the folder changes.
+      expect(after).toMatchObject({ key: before.key, folderId: data.root.id });
+    });
+    await page.getByRole('button', { name: /^Trips \(2\)$/ }).waitFor();
+    await axe(page, 'files (move)');
+    // And back into Trips.
+    await page.getByLabel('Select Canon_40D.jpg').check();
+    await page.getByLabel('Move to').selectOption({ label: 'Trips' });
+    await page.getByRole('button', { name: 'Move selected' }).click();
+    await eventually(async () =>
+      expect((await records()).find((r) => r.name === 'Canon_40D.jpg')!.folderId).toBe(
+        before.folderId,
+      ),
+    );
+    await page.getByRole('button', { name: /^Trips \(3\)$/ }).waitFor();
+  }, 60_000);
+
   it('merges two PDFs in the order set by dragging', async () => {
     await page.getByLabel('Select one-page.pdf').check();
     await page.getByLabel('Select three-pages.pdf').check();
@@ -325,7 +477,7 @@ describe('the web console', () => {
       await viewer.getByText('read-only').waitFor();
       await viewer.locator('[data-key]').first().waitFor();
       const mutating = viewer.getByRole('button', {
-        name: /upload|create|rename|delete|merge|convert/i,
+        name: /upload|create|rename|delete|merge|convert|move/i,
       });
       expect(await mutating.count()).toBe(0);
       expect(await viewer.locator('input[type=file]').count()).toBe(0);
@@ -391,5 +543,19 @@ describe('the web console', () => {
     }
     // Not one script ran.
     expect(dialogs).toEqual([]);
+  }, 120_000);
+  it("shows an image's GPS position in the preview", async () => {
+    // The corpus's photo with GPS EXIF tags (test/fixtures/README.md): 43.467448 N, 11.885127 E.
+    const key = await org.upload(corpusFile('images/gps-DSCN0010.jpg'), 'gps-DSCN0010.jpg');
+    await page.reload();
+    await page.locator(`[data-key="${key}"] button.open`).first().click();
+    const preview = page.getByRole('dialog', { name: 'Preview of gps-DSCN0010.jpg' });
+    await preview.getByRole('button', { name: 'Show image metadata' }).click();
+    const metadata = preview.getByLabel('Image metadata');
+    await metadata.getByText('GPS', { exact: true }).waitFor({ timeout: 60_000 });
+    expect(await metadata.locator('dt:text-is("GPS") + dd').textContent()).toBe(
+      '43.467448, 11.885127',
+    );
+    await preview.getByRole('button', { name: 'Close' }).first().click();
   }, 120_000);
 });

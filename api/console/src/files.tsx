@@ -72,6 +72,7 @@ export function FilesView({ can }: { can: Abilities }) {
   const [merging, setMerging] = useState<MediaRecord[] | null>(null);
   const [uploads, setUploads] = useState<Record<string, string>>({});
   const [newFolder, setNewFolder] = useState('');
+  const [moveTo, setMoveTo] = useState('');
   const [dragOver, setDragOver] = useState(false);
 
   const say = (text: string, error = false) => setStatus({ text, error });
@@ -215,6 +216,20 @@ export function FilesView({ can }: { can: Abilities }) {
         await refresh();
       },
     });
+  };
+
+  /** The selected files into the chosen folder (POST /media/move: keys stay the same). */
+  const moveSelected = async () => {
+    const keys = [...selected];
+    if (keys.length === 0 || moveTo === '') return;
+    const target = Number(moveTo);
+    const { error, response } = await api.POST('/media/move', {
+      body: { mediaKeys: keys, folderId: target },
+    });
+    if (error) return say(`Not moved: ${problem(error, response)}`, true);
+    setSelected(new Set());
+    say(`${keys.length} moved to ${folderName(target)}`);
+    await refresh();
   };
 
   const selectedPdfs = page.media.filter(
@@ -396,6 +411,25 @@ export function FilesView({ can }: { can: Abilities }) {
             <button type="button" class="danger" onClick={deleteSelected}>
               Delete selected
             </button>
+          )}
+          {can.write && selected.size > 0 && root && (
+            <span class="move">
+              <label>
+                Move to{' '}
+                <select value={moveTo} onChange={(e) => setMoveTo(e.currentTarget.value)}>
+                  <option value="">Choose a folder</option>
+                  <option value={String(root.id)}>No folder</option>
+                  {folders.map((f) => (
+                    <option key={f.id} value={String(f.id)}>
+                      {f.name}
+                    </option>
+                  ))}
+                </select>
+              </label>
+              <button type="button" disabled={moveTo === ''} onClick={() => void moveSelected()}>
+                Move selected
+              </button>
+            </span>
           )}
           {can.write && selectedPdfs.length >= 2 && (
             <button type="button" onClick={() => setMerging(selectedPdfs)}>

@@ -160,6 +160,14 @@ const REQUESTS: Record<string, () => { path: string; init: RequestInit }> = {
     path: '/media/folders/999999',
     init: { method: 'DELETE' },
   }),
+  'POST /media/move': () => ({
+    path: '/media/move',
+    init: {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ mediaKeys: [someKey], folderId: 999999 }),
+    },
+  }),
   'POST /media/folders': () => ({
     path: '/media/folders',
     init: {

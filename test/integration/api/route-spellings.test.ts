@@ -47,6 +47,7 @@ const COSTS: Record<string, number> = {
   'GET /media/folders/{id}': 1,
   'PATCH /media/folders/{id}': 2,
   'DELETE /media/folders/{id}': 2,
+  'POST /media/move': 2,
   'POST /media/webhooks': 2,
   'GET /media/webhooks': 1,
   'GET /media/webhooks/{id}': 1,

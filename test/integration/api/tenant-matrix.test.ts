@@ -394,6 +394,22 @@ const REQUESTS: Record<string, (org: TestOrg) => Promise<Answer>> = {
     }),
   'DELETE /media/folders/{id} id (path)': (org) =>
     viaFetch(`/media/folders/${owned.doomedFolderId}`, { method: 'DELETE', headers: org.auth }),
+  // Alpha's control moves its JPEG into its folder, and the next row's control back to no folder.
+  'POST /media/move folderId (body)': (org) =>
+    viaFetch('/media/move', {
+      method: 'POST',
+      headers: { ...org.auth, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ mediaKeys: [owned.jpegKey], folderId: owned.folderId }),
+    }),
+  'POST /media/move mediaKeys (body)': (org) =>
+    viaFetch('/media/move', {
+      method: 'POST',
+      headers: { ...org.auth, 'Content-Type': 'application/json' },
+      body: JSON.stringify({
+        mediaKeys: [owned.jpegKey],
+        folderId: org.organization.rootFolderId,
+      }),
+    }),
   'GET /media/webhooks/{id} id (path)': (org) =>
     viaFetch(`/media/webhooks/${owned.webhookId}`, { headers: org.auth }),
   'PATCH /media/webhooks/{id} id (path)': (org) =>
