@@ -25,7 +25,8 @@ export const pdfPagesListener: Listener = {
     // Gone, counted already (a redelivery, or a render came first), or quarantined: nothing to do.
     if (!record || record.pages !== undefined || record.scanStatus === 'infected') return;
     try {
-      const input = await ctx.results.read(record.key, ctx.limits.maxFileSize);
+      // Through the worker's source cache: a page render right after the upload reads nothing again.
+      const input = await ctx.results.readSource(record, ctx.limits.maxFileSize);
       const info = await ctx.images.readPdfInfo(input, { signal: ctx.signal });
       await ctx.media.setPages(record.organizationId, record.key, info.pages);
     } catch (err) {
