@@ -3,7 +3,8 @@
  * the Dockerfiles run it) only when dist/ is missing or older than what it is
  * built from, so that a start with nothing changed runs no compiler.
  *
- * dist/ is current when no input (api/, worker/, shared/, the tsconfig files,
+ * dist/ is current when no input (api/, worker/, shared/ but the console's
+ * generated client, which the build writes from api/openapi.yaml; the tsconfig files,
  * package-lock.json) was modified after the build began: the build removes
  * dist/ and writes every file anew, so its oldest file tells when it began.
  * A build cut off half-way leaves the entry points or the copied OpenAPI
@@ -17,6 +18,8 @@ const INPUT_DIRS = ['api', 'worker', 'shared'];
 const INPUT_FILES = ['tsconfig.json', 'tsconfig.build.json', 'package-lock.json'];
 /** What a complete build leaves (the OpenAPI description is copied last). */
 const OUTPUTS = ['dist/api/main.js', 'dist/worker/main.js', 'dist/api/openapi.yaml'];
+/** Files the build itself writes inside the inputs (the console's client, from api/openapi.yaml). */
+const GENERATED = join('api', 'console', 'src', 'generated');
 
 function* files(dir: string): Generator<string> {
   let entries;
@@ -50,6 +53,7 @@ export function staleness(root: string): string | undefined {
     ...INPUT_FILES.map((file) => join(root, file)),
   ];
   for (const input of inputs) {
+    if (input.startsWith(join(root, GENERATED))) continue;
     if ((mtime(input) ?? 0) > builtAt) return `${input.slice(root.length + 1)} changed`;
   }
   return undefined;
