@@ -525,7 +525,9 @@ export class BullJobQueue implements JobQueue {
   async counts(): Promise<Record<QueueName, Record<string, number>>> {
     const out = {} as Record<QueueName, Record<string, number>>;
     for (const q of QUEUE_NAMES) {
-      const [counts, held] = await Promise.all([
+      // A job scheduler (`repeat`: the trash's purge) always keeps its next run delayed:
+      // not work waiting, so `delayed` stays retries only.
+      const [counts, held, scheduled] = await Promise.all([
         this.call('getJobCounts', () =>
           this.queue(q).getJobCounts(
             'waiting',
@@ -537,8 +539,9 @@ export class BullJobQueue implements JobQueue {
           ),
         ),
         this.call('heldCount', () => this.gate.heldCount(q)),
+        this.call('getJobSchedulersCount', () => this.queue(q).getJobSchedulersCount()),
       ]);
-      out[q] = { ...counts, delayed: Math.max(0, (counts.delayed ?? 0) - held), held };
+      out[q] = { ...counts, delayed: Math.max(0, (counts.delayed ?? 0) - held - scheduled), held };
     }
     return out;
   }
