@@ -203,9 +203,12 @@ it('deletes an organization and everything it had, and nothing of another', asyn
   const out = await cli('org:delete', '--org', 'leaving', '--confirm', 'leaving');
   expect(out.code).toBe(0);
   const report = JSON.parse(out.stdout) as Record<string, unknown>;
+  // The queued merge, and the event deliveries of its files' uploads that the worker (closed
+  // after the first merge) had queued but not run: how many of those depends on timing.
+  expect(report.jobsRemoved).toBeGreaterThanOrEqual(1);
+  expect(report.jobsRemoved).toBeLessThanOrEqual(4);
   expect(report).toMatchObject({
     tokensRevoked: 1,
-    jobsRemoved: 1,
     files: { count: 3 },
     folders: 1,
     tokens: 1,

@@ -25,8 +25,9 @@ export const pdfPagesListener: Listener = {
     // Gone, counted already (a redelivery, or a render came first), or quarantined: nothing to do.
     if (!record || record.pages !== undefined || record.scanStatus === 'infected') return;
     try {
-      // Through the worker's source cache: a page render right after the upload reads nothing again.
-      const input = await ctx.results.readSource(record, ctx.limits.maxFileSize);
+      // Read directly, not through the worker's source cache: every uploaded PDF would be kept in
+      // the worker's memory for renders most never get (a page render reads it once when asked).
+      const input = await ctx.results.read(record.key, ctx.limits.maxFileSize);
       const info = await ctx.images.readPdfInfo(input, { signal: ctx.signal });
       await ctx.media.setPages(record.organizationId, record.key, info.pages);
     } catch (err) {

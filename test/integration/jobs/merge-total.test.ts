@@ -11,6 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
+import { eventually } from '../../support/eventually';
 import { fixture } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
 import { startWorkerProcess, type ServiceProcess } from '../../support/processes';
@@ -51,6 +52,15 @@ beforeAll(async () => {
   worker = await startWorkerProcess({ ...api.env.env, ...env, WORKER_CONCURRENCY: '3' });
   for (let i = 0; i < INPUTS; i++)
     keys.push(await org.upload(largePdf(INPUT_BYTES), `big-${i}.pdf`));
+  // The worker reads each new PDF once for its page count (a listener on media.created): let
+  // it finish first, so the figures below are the attack's own.
+  await eventually(async () => {
+    const counted = await api.ctx.models.Media.countDocuments({
+      key: { $in: keys },
+      pages: { $gte: 1 },
+    });
+    expect(counted).toBe(INPUTS);
+  }, 90_000);
   // Warm the worker (pdf-lib, the queue connections) so the figures are the attack's own.
   const warm = await merge(other, [], [[fixture('minimal-document.pdf'), 'warm.pdf']]);
   expect(warm.status).toBe(201);
