@@ -17,7 +17,7 @@ import { randomUUID } from 'node:crypto';
 import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Errors } from '@shared/errors';
-import { DETECTION_BYTES, type MediaType } from '@shared/media/media-types';
+import { DETECTION_BYTES, readHead, type MediaType } from '@shared/media/media-types';
 import { safeDisplayName, temporaryPrefix } from '@shared/media/naming';
 import type { ObjectStore } from '@shared/storage/object-store';
 
@@ -144,20 +144,4 @@ export class InputBundle {
     }
     return this.body;
   }
-}
-
-/** The first `min` bytes of a stream (fewer when it ends first), and whether it ended. */
-export async function readHead(
-  iterator: AsyncIterator<Buffer>,
-  min: number,
-): Promise<{ bytes: Buffer; done: boolean }> {
-  const chunks: Buffer[] = [];
-  let length = 0;
-  while (length < min) {
-    const next = await iterator.next();
-    if (next.done) return { bytes: Buffer.concat(chunks, length), done: true };
-    chunks.push(next.value);
-    length += next.value.length;
-  }
-  return { bytes: Buffer.concat(chunks, length), done: false };
 }

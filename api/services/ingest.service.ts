@@ -15,13 +15,14 @@ import {
   DETECTION_BYTES,
   detectType,
   normaliseMime,
+  readHead,
   type MediaType,
 } from '@shared/media/media-types';
 import { buildKey, keyBaseName, safeDisplayName } from '@shared/media/naming';
 import type { Folder } from '@shared/repositories/folders.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
 import type { ObjectStore } from '@shared/storage/object-store';
-import { InputBundle, readHead } from '../domain/input-bundle';
+import { InputBundle } from '../domain/input-bundle';
 
 /**
  * What one request may still store under its organization's quota: the

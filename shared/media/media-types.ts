@@ -23,6 +23,22 @@ export const KNOWN_TYPES: Readonly<Record<string, MediaType>> = Object.fromEntri
 /** How many leading bytes detection needs (file-type reads at most this many for our types). */
 export const DETECTION_BYTES = 4100;
 
+/** The first `min` bytes of a stream (fewer when it ends first), and whether it ended. */
+export async function readHead(
+  iterator: AsyncIterator<Buffer>,
+  min: number,
+): Promise<{ bytes: Buffer; done: boolean }> {
+  const chunks: Buffer[] = [];
+  let length = 0;
+  while (length < min) {
+    const next = await iterator.next();
+    if (next.done) return { bytes: Buffer.concat(chunks, length), done: true };
+    chunks.push(next.value);
+    length += next.value.length;
+  }
+  return { bytes: Buffer.concat(chunks, length), done: false };
+}
+
 /** The known type of these leading bytes, or undefined when they are no type we know. */
 export async function detectType(head: Uint8Array): Promise<MediaType | undefined> {
   const found = await fileTypeFromBuffer(head);

@@ -33,7 +33,7 @@ import {
 import { AppError, Errors, isAppError } from '@shared/errors';
 import type { JobPayloads } from '@shared/jobs';
 import type { Logger } from '@shared/logger';
-import { DETECTION_BYTES, detectType, type MediaType } from '@shared/media/media-types';
+import { DETECTION_BYTES, detectType, readHead, type MediaType } from '@shared/media/media-types';
 import { buildKey, keyBaseName, safeDisplayName } from '@shared/media/naming';
 import type { MediaCreation, NewFile } from '@shared/media-creation';
 import type { ImportOutcomeLabel } from '@shared/metrics';
@@ -277,20 +277,4 @@ function asAppError(err: unknown, name: string, maxFileSize: number): unknown {
     return Errors.urlFetchFailed(err.message, { reason: err.kind });
   }
   return err;
-}
-
-/** The first `min` bytes (or all of a shorter answer). */
-async function readHead(
-  iterator: AsyncIterator<Buffer>,
-  min: number,
-): Promise<{ bytes: Buffer; done: boolean }> {
-  const chunks: Buffer[] = [];
-  let length = 0;
-  while (length < min) {
-    const next = await iterator.next();
-    if (next.done) return { bytes: Buffer.concat(chunks, length), done: true };
-    chunks.push(next.value);
-    length += next.value.length;
-  }
-  return { bytes: Buffer.concat(chunks, length), done: false };
 }
