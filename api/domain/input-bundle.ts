@@ -17,7 +17,7 @@ import { randomUUID } from 'node:crypto';
 import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Errors } from '@shared/errors';
-import { DETECTION_BYTES, readHead, type MediaType } from '@shared/media/media-types';
+import { DETECTION_BYTES, headThenRest, readHead, type MediaType } from '@shared/media/media-types';
 import { safeDisplayName, temporaryPrefix } from '@shared/media/naming';
 import type { ObjectStore } from '@shared/storage/object-store';
 
@@ -96,13 +96,7 @@ export class InputBundle {
       return chunk;
     };
     async function* chunks(): AsyncGenerator<Buffer> {
-      yield meter(head.bytes);
-      if (head.done) return;
-      for (;;) {
-        const next = await iterator.next();
-        if (next.done) return;
-        yield meter(next.value);
-      }
+      for await (const chunk of headThenRest(head, iterator)) yield meter(chunk);
     }
     const offset = this.length;
     try {

@@ -53,6 +53,16 @@ export function downloadUrl(publicBaseUrl: string, key: string): string {
   return `${publicBaseUrl}/media/download?media=${key}`;
 }
 
+/**
+ * How a read shows records to `caller`: with `folderId`, a file in no folder
+ * answering the organization's root folder's id.
+ */
+export function viewsFor(views: ViewSettings) {
+  return ({ organization }: { organization: { rootFolderId: number } }) =>
+    (record: Parameters<typeof toMediaView>[0]): MediaView =>
+      toMediaView(record, views, { folderId: true, rootFolderId: organization.rootFolderId });
+}
+
 export function toMediaView(
   record: MediaRecord,
   settings: ViewSettings,

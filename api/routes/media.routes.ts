@@ -9,7 +9,7 @@
 import { Router, type NextFunction, type Request } from 'express';
 import { z } from 'zod';
 import type { Config } from '@shared/config';
-import { toMediaView } from '../domain/media-view';
+import { viewsFor } from '../domain/media-view';
 import { success } from '../http/respond';
 import { MEDIA_SORTS, type MediaRef, type MediaService } from '../services/media.service';
 import { RouteTable, type RouteGuards } from './route-table';
@@ -78,10 +78,7 @@ export function mediaRoutes(deps: {
   const routes = new RouteTable(Router(), deps.guards);
   const views = { publicBaseUrl: deps.config.publicBaseUrl, bucket: deps.config.bucket };
   // Every read shows folderId; a file in no folder answers the root folder's id.
-  const viewFor =
-    ({ organization }: { organization: { rootFolderId: number } }) =>
-    (record: Parameters<typeof toMediaView>[0]) =>
-      toMediaView(record, views, { folderId: true, rootFolderId: organization.rootFolderId });
+  const viewFor = viewsFor(views);
 
   routes.get(
     '/media',

@@ -8,7 +8,7 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import type { Config } from '@shared/config';
-import { toMediaView } from '../domain/media-view';
+import { viewsFor } from '../domain/media-view';
 import { success } from '../http/respond';
 import type { TrashService } from '../services/trash.service';
 import { RouteTable, type RouteGuards } from './route-table';
@@ -41,10 +41,8 @@ export function trashRoutes(deps: {
 }): Router {
   const routes = new RouteTable(Router(), deps.guards);
   const views = { publicBaseUrl: deps.config.publicBaseUrl, bucket: deps.config.bucket };
-  const viewFor =
-    ({ organization }: { organization: { rootFolderId: number } }) =>
-    (record: Parameters<typeof toMediaView>[0]) =>
-      toMediaView(record, views, { folderId: true, rootFolderId: organization.rootFolderId });
+  // Every read shows folderId; a file in no folder answers the root folder's id.
+  const viewFor = viewsFor(views);
 
   routes.get(
     '/media/trash',

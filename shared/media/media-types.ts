@@ -39,6 +39,20 @@ export async function readHead(
   return { bytes: Buffer.concat(chunks, length), done: false };
 }
 
+/** A stream's chunks again once its head was read (`readHead`): the head, then the rest. */
+export async function* headThenRest(
+  head: { bytes: Buffer; done: boolean },
+  iterator: AsyncIterator<Buffer>,
+): AsyncGenerator<Buffer> {
+  yield head.bytes;
+  if (head.done) return;
+  for (;;) {
+    const next = await iterator.next();
+    if (next.done) return;
+    yield next.value;
+  }
+}
+
 /** The known type of these leading bytes, or undefined when they are no type we know. */
 export async function detectType(head: Uint8Array): Promise<MediaType | undefined> {
   const found = await fileTypeFromBuffer(head);

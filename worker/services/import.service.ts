@@ -33,7 +33,13 @@ import {
 import { AppError, Errors, isAppError } from '@shared/errors';
 import type { JobPayloads } from '@shared/jobs';
 import type { Logger } from '@shared/logger';
-import { DETECTION_BYTES, detectType, readHead, type MediaType } from '@shared/media/media-types';
+import {
+  DETECTION_BYTES,
+  detectType,
+  headThenRest,
+  readHead,
+  type MediaType,
+} from '@shared/media/media-types';
 import { buildKey, keyBaseName, safeDisplayName } from '@shared/media/naming';
 import type { MediaCreation, NewFile } from '@shared/media-creation';
 import type { ImportOutcomeLabel } from '@shared/metrics';
@@ -173,13 +179,7 @@ export class ImportService {
         return chunk;
       };
       async function* body(): AsyncGenerator<Buffer> {
-        yield meter(head.bytes);
-        if (head.done) return;
-        for (;;) {
-          const next = await iterator.next();
-          if (next.done) return;
-          yield meter(next.value);
-        }
+        for await (const chunk of headThenRest(head, iterator)) yield meter(chunk);
       }
       await fetched(
         this.deps.store.put(key, Readable.from(body(), { objectMode: false }), {
