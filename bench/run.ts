@@ -6,8 +6,9 @@
  *
  *   npm run bench                       full run: dist/ processes (built first);
  *                                       writes docs/benchmarks.md and docs/benchmarks/
- *   npm run bench -- --quick            reduced sizes, tsx processes, under a minute;
- *                                       writes bench/out/ (part of `npm test`)
+ *   npm run bench -- --quick            reduced sizes; dist/ processes when dist/ is current
+ *                                       (as CI's build leaves it), else tsx ones (no build
+ *                                       step); writes bench/out/ (part of `npm test`)
  *   npm run bench -- --only upload,merge  some benchmarks; the others' last results are kept
  *   npm run bench -- --render-only      the page again from the last results.json
  *   options: --out <dir>  --launch dist|tsx  --no-build
@@ -16,6 +17,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { staleness } from '../dev/build-if-stale';
 import { archive } from './benchmarks/archive';
 import { convert } from './benchmarks/convert';
 import { download } from './benchmarks/download';
@@ -79,7 +81,15 @@ const { values } = parseArgs({
 const quick = values.quick;
 const outDir = resolve(values.out ?? (quick ? 'bench/out' : 'docs'));
 const chartDir = join(outDir, 'benchmarks');
-const launch: LaunchMode = (values.launch as LaunchMode | undefined) ?? (quick ? 'tsx' : 'dist');
+/**
+ * --quick without --launch runs dist/ when it is current (built from the sources as they are,
+ * the check `npm start` makes: CI builds before `npm test`), since a process from dist/ starts
+ * on half the CPU of a tsx one and the quick run starts dozens; else the sources through tsx,
+ * never waiting for a build.
+ */
+const distCurrent = quick && values.launch === undefined && staleness(root) === undefined;
+const launch: LaunchMode =
+  (values.launch as LaunchMode | undefined) ?? (quick && !distCurrent ? 'tsx' : 'dist');
 if (launch !== 'dist' && launch !== 'tsx') throw new Error('--launch is dist or tsx');
 const only = values.only?.split(',').map((s) => s.trim());
 for (const id of only ?? []) {
@@ -164,10 +174,12 @@ async function main(): Promise<void> {
   const started = new Date();
   const t0 = performance.now();
   const machine = machineInfo();
-  if (launch === 'dist' && !values['no-build']) {
+  if (launch === 'dist' && !values['no-build'] && !distCurrent) {
     log('building dist/ …');
     execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit' });
   }
+  if (quick)
+    log(`API and workers from ${launch === 'dist' ? 'dist/ (current)' : 'the sources (tsx)'}`);
   log('starting services …');
   const services = await startServices();
   for (const line of services.describe().split('\n')) log(line);

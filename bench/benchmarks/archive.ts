@@ -1,6 +1,6 @@
 /**
  * Archive memory: the API process's RSS growth while it streams a ZIP of
- * 2 GB of stored files (20 × 100 MiB; 8 × 16 MiB in --quick) to a client
+ * 2 GB of stored files (20 × 100 MiB; 4 × 4 MiB in --quick) to a client
  * that reads it as fast as it can, and the rate it sends at.
  */
 import { randomBytes } from 'node:crypto';
@@ -78,8 +78,8 @@ export const archive: Benchmark = {
     const { stack } = ctx;
     const pid = stack.api.pid;
     const rounds = 2;
-    const files = ctx.quick ? 8 : 20;
-    const mib = ctx.quick ? 16 : 100;
+    const files = ctx.quick ? 4 : 20;
+    const mib = ctx.quick ? 4 : 100;
     const scenario = `${files} × ${mib} MiB`;
     const block = randomBytes(MiB);
     block.set(readFileSync(join(CORPUS, 'images', 'Canon_40D.jpg')).subarray(0, 4096));
