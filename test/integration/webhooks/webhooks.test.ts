@@ -15,7 +15,7 @@ import { Webhook } from 'standardwebhooks';
 import type { JobPayloads } from '../../../shared/jobs';
 import { attemptUuid } from '../../../shared/webhooks/messages';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
-import { runCli } from '../../support/cli';
+import { cliSession } from '../../support/cli';
 import { eventually } from '../../support/eventually';
 import { fixture } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
@@ -282,33 +282,39 @@ describe('endpoints', () => {
 describe('the operator CLI', () => {
   it('creates (secret once), disables and deletes endpoints (URLs checked as the API does)', async () => {
     const owner = await api.createOrg();
-    const cli = (...args: string[]) => runCli(api.env.env, ...args);
-    const slug = owner.organization.slug;
-    const created = await cli(
-      'webhook:create',
-      '--org',
-      slug,
-      '--url',
-      `${base}/cli`,
-      '--events',
-      'media.created,job.failed',
-    );
-    expect(created.code).toBe(0);
-    const { id, secret } = JSON.parse(created.stdout) as { id: number; secret: string };
-    expect(secret).toMatch(/^whsec_/);
-    const disabled = await cli('webhook:update', '--id', String(id), '--enabled', 'false');
-    expect(disabled.code).toBe(0);
-    const listed = await call('GET', '/media/webhooks', undefined, owner.auth);
-    expect(listed.body.data.webhooks).toEqual([
-      expect.objectContaining({ id, enabled: false, events: ['media.created', 'job.failed'] }),
-    ]);
-    expect(
-      disabled.stdout + listed.body.data.webhooks.map((w) => JSON.stringify(w)).join(''),
-    ).not.toContain(secret);
-    expect((await cli('webhook:delete', '--id', String(id))).code).toBe(0);
-    expect(
-      (await call('GET', '/media/webhooks', undefined, owner.auth)).body.data.webhooks,
-    ).toEqual([]);
+    // One CLI process for the three commands (test/integration/cli.test.ts checks the process).
+    const session = await cliSession(api.env.env);
+    const cli = (...args: string[]) => session.run(...args);
+    try {
+      const slug = owner.organization.slug;
+      const created = await cli(
+        'webhook:create',
+        '--org',
+        slug,
+        '--url',
+        `${base}/cli`,
+        '--events',
+        'media.created,job.failed',
+      );
+      expect(created.code).toBe(0);
+      const { id, secret } = JSON.parse(created.stdout) as { id: number; secret: string };
+      expect(secret).toMatch(/^whsec_/);
+      const disabled = await cli('webhook:update', '--id', String(id), '--enabled', 'false');
+      expect(disabled.code).toBe(0);
+      const listed = await call('GET', '/media/webhooks', undefined, owner.auth);
+      expect(listed.body.data.webhooks).toEqual([
+        expect.objectContaining({ id, enabled: false, events: ['media.created', 'job.failed'] }),
+      ]);
+      expect(
+        disabled.stdout + listed.body.data.webhooks.map((w) => JSON.stringify(w)).join(''),
+      ).not.toContain(secret);
+      expect((await cli('webhook:delete', '--id', String(id))).code).toBe(0);
+      expect(
+        (await call('GET', '/media/webhooks', undefined, owner.auth)).body.data.webhooks,
+      ).toEqual([]);
+    } finally {
+      await session.close();
+    }
   }, 60_000);
 });
 
