@@ -17,6 +17,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync
 import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { archive } from './benchmarks/archive';
+import { consolePage } from './benchmarks/console';
 import { convert } from './benchmarks/convert';
 import { download } from './benchmarks/download';
 import { heic } from './benchmarks/heic';
@@ -63,6 +64,7 @@ export const BENCHMARKS: Benchmark[] = [
   download,
   archive,
   resumable,
+  consolePage,
 ];
 
 const root = join(__dirname, '..');

@@ -716,6 +716,9 @@ describe('the web console', () => {
       await page.getByText('No files here.').waitFor();
       await dropFiles(page, files);
 
+      const t0 = Date.now();
+      const mark = (what: string) =>
+        process.stdout.write(`console upload: ${what} at ${Date.now() - t0} ms\n`);
       const row = (name: string) =>
         page.getByRole('list', { name: 'Uploads' }).locator('li', { hasText: name });
       // The network cut at 16 MiB: the client retries on its own (its retries fail
@@ -725,6 +728,7 @@ describe('the web console', () => {
         expect(await row('big-scan.png').textContent()).toContain('connection lost: retrying');
       }, 60_000);
       cut = false;
+      mark('network back');
       // Paused from the keyboard while a PATCH is in flight, then resumed.
       await eventually(() => expect(held).not.toBeNull(), 120_000, 200);
       await page.getByRole('button', { name: 'Pause big-scan.png' }).focus();
@@ -733,6 +737,7 @@ describe('the web console', () => {
         expect(await row('big-scan.png').textContent()).toMatch(/paused at \d+%/),
       );
       await releaseHeld();
+      mark('paused');
       await axe(page, 'files (uploads)');
       await page.screenshot({ path: join(SHOTS, 'console-upload.png') });
       await page.getByRole('button', { name: 'Resume big-scan.png' }).focus();
@@ -740,6 +745,7 @@ describe('the web console', () => {
       // A reload while a PATCH is in flight: the same file dropped again goes on
       // from the offset the API has, under the same upload URL.
       await eventually(() => expect(held).not.toBeNull(), 120_000, 200);
+      mark('reloading');
       await page.reload();
       await releaseHeld();
       const interrupted = page.getByRole('region', { name: 'Interrupted uploads' });
@@ -752,6 +758,7 @@ describe('the web console', () => {
         120_000,
         500,
       );
+      mark('uploaded');
       // Never started over: one creation per file, and after the reload the
       // upload's next PATCH began where it was cut.
       expect(creations).toBe(3);
@@ -826,8 +833,9 @@ describe('the web console', () => {
     await page.getByRole('button', { name: 'Trash', exact: true }).focus();
     await page.keyboard.press('Enter');
     const trash = page.getByRole('table', { name: 'Trash' });
-    await trash.getByText('drop-photo.jpg').waitFor();
-    await trash.getByText('drop-doc.pdf').waitFor();
+    const inTrash = (name: string) => trash.getByRole('cell', { name, exact: true });
+    await inTrash('drop-photo.jpg').waitFor();
+    await inTrash('drop-doc.pdf').waitFor();
     await axe(page, 'trash');
     await page.screenshot({ path: join(SHOTS, 'console-trash.png') });
     await page.getByRole('button', { name: 'Restore drop-photo.jpg' }).focus();
@@ -841,8 +849,8 @@ describe('the web console', () => {
       .focus();
     await page.keyboard.press('Enter');
     await page.getByText('drop-doc.pdf deleted for good').waitFor();
-    expect(await trash.getByText('drop-photo.jpg').count()).toBe(0);
-    expect(await trash.getByText('drop-doc.pdf').count()).toBe(0);
+    await eventually(async () => expect(await inTrash('drop-photo.jpg').count()).toBe(0));
+    await eventually(async () => expect(await inTrash('drop-doc.pdf').count()).toBe(0));
     const restored = (await records()).find((r) => r.name === 'drop-photo.jpg');
     expect(restored).toBeDefined();
     const trashed = (await (
