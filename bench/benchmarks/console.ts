@@ -117,6 +117,18 @@ export const consolePage: Benchmark = {
     });
     const clicks = new Map<number, number[]>();
     const reloads: number[] = [];
+    /** The same first page's GET /media from Node alone (no browser): the API's share. */
+    const alone = new Map<number, number[]>();
+    const getAlone = async (folderId: number | null) => {
+      const query = folderId === null ? '' : `&folderId=${folderId}`;
+      const t = performance.now();
+      const res = await fetch(`${stack.url}/media?limit=${PAGE}&sort=-createdAt${query}`, {
+        headers: stack.auth,
+      });
+      await res.arrayBuffer();
+      if (res.status !== 200) throw new Error(`GET /media answered ${res.status}`);
+      return performance.now() - t;
+    };
     try {
       const page = await (
         await browser.newContext({ viewport: { width: 1280, height: 900 } })
@@ -149,7 +161,9 @@ export const consolePage: Benchmark = {
           await onScreen(f.first, Math.min(PAGE, f.files));
           const ms = performance.now() - t;
           clicks.set(f.files, [...(clicks.get(f.files) ?? []), ms]);
+          alone.set(f.files, [...(alone.get(f.files) ?? []), await getAlone(f.id)]);
         }
+        alone.set(0, [...(alone.get(0) ?? []), await getAlone(null)]);
         const t = performance.now();
         await page.reload();
         await onScreen(newestOverall, PAGE);
@@ -167,15 +181,18 @@ export const consolePage: Benchmark = {
       columns: [
         { key: 'what', label: 'on screen', digits: 0 },
         { key: 'ms', label: 'ms', digits: 0 },
+        { key: 'api', label: 'its GET /media alone, from Node, ms', digits: 0 },
       ],
       rows: [
         ...folders.map((f) => ({
           what: `first page (${Math.min(PAGE, f.files)} rows) of a ${f.files.toLocaleString('en-US')}-file folder, from the click`,
           ms: stat(clicks.get(f.files)!),
+          api: stat(alone.get(f.files)!),
         })),
         {
           what: `first page of "All files" (${(sizes.reduce((a, b) => a + b, 0) + 1).toLocaleString('en-US')} files), from a reload of the console`,
           ms: stat(reloads),
+          api: stat(alone.get(0)!),
         },
       ],
     };
@@ -187,6 +204,7 @@ export const consolePage: Benchmark = {
         `Debian's Chromium (headless, playwright-core) against the API process, signed in, list view, newest first.`,
         `Records are written straight into MongoDB (${sizes.map((s) => s.toLocaleString('en-US')).join(' and ')} in their folders; the newest page's objects stored too, so its thumbnails are real renders).`,
         `A round: "All files" on screen, then a click on the folder, timed until its first row is the folder's newest file and ${PAGE} rows are in the table (one \`GET /media?folderId=&sort=&limit=${PAGE}\`, rendered; the thumbnails' \`POST /media/sign\` follows); then a reload of the console, timed until the first page of "All files" is on screen (the page's HTML and JavaScript, the token's probes, the folders and the page).`,
+        `After each click, the same \`GET /media\` from Node alone (no browser) is timed too: the API's and the database's share of the figure.`,
         `${rounds} rounds after one unmeasured visit; the median with the min–max.`,
       ].join(' '),
       tables: [table],
