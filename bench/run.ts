@@ -19,6 +19,7 @@ import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { staleness } from '../dev/build-if-stale';
 import { archive } from './benchmarks/archive';
+import { consolePage } from './benchmarks/console';
 import { convert } from './benchmarks/convert';
 import { download } from './benchmarks/download';
 import { heic } from './benchmarks/heic';
@@ -65,6 +66,7 @@ export const BENCHMARKS: Benchmark[] = [
   download,
   archive,
   resumable,
+  consolePage,
 ];
 
 const root = join(__dirname, '..');

@@ -13,13 +13,14 @@
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import AxeBuilder from '@axe-core/playwright';
 import { PDFDocument, rgb } from 'pdf-lib';
 import sharp from 'sharp';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser, type Page, type Route } from 'playwright-core';
+import yauzl from 'yauzl';
 import { startApi, type TestApi, type TestOrg } from '../support/api';
 import { eventually } from '../support/eventually';
 import { corpusFile, fixture } from '../support/files';
@@ -75,6 +76,91 @@ async function axe(p: Page, view: string): Promise<void> {
   expect(bad).toEqual([]);
 }
 
+/** A ZIP read back: each entry's name and its bytes' SHA-256. */
+async function unzip(zip: Buffer): Promise<{ name: string; sha256: string }[]> {
+  const file = await new Promise<yauzl.ZipFile>((resolve, reject) =>
+    yauzl.fromBuffer(zip, { lazyEntries: true }, (err, opened) =>
+      err ? reject(err) : resolve(opened),
+    ),
+  );
+  const entries: { name: string; sha256: string }[] = [];
+  await new Promise<void>((resolve, reject) => {
+    file.on('error', reject);
+    file.on('end', resolve);
+    file.on('entry', (entry: yauzl.Entry) => {
+      file.openReadStream(entry, (err, stream) => {
+        if (err) return reject(err);
+        const hash = createHash('sha256');
+        stream.on('data', (chunk: Buffer) => hash.update(chunk));
+        stream.on('error', reject);
+        stream.on('end', () => {
+          entries.push({ name: entry.fileName, sha256: hash.digest('hex') });
+          file.readEntry();
+        });
+      });
+    });
+    file.readEntry();
+  });
+  return entries;
+}
+
+const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+/**
+ * Drops files onto the listing as a person's drag and drop does: the page
+ * fetches each file's bytes from a URL the test answers (so a 50 MB file
+ * never passes through a script argument), makes Files with a fixed
+ * last-modified time (the same file each time: tus fingerprints it) and
+ * dispatches dragover and drop with them.
+ */
+async function dropFiles(
+  p: Page,
+  files: { name: string; type: string; buffer: Buffer }[],
+): Promise<void> {
+  const served = new Map(files.map((f, i) => [`/__e2e__/drop-${i}`, f]));
+  const serve = async (route: Route) => {
+    const f = served.get(new URL(route.request().url()).pathname)!;
+    await route.fulfill({ status: 200, body: f.buffer, contentType: f.type });
+  };
+  await p.route('**/__e2e__/drop-*', serve);
+  try {
+    const specs = files.map((f, i) => ({ url: `/__e2e__/drop-${i}`, name: f.name, type: f.type }));
+    const dataTransfer = await p.evaluateHandle(async (list) => {
+      // The page's own DataTransfer and File (the tests have no DOM types).
+      const page = globalThis as unknown as {
+        DataTransfer: new () => { items: { add(file: unknown): void } };
+        File: new (parts: unknown[], name: string, options: object) => unknown;
+      };
+      const dt = new page.DataTransfer();
+      for (const f of list) {
+        const blob = await (await fetch(f.url)).blob();
+        dt.items.add(
+          new page.File([blob], f.name, { type: f.type, lastModified: 1_700_000_000_000 }),
+        );
+      }
+      return dt;
+    }, specs);
+    const listing = p.locator('section.listing');
+    await listing.dispatchEvent('dragover', { dataTransfer });
+    await listing.dispatchEvent('drop', { dataTransfer });
+  } finally {
+    await p.unroute('**/__e2e__/drop-*', serve);
+  }
+}
+
+/** The console opened, signed in with the organization's token unless the tab still is. */
+async function openConsole(p: Page): Promise<void> {
+  await p.goto(`${api.url}/console/`);
+  const signOut = p.getByRole('button', { name: 'Sign out' });
+  const field = p.getByLabel('API token');
+  await signOut.or(field).first().waitFor();
+  if (await field.isVisible()) {
+    await field.fill(org.token);
+    await p.getByRole('button', { name: 'Sign in' }).click();
+    await signOut.waitFor();
+  }
+}
+
 async function signIn(p: Page, token: string): Promise<void> {
   await p.goto(`${api.url}/console/`);
   await p.getByLabel('API token').fill(token);
@@ -94,6 +180,8 @@ beforeAll(async () => {
   });
   worker = await startWorker(harness.env.env);
   org = await harness.createOrg('consoleorg');
+  // This organization keeps a trash (the tests' default is none), for the trash view.
+  await harness.ctx.organizations.setTrashRetention(org.organization.id, 7 * 24 * 3600);
   browser = await chromium.launch({
     executablePath: CHROMIUM,
     args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
@@ -557,5 +645,220 @@ describe('the web console', () => {
       '43.467448, 11.885127',
     );
     await preview.getByRole('button', { name: 'Close' }).first().click();
+  }, 120_000);
+
+  it('drops a JPEG, a PDF and a 50 MB file (tus): the big one resumed after a cut network, a pause and a reload', async () => {
+    const CHUNK = 8 * 1024 * 1024; // the console's tus chunk size
+    const big = await sharp({
+      create: {
+        width: 4096,
+        height: 4096,
+        channels: 3,
+        background: '#808080',
+        noise: { type: 'gaussian', mean: 128, sigma: 40 },
+      },
+    })
+      .png({ compressionLevel: 0 })
+      .toBuffer();
+    expect(big.length).toBeGreaterThan(50_000_000);
+    const files = [
+      { name: 'drop-photo.jpg', type: 'image/jpeg', buffer: fixture('Canon_40D.jpg') },
+      { name: 'drop-doc.pdf', type: 'application/pdf', buffer: await pdf(2, [300, 300]) },
+      { name: 'big-scan.png', type: 'image/png', buffer: big },
+    ];
+
+    // The network between the page and the API's upload URLs: open, cut (every
+    // request fails as with a dropped connection), or holding one PATCH
+    // unanswered (in flight when the person pauses or reloads).
+    let cut = false;
+    let aborted = 0;
+    let held: Route | null = null;
+    const plan = new Map<number, 'cut' | 'hold'>([
+      [2 * CHUNK, 'cut'],
+      [4 * CHUNK, 'hold'],
+      [5 * CHUNK, 'hold'],
+    ]);
+    const patches: number[] = [];
+    let creations = 0;
+    const network = async (route: Route) => {
+      const req = route.request();
+      const offset = Number(req.headers()['upload-offset'] ?? -1);
+      const step = req.method() === 'PATCH' ? plan.get(offset) : undefined;
+      if (step) plan.delete(offset);
+      if (step === 'cut') cut = true;
+      if (cut) {
+        aborted++;
+        return route.abort('internetdisconnected');
+      }
+      if (step === 'hold') {
+        held = route;
+        return;
+      }
+      if (req.method() === 'PATCH') patches.push(offset);
+      return route.continue();
+    };
+    const countCreations = (req: { method(): string; url(): string }) => {
+      if (req.method() === 'POST' && new URL(req.url()).pathname === '/media/upload/resumable')
+        creations++;
+    };
+    await page.route(/\/media\/upload\/resumable\/[0-9a-f]{32}$/, network);
+    page.on('request', countCreations);
+    const releaseHeld = async () => {
+      const route = held;
+      held = null;
+      await route?.abort('internetdisconnected').catch(() => undefined);
+    };
+    try {
+      await openConsole(page);
+      await page.getByLabel('New folder').fill('Drops');
+      await page.getByRole('button', { name: 'Create folder' }).click();
+      await page.getByRole('button', { name: /^Drops \(0\)$/ }).click();
+      await page.getByText('No files here.').waitFor();
+      await dropFiles(page, files);
+
+      const t0 = Date.now();
+      const mark = (what: string) =>
+        process.stdout.write(`console upload: ${what} at ${Date.now() - t0} ms\n`);
+      const row = (name: string) =>
+        page.getByRole('list', { name: 'Uploads' }).locator('li', { hasText: name });
+      // The network cut at 16 MiB: the client retries on its own (its retries fail
+      // too), and says so; then the network is back and the upload goes on.
+      await eventually(async () => {
+        expect(aborted).toBeGreaterThanOrEqual(2);
+        expect(await row('big-scan.png').textContent()).toContain('connection lost: retrying');
+      }, 60_000);
+      cut = false;
+      mark('network back');
+      // Paused from the keyboard while a PATCH is in flight, then resumed.
+      await eventually(() => expect(held).not.toBeNull(), 120_000, 200);
+      await page.getByRole('button', { name: 'Pause big-scan.png' }).focus();
+      await page.keyboard.press('Enter');
+      await eventually(async () =>
+        expect(await row('big-scan.png').textContent()).toMatch(/paused at \d+%/),
+      );
+      await releaseHeld();
+      mark('paused');
+      await axe(page, 'files (uploads)');
+      await page.screenshot({ path: join(SHOTS, 'console-upload.png') });
+      await page.getByRole('button', { name: 'Resume big-scan.png' }).focus();
+      await page.keyboard.press('Enter');
+      // A reload while a PATCH is in flight: the same file dropped again goes on
+      // from the offset the API has, under the same upload URL.
+      await eventually(() => expect(held).not.toBeNull(), 120_000, 200);
+      mark('reloading');
+      await page.reload();
+      await releaseHeld();
+      const interrupted = page.getByRole('region', { name: 'Interrupted uploads' });
+      await interrupted.locator('span.name', { hasText: 'big-scan.png' }).waitFor();
+      await page.getByRole('button', { name: /^Drops \(2\)$/ }).click();
+      const before = patches.length;
+      await dropFiles(page, [files[2]!]);
+      await eventually(
+        async () => expect(await row('big-scan.png').textContent()).toMatch(/uploaded$/),
+        120_000,
+        500,
+      );
+      mark('uploaded');
+      // Never started over: one creation per file, and after the reload the
+      // upload's next PATCH began where it was cut.
+      expect(creations).toBe(3);
+      expect(patches[before]).toBe(5 * CHUNK);
+    } finally {
+      page.off('request', countCreations);
+      await page.unroute(/\/media\/upload\/resumable\/[0-9a-f]{32}$/, network);
+      await releaseHeld();
+    }
+
+    // The three records are in GET /media, in the folder, with their bytes' checksums.
+    const dropped = (await records()).filter((r) =>
+      ['drop-photo.jpg', 'drop-doc.pdf', 'big-scan.png'].includes(r.name),
+    );
+    expect(dropped.map((r) => r.name).sort()).toEqual([
+      'big-scan.png',
+      'drop-doc.pdf',
+      'drop-photo.jpg',
+    ]);
+    const full = (await (
+      await fetch(
+        `${api.url}/media/record?media=${encodeURIComponent(dropped.find((r) => r.name === 'big-scan.png')!.key)}`,
+        {
+          headers: org.auth,
+        },
+      )
+    ).json()) as { data: { bytes: number; checksum: string } };
+    expect(full.data).toMatchObject({ bytes: big.length, checksum: `sha256:${sha256(big)}` });
+    await page.getByRole('button', { name: /^Drops \(3\)$/ }).waitFor();
+  }, 300_000);
+
+  it('downloads selected files as a ZIP, deletes them and restores one from the trash, from the keyboard', async () => {
+    const originals = new Map([['drop-photo.jpg', fixture('Canon_40D.jpg')]]);
+    await page.getByRole('button', { name: /^Drops \(3\)$/ }).click();
+    await page.getByRole('button', { name: 'List', exact: true }).click();
+    await page.getByLabel('Select drop-photo.jpg').waitFor();
+    for (const name of ['drop-photo.jpg', 'drop-doc.pdf']) {
+      await page.getByLabel(`Select ${name}`).focus();
+      await page.keyboard.press('Space');
+    }
+    const pdfBytes = Buffer.from(
+      await (
+        await fetch(
+          `${api.url}/media/download?media=${encodeURIComponent((await records()).find((r) => r.name === 'drop-doc.pdf')!.key)}`,
+          { headers: org.auth },
+        )
+      ).arrayBuffer(),
+    );
+    originals.set('drop-doc.pdf', pdfBytes);
+
+    await page.getByRole('button', { name: 'Download as ZIP' }).focus();
+    const [download] = await Promise.all([
+      page.waitForEvent('download', { timeout: 60_000 }),
+      page.keyboard.press('Enter'),
+    ]);
+    const zip = readFileSync(await download.path());
+    const entries = await unzip(zip);
+    expect(entries.map((e) => e.name).sort()).toEqual(['drop-doc.pdf', 'drop-photo.jpg']);
+    for (const e of entries) expect(e.sha256).toBe(sha256(originals.get(e.name)!));
+
+    // Deleted (to the trash), after the confirmation.
+    await page.getByRole('button', { name: 'Delete selected' }).focus();
+    await page.keyboard.press('Enter');
+    const confirm = page.getByRole('dialog', { name: 'Confirm' });
+    await confirm.getByRole('button', { name: 'Delete' }).focus();
+    await page.keyboard.press('Enter');
+    await eventually(async () =>
+      expect((await records()).map((r) => r.name)).not.toContain('drop-photo.jpg'),
+    );
+
+    // The trash: both there; one restored, the other deleted for good.
+    await page.getByRole('button', { name: 'Trash', exact: true }).focus();
+    await page.keyboard.press('Enter');
+    const trash = page.getByRole('table', { name: 'Trash' });
+    const inTrash = (name: string) => trash.getByRole('cell', { name, exact: true });
+    await inTrash('drop-photo.jpg').waitFor();
+    await inTrash('drop-doc.pdf').waitFor();
+    await axe(page, 'trash');
+    await page.screenshot({ path: join(SHOTS, 'console-trash.png') });
+    await page.getByRole('button', { name: 'Restore drop-photo.jpg' }).focus();
+    await page.keyboard.press('Enter');
+    await page.getByText('drop-photo.jpg restored').waitFor();
+    await page.getByRole('button', { name: 'Delete forever drop-doc.pdf' }).focus();
+    await page.keyboard.press('Enter');
+    await page
+      .getByRole('dialog', { name: 'Confirm' })
+      .getByRole('button', { name: 'Delete forever' })
+      .focus();
+    await page.keyboard.press('Enter');
+    await page.getByText('drop-doc.pdf deleted for good').waitFor();
+    await eventually(async () => expect(await inTrash('drop-photo.jpg').count()).toBe(0));
+    await eventually(async () => expect(await inTrash('drop-doc.pdf').count()).toBe(0));
+    const restored = (await records()).find((r) => r.name === 'drop-photo.jpg');
+    expect(restored).toBeDefined();
+    const trashed = (await (
+      await fetch(`${api.url}/media/trash`, { headers: org.auth })
+    ).json()) as {
+      data: { media: { name: string }[] };
+    };
+    expect(trashed.data.media.map((m) => m.name)).not.toContain('drop-doc.pdf');
+    await page.getByRole('button', { name: 'Files', exact: true }).click();
   }, 120_000);
 });

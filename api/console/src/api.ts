@@ -95,9 +95,9 @@ export async function fetchStatus(
 
 export function rawFetch(
   path: string,
-  init: { method: string; json?: unknown; body?: FormData },
+  init: { method: string; json?: unknown; body?: FormData; headers?: Record<string, string> },
 ): Promise<Response> {
-  const headers = new Headers();
+  const headers = new Headers(init.headers);
   const t = currentToken();
   if (t) headers.set('Authorization', `Bearer ${t}`);
   if (init.json !== undefined) headers.set('Content-Type', 'application/json');

@@ -6,7 +6,7 @@
  * dragged order); upload (the lazily loaded Uppy chunk); the preview.
  * Every name and field is rendered as text (Preact escapes it), never HTML.
  */
-import { useCallback, useEffect, useState } from 'preact/hooks';
+import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import {
   api,
   currentToken,
@@ -22,6 +22,8 @@ import {
 } from './api';
 import { settle } from './jobs';
 import { Preview } from './preview';
+import { forgetInterrupted, interruptedUploads, type Interrupted } from './resumable-state';
+import type { Uploader, UploadRow } from './upload';
 import { Confirm, formatBytes, formatDate, Modal, Status } from './ui';
 
 const VIEW_KEY = 'media-console-view';
@@ -70,7 +72,9 @@ export function FilesView({ can }: { can: Abilities }) {
   );
   const [preview, setPreview] = useState<MediaRecord | null>(null);
   const [merging, setMerging] = useState<MediaRecord[] | null>(null);
-  const [uploads, setUploads] = useState<Record<string, string>>({});
+  const [uploads, setUploads] = useState<UploadRow[]>([]);
+  const [interrupted, setInterrupted] = useState<Interrupted[]>(interruptedUploads);
+  const uploader = useRef<Uploader | null>(null);
   const [newFolder, setNewFolder] = useState('');
   const [moveTo, setMoveTo] = useState('');
   const [dragOver, setDragOver] = useState(false);
@@ -138,25 +142,57 @@ export function FilesView({ can }: { can: Abilities }) {
     setSelected(next);
   };
 
+  // Uppy (the lazily loaded chunk) is made at the first upload and kept: its
+  // files can be paused, resumed and retried while the view is open.
+  useEffect(() => () => uploader.current?.destroy(), []);
   const upload = async (files: File[]) => {
     if (files.length === 0) return;
-    const { uploadFiles } = await import('./upload');
-    const state: Record<string, string> = {};
-    const show = (name: string, text: string) => {
-      state[name] = text;
-      setUploads({ ...state });
-    };
-    for (const f of files) show(f.name, 'waiting');
-    await uploadFiles(
-      files,
-      { token: currentToken() ?? '', folderId: folderId === root?.id ? undefined : folderId },
-      {
-        progress: (name, percent) => show(name, `${percent}%`),
-        failed: (name, message) => show(name, `refused: ${message}`),
-        done: (name) => show(name, 'uploaded'),
-      },
+    if (!uploader.current) {
+      const { createUploader } = await import('./upload');
+      uploader.current = createUploader(
+        () => currentToken() ?? '',
+        (rows) => {
+          setUploads(rows);
+          setInterrupted(interruptedUploads());
+        },
+        () => void refresh(),
+      );
+    }
+    await uploader.current.add(files, folderId === root?.id ? undefined : folderId);
+  };
+
+  /** An upload interrupted by a reload, given up: ended on the server (tus termination), forgotten here. */
+  const discard = async (entry: Interrupted) => {
+    const res = await rawFetch(new URL(entry.uploadUrl, location.origin).pathname, {
+      method: 'DELETE',
+      headers: { 'Tus-Resumable': '1.0.0' },
+    });
+    forgetInterrupted(entry.storageKey);
+    setInterrupted(interruptedUploads());
+    say(
+      res.status < 300 || res.status === 404 || res.status === 410
+        ? `Upload of ${entry.name} discarded`
+        : `Upload of ${entry.name} forgotten here; the API answered ${res.status}`,
+      res.status >= 300 && res.status !== 404 && res.status !== 410,
     );
-    await refresh();
+  };
+
+  /** The selected files as one ZIP: a signed archive URL (POST /media/archive), downloaded by the browser. */
+  const downloadZip = async () => {
+    const keys = [...selected];
+    const { data, error, response } = await api.POST('/media/archive', {
+      body: { mediaKeys: keys, signed: true, expiresIn: 600 },
+    });
+    if (!data) return say(`No ZIP: ${problem(error, response)}`, true);
+    const { url, entries } = (data as { data: { url: string; entries: number } }).data;
+    const a = document.createElement('a');
+    a.href = url;
+    a.download = '';
+    a.rel = 'noopener';
+    document.body.append(a);
+    a.click();
+    a.remove();
+    say(`ZIP of ${entries} file${entries === 1 ? '' : 's'} downloading`);
   };
 
   const createFolder = async (e: Event) => {
@@ -199,7 +235,7 @@ export function FilesView({ can }: { can: Abilities }) {
   const deleteSelected = () => {
     const keys = [...selected];
     setConfirm({
-      message: `Delete ${keys.length} selected file${keys.length === 1 ? '' : 's'}? This cannot be undone.`,
+      message: `Delete ${keys.length} selected file${keys.length === 1 ? '' : 's'}? Deleted files go to the trash (restorable there until purged) unless the organization keeps none.`,
       run: async () => {
         const failures: string[] = [];
         for (const key of keys) {
@@ -382,12 +418,53 @@ export function FilesView({ can }: { can: Abilities }) {
               }}
             />
             <ul class="upload-progress" aria-label="Uploads">
-              {Object.entries(uploads).map(([name, state]) => (
-                <li key={name}>
-                  <span>{name}</span>: <span>{state}</span>
+              {uploads.map((u) => (
+                <li key={u.id} data-state={u.state}>
+                  <span class="name">{u.name}</span>:{' '}
+                  <span class="upload-state">{uploadText(u)}</span>
+                  {(u.state === 'uploading' ||
+                    u.state === 'paused' ||
+                    u.state === 'retrying' ||
+                    u.state === 'waiting') && (
+                    <progress aria-label={`Progress of ${u.name}`} max={100} value={u.percent} />
+                  )}
+                  {(u.state === 'uploading' || u.state === 'retrying' || u.state === 'waiting') && (
+                    <button type="button" onClick={() => uploader.current?.pauseResume(u.id)}>
+                      Pause <span class="sr-only">{u.name}</span>
+                    </button>
+                  )}
+                  {u.state === 'paused' && (
+                    <button type="button" onClick={() => uploader.current?.pauseResume(u.id)}>
+                      Resume <span class="sr-only">{u.name}</span>
+                    </button>
+                  )}
+                  {u.state === 'failed' && (
+                    <button type="button" onClick={() => uploader.current?.retry(u.id)}>
+                      Retry <span class="sr-only">{u.name}</span>
+                    </button>
+                  )}
                 </li>
               ))}
             </ul>
+            {interrupted.length > 0 && uploads.length === 0 && (
+              <div class="interrupted" role="region" aria-label="Interrupted uploads">
+                <p>
+                  Unfinished uploads from before the page was reloaded: choose or drop the same file
+                  again (in the same folder) to continue where it stopped.
+                </p>
+                <ul>
+                  {interrupted.map((i) => (
+                    <li key={i.storageKey}>
+                      <span class="name">{i.name}</span>
+                      {i.size !== null && <span> ({formatBytes(i.size)})</span>}{' '}
+                      <button type="button" onClick={() => void discard(i)}>
+                        Discard <span class="sr-only">{i.name}</span>
+                      </button>
+                    </li>
+                  ))}
+                </ul>
+              </div>
+            )}
           </div>
         )}
 
@@ -407,6 +484,11 @@ export function FilesView({ can }: { can: Abilities }) {
               ? 'Select none'
               : 'Select all on this page'}
           </button>
+          {selected.size > 0 && (
+            <button type="button" onClick={() => void downloadZip()}>
+              Download as ZIP
+            </button>
+          )}
           {can.delete && selected.size > 0 && (
             <button type="button" class="danger" onClick={deleteSelected}>
               Delete selected
@@ -562,6 +644,24 @@ export function FilesView({ can }: { can: Abilities }) {
       )}
     </div>
   );
+}
+
+function uploadText(u: UploadRow): string {
+  switch (u.state) {
+    case 'uploading':
+      return `${u.percent}%`;
+    case 'paused':
+      return `paused at ${u.percent}%`;
+    case 'retrying':
+      return `${u.percent}%, ${u.message ?? 'retrying'}`;
+    case 'refused':
+      return `refused: ${u.message ?? ''}`;
+    case 'failed':
+      return `failed at ${u.percent}%: ${u.message ?? ''} (Retry continues from there)`;
+    case 'uploaded':
+    case 'waiting':
+      return u.state;
+  }
 }
 
 /** A list column header that sorts by its field, one way then the other. */

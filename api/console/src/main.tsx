@@ -1,6 +1,6 @@
 /**
  * The web console (docs/console.md): sign in with a pasted token, then the
- * files, usage, webhooks and jobs views. A view's mutating controls show only
+ * files, trash, usage, webhooks and jobs views. A view's mutating controls show only
  * when the token may use them; the API refuses the rest anyway.
  */
 import { render } from 'preact';
@@ -17,9 +17,10 @@ import {
   type WebhookEndpoint,
 } from './api';
 import { FilesView } from './files';
+import { TrashView } from './trash';
 import { formatBytes, formatDate, Status, useJobs } from './ui';
 
-type Tab = 'files' | 'usage' | 'webhooks' | 'jobs';
+type Tab = 'files' | 'trash' | 'usage' | 'webhooks' | 'jobs';
 
 function SignIn(props: { onSignedIn: (can: Abilities) => void; message?: string }) {
   const [value, setValue] = useState('');
@@ -263,6 +264,7 @@ function App() {
   if (!can) return <SignIn onSignedIn={setCan} />;
   const tabs: [Tab, string][] = [
     ['files', 'Files'],
+    ['trash', 'Trash'],
     ['usage', 'Usage'],
     ...(can.webhooks ? [['webhooks', 'Webhooks'] as [Tab, string]] : []),
     ['jobs', 'Jobs'],
@@ -291,6 +293,7 @@ function App() {
       </header>
       <main>
         {tab === 'files' && <FilesView can={can} />}
+        {tab === 'trash' && <TrashView can={can} />}
         {tab === 'usage' && <UsageView />}
         {tab === 'webhooks' && <WebhooksView />}
         {tab === 'jobs' && <JobsView />}
