@@ -346,12 +346,13 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
       const report: ReconcileReport = await withStorageAndQueues(
         ctx,
         ({ store, queue, deletion }) => {
-          const { media, usage, jobResults, events } = ctx.repositories;
+          const { media, usage, jobResults, events, variants } = ctx.repositories;
           // Jobs not finished yet own their temporary inputs: the queue says which.
           return new ReconcileService({
             store,
             media,
             usage,
+            variants,
             jobResults,
             deletion,
             restore: new MediaRestore({ media, folders: ctx.repositories.folders, events }),

@@ -79,7 +79,7 @@ export interface JobContext {
   images: ImageOps;
   pdfs: PdfOps;
   /** Hands a job's output to the API requests waiting for it, beside storage (first renders). */
-  handoff: Pick<JobHandoff, 'offer'>;
+  handoff: Pick<JobHandoff, 'offer' | 'accepts'>;
   /** Domain events: recorded with their changes, dispatched to listeners (shared/events/). */
   events: Repositories['events'];
   /** The listeners of domain events (worker/listeners/index.ts, or a test's own). */

@@ -12,7 +12,13 @@ import {
   RESULTS_SEGMENT,
   type ResultRef,
 } from '@shared/job-result';
-import type { JobName, JobPayloads, JobProgress, JobResults } from '@shared/jobs';
+import {
+  newJobId,
+  type JobName,
+  type JobPayloads,
+  type JobProgress,
+  type JobResults,
+} from '@shared/jobs';
 import type { JobOutcome, JobQueue, JobSnapshot } from '@shared/queue/job-queue';
 import type { MediaRepository } from '@shared/repositories/media.repository';
 import type { Organization } from '@shared/repositories/organizations.repository';
@@ -133,6 +139,15 @@ export class JobsService {
         .catch(() => undefined);
     }
     return this.resultOf(jobId, outcome);
+  }
+
+  /**
+   * A shared job's completed outcome no longer holds (what it made was
+   * removed since): the job goes, so the next `runShared` of its id runs it
+   * again.
+   */
+  async forgetShared(name: JobName, jobUuid: string): Promise<void> {
+    await this.deps.queue.forgetShared(newJobId(name, jobUuid));
   }
 
   /** A waited-for job's result, or its failure (a 504 with the job id when the wait ran out). */

@@ -43,6 +43,7 @@ import type { MediaRestore } from '@shared/media-restore';
 import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
 import type { JobResultsRepository } from '@shared/repositories/job-results.repository';
 import type { UsageCounters, UsageRepository } from '@shared/repositories/usage.repository';
+import type { VariantsRepository } from '@shared/repositories/variants.repository';
 import type { ObjectStore } from '@shared/storage/object-store';
 
 /** Objects checked against MongoDB per query; records checked against storage per batch. */
@@ -91,6 +92,18 @@ export interface UsageDrift {
   actual: UsageCounters;
 }
 
+/** A variant booked on its source's record and never written (its render's worker died). */
+export interface UnwrittenVariantReport {
+  organizationId: number;
+  /** The source's key. */
+  media: string;
+  /** The variant's key (its object, if any of it was written). */
+  key: string;
+  bytes: number;
+  /** When its writer's hold ran out. */
+  pendingUntil: string;
+}
+
 export interface OpenUpload {
   key: string;
   uploadId: string;
@@ -116,6 +129,13 @@ export interface ReconcileReport {
   deletesInProgress: MissingObjectRecord[];
   /** Restores from the trash cut off after their mark (the file is still in the trash; `--fix` finishes them). */
   restoresInProgress: MissingObjectRecord[];
+  /**
+   * Renders answered before their variant was written, whose writer died
+   * before writing it (the booking's hold ran out before the cutoff): `--fix`
+   * takes the booking off its record, removes any object it wrote and gives
+   * its bytes back (the next request renders the variant again).
+   */
+  unwrittenVariants: UnwrittenVariantReport[];
   /** Usage counters that differ from the records (uploads in flight differ for a moment too). */
   usageDrift: UsageDrift[];
   scanned: {
@@ -150,7 +170,9 @@ export class ReconcileService {
         | 'restoringBefore'
         | 'usageByOrganization'
       >;
-      usage: Pick<UsageRepository, 'counts' | 'set'>;
+      usage: Pick<UsageRepository, 'counts' | 'set' | 'release'>;
+      /** Variants booked and never written (renders answered before the write); not checked without it. */
+      variants?: Pick<VariantsRepository, 'unwrittenBefore' | 'dropBooking'>;
       /** Stored job results' entries; without it, the results' counter is not compared. */
       jobResults?: Pick<JobResultsRepository, 'bytesByOrganization'>;
       /** Finishes a delete that was cut off; tells the API replicas of records removed. */
@@ -308,7 +330,32 @@ export class ReconcileService {
       updatedAt: r.updatedAt.toISOString(),
     }));
 
+    const unwritten = (await this.deps.variants?.unwrittenBefore(cutoff, org?.id ?? null)) ?? [];
+    const unwrittenVariants = unwritten.map((u): UnwrittenVariantReport => ({
+      organizationId: u.organizationId,
+      media: u.key,
+      key: u.variant.key,
+      bytes: u.variant.bytes,
+      pendingUntil: u.pendingUntil.toISOString(),
+    }));
+
     if (options.fix) {
+      for (const u of unwritten) {
+        // Taken first (the booking, only the one seen): its object and bytes are then ours.
+        if (
+          !(await this.deps.variants!.dropBooking(
+            u.organizationId,
+            u.key,
+            u.variant.id,
+            u.pendingUntil,
+          ))
+        ) {
+          continue;
+        }
+        await this.deps.store.remove(u.variant.key);
+        const bytes = u.variant.bytes;
+        await this.deps.usage.release(u.organizationId, { bytes, files: 0, variantBytes: bytes });
+      }
       for (const record of deleting) await this.deps.deletion.finish(record);
       if (this.deps.restore) {
         // A folder of its name being deleted right now: the next run finishes it.
@@ -344,12 +391,14 @@ export class ReconcileService {
         incompleteUploads.length === 0 &&
         deletesInProgress.length === 0 &&
         restoresInProgress.length === 0 &&
+        unwrittenVariants.length === 0 &&
         usageDrift.length === 0,
       objectsWithoutRecord,
       recordsWithoutObject,
       incompleteUploads,
       deletesInProgress,
       restoresInProgress,
+      unwrittenVariants,
       usageDrift,
       scanned,
     };

@@ -70,6 +70,9 @@ export interface Rendered {
   data?: Buffer;
 }
 
+/** How often a request that found its variant booked and not handed over looks for its write. */
+const WRITTEN_POLL_MS = 50;
+
 /** The job id's uuid part of a variant's render: derived from its key. */
 export function renderJobUuid(key: string): string {
   return derivedUuid(`render:${key}`);
@@ -84,13 +87,13 @@ export class RenderService {
   constructor(
     private readonly deps: {
       variants: Pick<VariantsRepository, 'find'>;
-      jobs: Pick<JobsService, 'runShared'>;
+      jobs: Pick<JobsService, 'runShared' | 'forgetShared'>;
       store: Pick<ObjectStore, 'get'>;
       settings: Config['render'];
       /** The GIF and AVIF pixel bounds (config `limits.maxOutputPixels`). */
       maxOutputPixels: OutputPixelLimits;
       /** A first render's bytes from its worker; without it, they are read from storage. */
-      handoff?: Pick<JobHandoff, 'take'>;
+      handoff?: Pick<JobHandoff, 'take' | 'accepts'>;
       /** The organizations' usage: a first render is refused at once when the quota is reached. */
       usage?: Pick<UsageRepository, 'get'>;
       /** Malware scanning: a file its organization's policy does not serve is not rendered (stored variants neither). */
@@ -170,7 +173,8 @@ export class RenderService {
     requestId: string,
   ): Promise<Rendered> {
     const organizationId = organization.id;
-    const found = await this.deps.variants.find(organizationId, key, variantId(options));
+    const id = variantId(options);
+    let found = await this.deps.variants.find(organizationId, key, id);
     if (!found) throw Errors.mediaNotFound(key);
     const { record } = found;
     const refusal = this.deps.scan && scanRefusal(this.deps.scan, organization, record);
@@ -178,26 +182,66 @@ export class RenderService {
     if (!isRenderableSource(record.mimetype)) {
       throw Errors.unsupportedType(`"${key}" is ${record.mimetype}, not an image or a PDF`);
     }
-    if (found.variant) return { record, variant: found.variant, negotiated, rendered: false };
-    const max = this.deps.settings.maxVariants;
-    if (found.variants >= max) throw Errors.tooManyVariants(key, found.variants, max);
-    const quota = organization.quotaBytes;
-    if (
-      quota !== null &&
-      this.deps.usage &&
-      (await this.deps.usage.get(organizationId)).bytes >= quota
-    ) {
-      throw Errors.quotaExceeded(quota);
+    const vkey = variantKey(record.key, options);
+    for (let round = 0; ; round++) {
+      if (found.variant) {
+        return { record, variant: found.variant, negotiated, rendered: round > 0 };
+      }
+      // A booked variant (its render answered, its object being written) is not counted again.
+      if (!found.pendingUntil) {
+        const max = this.deps.settings.maxVariants;
+        if (found.variants >= max) throw Errors.tooManyVariants(key, found.variants, max);
+        const quota = organization.quotaBytes;
+        if (
+          quota !== null &&
+          this.deps.usage &&
+          (await this.deps.usage.get(organizationId)).bytes >= quota
+        ) {
+          throw Errors.quotaExceeded(quota);
+        }
+      }
+      // A booking whose writer's hold has run out (its worker died after answering): a job of
+      // its own takes it over (the variant's job has completed and would answer at once).
+      const until = found.pendingUntil?.getTime();
+      const uuid = renderJobUuid(
+        until !== undefined && until <= Date.now() ? `${vkey}@${until}` : vkey,
+      );
+      const { variant } = await this.deps.jobs.runShared(
+        'image.render',
+        { organizationId, requestId, key: record.key, options },
+        uuid,
+        { heavy: renderIsHeavy(options, record) },
+      );
+      const data = await this.deps.handoff?.take(newJobId('image.render', uuid), variant.bytes);
+      if (data) return { record, variant, negotiated, rendered: true, data };
+      // Over the handoff's bound: its worker wrote it before answering (as without a handoff).
+      if (!this.deps.handoff?.accepts(variant.bytes)) {
+        return { record, variant, negotiated, rendered: true };
+      }
+      // Not handed over (over the bound, or expired): read from storage once the record lists
+      // it as written (its worker may still be writing it).
+      const now = await this.written(organizationId, key, id);
+      if (!now) throw Errors.mediaNotFound(key);
+      if (now.variant) return { record, variant: now.variant, negotiated, rendered: true };
+      // The job's outcome no longer holds (its variant was removed since, or its write failed):
+      // rendered again, once.
+      if (round > 0) throw Errors.internal(new Error(`variant ${vkey} not written`));
+      await this.deps.jobs.forgetShared('image.render', uuid);
+      found = now;
     }
-    const uuid = renderJobUuid(variantKey(record.key, options));
-    const { variant } = await this.deps.jobs.runShared(
-      'image.render',
-      { organizationId, requestId, key: record.key, options },
-      uuid,
-      { heavy: renderIsHeavy(options, record) },
-    );
-    const data = await this.deps.handoff?.take(newJobId('image.render', uuid), variant.bytes);
-    return { record, variant, negotiated, rendered: true, ...(data ? { data } : {}) };
+  }
+
+  /**
+   * The record and variant `id` once the variant is written or no longer
+   * booked (a booked one is waited for while its writer holds it, polling).
+   */
+  private async written(organizationId: number, key: string, id: string) {
+    for (;;) {
+      const found = await this.deps.variants.find(organizationId, key, id);
+      const until = found?.pendingUntil?.getTime();
+      if (until === undefined || until <= Date.now()) return found;
+      await new Promise((resolve) => setTimeout(resolve, WRITTEN_POLL_MS));
+    }
   }
 
   /**

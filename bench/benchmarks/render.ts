@@ -356,8 +356,9 @@ round by round, ${rounds} round(s); the ratio is taken per round.
 rendered before (the photo uploaded again for each), so each is a job:
 \`GET /media/render\` waits while a worker reads the 12 MP JPEG from S3,
 resizes it to 400 px wide (libvips shrinks the JPEG on load), encodes WebP,
-writes the variant (handing its bytes to the API through Redis, so the answer
-needs no read back from S3) and records it on the source's record. Workers run
+books the variant on the source's record and hands its bytes to the API
+through Redis (the answer needs no read back from S3), then writes it to S3
+and settles its record after the answer. Workers run
 \`WORKER_CONCURRENCY=1\`, as many requests in flight as workers. The
 in-process side does the same S3 read + resize + encode + S3 write with the
 worker's own storage and image adapters in a process started like a worker,

@@ -145,6 +145,13 @@ export interface VariantDoc {
   width: number;
   height: number;
   createdAt: Date;
+  /**
+   * Booked, not yet written: the render answered from its bytes and its
+   * worker writes the object after (docs/renders.md, "The variant is written
+   * after the answer"); until this instant the writer holds it. Absent once
+   * the object is written. Counted in the bound and the quota; never served.
+   */
+  pendingUntil?: Date;
 }
 
 /**
@@ -391,6 +398,7 @@ const mediaSchema = new Schema<MediaDoc>(
             width: { type: Number, required: true },
             height: { type: Number, required: true },
             createdAt: { type: Date, required: true },
+            pendingUntil: { type: Date, required: false },
           },
           { _id: false },
         ),

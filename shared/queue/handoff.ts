@@ -43,15 +43,20 @@ export class JobHandoff {
     return bytes > 0 && bytes <= this.deps.maxBytes;
   }
 
-  /** Hands `data` over for the job's waiters; never fails (they fall back to storage). */
-  async offer(jobId: string, data: Buffer): Promise<void> {
-    if (!this.accepts(data.length)) return;
+  /**
+   * Hands `data` over for the job's waiters; never fails (they fall back to
+   * storage). True when the bytes are there for them.
+   */
+  async offer(jobId: string, data: Buffer): Promise<boolean> {
+    if (!this.accepts(data.length)) return false;
     try {
       await this.deps
         .redis()
         .set(handoffKey(this.deps.queuePrefix, jobId), data, 'PX', HANDOFF_TTL_MS);
+      return true;
     } catch (err) {
       this.deps.logger.debug({ err, jobId }, 'job output not handed over (read from storage)');
+      return false;
     }
   }
 

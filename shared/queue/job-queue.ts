@@ -464,6 +464,15 @@ export class BullJobQueue implements JobQueue {
     }
   }
 
+  async forgetShared(jobId: string): Promise<void> {
+    const queueName = queueOfJobId(jobId);
+    if (!queueName) return;
+    const job = await this.call('getJob', () => this.queue(queueName).getJob(jobId));
+    if (job && (await this.call('isCompleted', () => job.isCompleted()))) {
+      await this.call('remove', () => job.remove()).catch(() => undefined);
+    }
+  }
+
   /** Every unfinished job's `temporaryKeys`: owned until the job ends (not orphans). */
   async temporaryKeysInUse(): Promise<Set<string>> {
     const keys = new Set<string>();

@@ -72,6 +72,12 @@ export interface JobQueue {
    * request tries again rather than meeting the same failure for a week.
    */
   settleShared(jobId: string, organizationId: number, failed: boolean): Promise<void>;
+  /**
+   * A shared job whose completed outcome no longer holds (a render whose
+   * variant was removed since: the next request must render again) is
+   * removed, if it has completed; a job still running is left alone.
+   */
+  forgetShared(jobId: string): Promise<void>;
   /** Waiting, active, delayed and failed counts per queue (metrics, readiness). */
   counts(): Promise<Record<QueueName, Record<string, number>>>;
   ping(): Promise<void>;

@@ -14,11 +14,36 @@ import { LIVE, toRecord, type MediaRecord } from './media.repository';
 
 export interface RecordWithVariant {
   record: MediaRecord;
-  /** The variant asked for, when it is stored. */
+  /** The variant asked for, when it is stored (written: a booked one is not served). */
   variant: StoredVariant | null;
-  /** How many variants the record has. */
+  /**
+   * The variant asked for is booked and not yet written (its render has
+   * answered; its worker writes it after): until when its writer holds it.
+   */
+  pendingUntil?: Date;
+  /** The booked variant, when it is booked (`pendingUntil`). */
+  booked?: StoredVariant;
+  /** How many variants the record has (booked ones included: they count in the bound). */
   variants: number;
 }
+
+/** A booked variant whose writer's hold has run out (reconcile): its record's key and the variant. */
+export interface UnwrittenVariant {
+  organizationId: number;
+  /** The source's key. */
+  key: string;
+  variant: StoredVariant;
+  pendingUntil: Date;
+}
+
+const toStored = (v: StoredVariant): StoredVariant => ({
+  id: v.id,
+  key: v.key,
+  mimetype: v.mimetype,
+  bytes: v.bytes,
+  width: v.width,
+  height: v.height,
+});
 
 /** `full`: the record has `max` variants already; `gone`: the record is deleted or being deleted. */
 export type AddVariantOutcome = 'added' | 'present' | 'gone' | 'full';
@@ -41,16 +66,8 @@ export class VariantsRepository {
     const v = doc.variants?.find((x) => x.id === variantId);
     return {
       record: toRecord(doc),
-      variant: v
-        ? {
-            id: v.id,
-            key: v.key,
-            mimetype: v.mimetype,
-            bytes: v.bytes,
-            width: v.width,
-            height: v.height,
-          }
-        : null,
+      variant: v && !v.pendingUntil ? toStored(v) : null,
+      ...(v?.pendingUntil ? { pendingUntil: v.pendingUntil, booked: toStored(v) } : {}),
       variants: doc.variants?.length ?? 0,
     };
   }
@@ -67,6 +84,8 @@ export class VariantsRepository {
     key: string,
     variant: StoredVariant,
     max: number,
+    /** Booked only (its object is written after, then `settle`d): until when the writer holds it. */
+    pendingUntil?: Date,
   ): Promise<AddVariantOutcome> {
     const result = await db(() =>
       this.models.Media.updateOne(
@@ -78,7 +97,15 @@ export class VariantsRepository {
           // Fewer than `max` elements: the array has no element at index max - 1.
           [`variants.${max - 1}`]: { $exists: false },
         },
-        { $push: { variants: { ...variant, createdAt: new Date() } } },
+        {
+          $push: {
+            variants: {
+              ...variant,
+              createdAt: new Date(),
+              ...(pendingUntil ? { pendingUntil } : {}),
+            },
+          },
+        },
         { timestamps: false },
       ).exec(),
     );
@@ -108,14 +135,80 @@ export class VariantsRepository {
         .exec(),
     );
     if (!doc) return null;
-    return (doc.variants ?? []).map((v) => ({
-      id: v.id,
-      key: v.key,
-      mimetype: v.mimetype,
-      bytes: v.bytes,
-      width: v.width,
-      height: v.height,
-    }));
+    return (doc.variants ?? []).map(toStored);
+  }
+
+  /**
+   * A booked variant's object is written: the booking becomes the variant
+   * (served from now on). False when the booking is gone (the source deleted,
+   * its variants deleted, or its hold ran out and another render took it
+   * over): the object is then the writer's to remove, its bytes are not (they
+   * were given back by whoever took the booking).
+   */
+  async settle(
+    organizationId: number,
+    key: string,
+    variantId: string,
+    pendingUntil: Date,
+  ): Promise<boolean> {
+    const result = await db(() =>
+      this.models.Media.updateOne(
+        {
+          organizationId,
+          key,
+          variants: { $elemMatch: { id: variantId, pendingUntil } },
+        },
+        { $unset: { 'variants.$.pendingUntil': 1 } },
+        { timestamps: false },
+      ).exec(),
+    );
+    return result.modifiedCount > 0;
+  }
+
+  /**
+   * Takes a booking off its record, only the one booked until `pendingUntil`
+   * (its write failed, or its writer died and its hold ran out); true when it
+   * was there (its bytes are then the caller's to give back).
+   */
+  async dropBooking(
+    organizationId: number,
+    key: string,
+    variantId: string,
+    pendingUntil: Date,
+  ): Promise<boolean> {
+    const result = await db(() =>
+      this.models.Media.updateOne(
+        { organizationId, key, variants: { $elemMatch: { id: variantId, pendingUntil } } },
+        { $pull: { variants: { id: variantId, pendingUntil } } },
+        { timestamps: false },
+      ).exec(),
+    );
+    return result.modifiedCount > 0;
+  }
+
+  /** Bookings whose writer's hold ran out before `before` (one organization's, or all). */
+  async unwrittenBefore(before: Date, organizationId: number | null): Promise<UnwrittenVariant[]> {
+    const docs = await db(() =>
+      this.models.Media.find(
+        {
+          ...(organizationId === null ? {} : { organizationId }),
+          'variants.pendingUntil': { $lt: before },
+        },
+        { organizationId: 1, key: 1, variants: 1, _id: 0 },
+      )
+        .lean()
+        .exec(),
+    );
+    return docs.flatMap((d) =>
+      (d.variants ?? [])
+        .filter((v) => v.pendingUntil && v.pendingUntil < before)
+        .map((v) => ({
+          organizationId: d.organizationId,
+          key: d.key,
+          variant: toStored(v),
+          pendingUntil: v.pendingUntil!,
+        })),
+    );
   }
 
   /**

@@ -37,6 +37,7 @@ export const EMPTY_REPORT: ReconcileReport = {
   incompleteUploads: [],
   deletesInProgress: [],
   restoresInProgress: [],
+  unwrittenVariants: [],
   usageDrift: [],
   scanned: { objects: 0, records: 0, incompleteUploads: 0, tooRecent: 0, ownedByJobs: 0 },
 };

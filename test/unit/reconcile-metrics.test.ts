@@ -32,6 +32,7 @@ const report: ReconcileReport = {
   incompleteUploads: [{ key: 'acme/c.jpg', uploadId: 'u1', initiated: '2025-12-31T00:00:00Z' }],
   deletesInProgress: [],
   restoresInProgress: [],
+  unwrittenVariants: [],
   usageDrift: [],
   scanned: { objects: 120, records: 118, incompleteUploads: 1, tooRecent: 3, ownedByJobs: 2 },
 };

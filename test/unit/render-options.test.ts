@@ -101,7 +101,10 @@ function service(over: Partial<Config['render']> = {}, variants = 0) {
   const record = { key: 'acme/a.jpg', mimetype: 'image/jpeg' } as MediaRecord;
   const svc = new RenderService({
     variants: { find: () => Promise.resolve({ record, variant: null, variants }) },
-    jobs: { runShared: () => Promise.reject(new Error('no job in this test')) },
+    jobs: {
+      runShared: () => Promise.reject(new Error('no job in this test')),
+      forgetShared: () => Promise.resolve(),
+    },
     store: { get: () => Promise.reject(new Error('no store')) },
     settings: settings(over),
     maxOutputPixels,

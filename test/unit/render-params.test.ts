@@ -37,7 +37,10 @@ const maxOutputPixels = { gif: 40_000, avif: 90_000 };
 
 const renders = new RenderService({
   variants: { find: () => Promise.reject(new Error('no variants in this test')) },
-  jobs: { runShared: () => Promise.reject(new Error('no job in this test')) },
+  jobs: {
+    runShared: () => Promise.reject(new Error('no job in this test')),
+    forgetShared: () => Promise.resolve(),
+  },
   store: { get: () => Promise.reject(new Error('no store')) },
   settings,
   maxOutputPixels,

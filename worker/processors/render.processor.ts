@@ -1,17 +1,27 @@
 /**
  * image.render: renders a variant of a stored image (GET /media/render) and
- * stores it beside its source: the object under `.variants/<key>/`, then the
- * variant on the source's record. A small variant is also handed to the
- * waiting API requests through Redis, so they answer without reading it
- * back.
+ * stores it beside its source: the object under `.variants/<key>/`, and the
+ * variant on the source's record.
  *
- * Bounded where it is written: the variant's bytes are reserved against the
- * organization's quota before the object is written (413 QUOTA_EXCEEDED past
- * it), and the record takes it only while it has fewer than
- * RENDER_MAX_VARIANTS (400 past it; the same update checks, so renders at
- * once never pass it). A render that is refused after writing (the bound
- * reached meanwhile, the source deleted, the time limit) removes its object
- * and gives its bytes back. Idempotent: a retry finds the variant recorded.
+ * A variant the handoff takes (at most RENDER_HANDOFF_MAX_BYTES) is answered
+ * before it is written: its bytes are reserved against the quota (413
+ * QUOTA_EXCEEDED past it), the record books it (a variant with
+ * `pendingUntil`: the update that checks RENDER_MAX_VARIANTS, 400 past it)
+ * while the bytes go to Redis for the waiting API requests, and the job
+ * completes; then, off the answer's path (the worker's background tasks,
+ * drained on shutdown), the object is written and the booking settled (the
+ * variant served from storage from then on). Every refusal comes before the
+ * answer. A write that fails gives the booking and its bytes back; a worker
+ * that dies before settling leaves a booking whose hold runs out
+ * (HANDOFF_TTL_MS): the next request's render takes it over, and reconcile
+ * lists and removes it, so records and objects stay in step (the answer
+ * already sent loses nothing; the next request renders again).
+ *
+ * A larger variant is written before the answer, as before: reserved, the
+ * object written, then added to the record (the API reads it from storage).
+ * A render refused after writing (the bound reached meanwhile, the source
+ * deleted, the time limit) removes its object and gives its bytes back.
+ * Idempotent: a retry finds the variant recorded.
  *
  * Within the job's time limit: the render stops when it runs out (sharp's
  * own timeout, the HEIC decoding thread ended), and a job whose time is up
@@ -21,6 +31,7 @@
 import { Errors } from '@shared/errors';
 import type { StoredVariant } from '@shared/jobs';
 import { variantId, variantKey } from '@shared/media/render-options';
+import { HANDOFF_TTL_MS } from '@shared/queue/handoff';
 import type { AddVariantOutcome } from '@shared/repositories/variants.repository';
 import type { JobContext } from '../context';
 import type { Processor, ProcessorJob } from '../registry';
@@ -38,6 +49,7 @@ export const renderProcessor: Processor<
   | 'organizations'
   | 'usage'
   | 'media'
+  | 'background'
 > = {
   name: 'image.render',
   async process(job, ctx) {
@@ -55,7 +67,12 @@ export const renderProcessor: Processor<
     if (!found) throw Errors.mediaNotFound(key);
     // An earlier attempt recorded it.
     if (found.variant) return { variant: found.variant };
-    if (found.variants >= max) throw Errors.tooManyVariants(key, found.variants, max);
+    let variants = found.variants;
+    // Booked by a render whose worker died before writing it (its hold ran out): taken over.
+    if (found.booked && found.pendingUntil && found.pendingUntil.getTime() <= Date.now()) {
+      if (await dropBooking(job, ctx, found.booked, found.pendingUntil)) variants--;
+    }
+    if (variants >= max) throw Errors.tooManyVariants(key, variants, max);
     const quota = organization.quotaBytes;
     if (quota !== null && usage.bytes >= quota) throw Errors.quotaExceeded(quota);
 
@@ -69,10 +86,12 @@ export const renderProcessor: Processor<
     });
     const t2 = performance.now();
     // A PDF's page count, read as its page was rendered: kept on its record (once).
-    if (output.pages !== undefined && found.record.pages === undefined) {
-      await ctx.media
-        .setPages(organizationId, key, output.pages)
-        .catch((err: unknown) => job.log.warn({ err }, 'could not record the PDF’s page count'));
+    // Off the answer's path: the answer does not depend on it.
+    const pages = output.pages;
+    if (pages !== undefined && found.record.pages === undefined) {
+      ctx.background.run('record the PDF’s page count', () =>
+        ctx.media.setPages(organizationId, key, pages),
+      );
     }
     const variant: StoredVariant = {
       id,
@@ -103,6 +122,9 @@ export const renderProcessor: Processor<
         );
       await giveBack();
     };
+    if (ctx.handoff.accepts(variant.bytes)) {
+      return answerThenWrite(job, ctx, { variant, data: output.data, giveBack, t0, t1, t2 });
+    }
     // The waiting API requests take the bytes from Redis rather than read them back from
     // storage (shared/queue/handoff.ts); storage stays the truth, written before the record.
     try {
@@ -193,4 +215,129 @@ async function takeBack(
   }
   // The job's own error (422 PROCESSING_TIMEOUT): the signal has aborted.
   throw job.signal.reason;
+}
+
+type RenderContext = Pick<
+  JobContext,
+  'store' | 'variants' | 'handoff' | 'usage' | 'render' | 'background'
+>;
+
+/**
+ * A booking whose hold ran out (its writer died after answering) is taken
+ * off the record, its bytes given back and whatever object it wrote
+ * removed; true when this call took it (another may have first).
+ */
+async function dropBooking(
+  job: ProcessorJob<'image.render'>,
+  ctx: Pick<JobContext, 'store' | 'variants' | 'usage'>,
+  booked: StoredVariant,
+  pendingUntil: Date,
+): Promise<boolean> {
+  const { organizationId, key } = job.data;
+  if (!(await ctx.variants.dropBooking(organizationId, key, booked.id, pendingUntil))) return false;
+  await ctx.store.remove(booked.key);
+  await ctx.usage.release(organizationId, {
+    bytes: booked.bytes,
+    files: 0,
+    variantBytes: booked.bytes,
+  });
+  job.log.warn({ key: booked.key }, 'took over a variant booked by a render that never wrote it');
+  return true;
+}
+
+/**
+ * Answers with the variant before writing it: books it on the record (the
+ * bound decided there) while handing its bytes to the waiting requests, then
+ * writes the object and settles the booking off the answer's path. The
+ * bytes are reserved already (`giveBack` returns them).
+ */
+async function answerThenWrite(
+  job: ProcessorJob<'image.render'>,
+  ctx: RenderContext,
+  run: {
+    variant: StoredVariant;
+    data: Buffer;
+    giveBack: () => Promise<void>;
+    t0: number;
+    t1: number;
+    t2: number;
+  },
+): Promise<{ variant: StoredVariant }> {
+  const { organizationId, key } = job.data;
+  const { variant, data, giveBack } = run;
+  const max = ctx.render.maxVariants;
+  const pendingUntil = new Date(Date.now() + HANDOFF_TTL_MS);
+  let added: AddVariantOutcome;
+  let offered: boolean;
+  try {
+    [added, offered] = await Promise.all([
+      ctx.variants.add(organizationId, key, variant, max, pendingUntil),
+      ctx.handoff.offer(job.id, data),
+    ]);
+  } catch (err) {
+    // A lost reply may have booked it: only a variant certainly not booked gives its bytes back.
+    const now = await ctx.variants.find(organizationId, key, variant.id).catch(() => undefined);
+    if (now !== undefined && now?.pendingUntil?.getTime() !== pendingUntil.getTime()) {
+      await giveBack();
+    }
+    throw err;
+  }
+  switch (added) {
+    case 'added':
+      break;
+    case 'present':
+      // Booked or written by another attempt (the same bytes, counted there): its writer writes it.
+      await giveBack();
+      return { variant };
+    case 'gone':
+      await giveBack();
+      throw Errors.mediaNotFound(key);
+    case 'full':
+      await giveBack();
+      throw Errors.tooManyVariants(key, max, max);
+  }
+  const t3 = performance.now();
+  /** The object, then the booking settled; false when the booking was taken meanwhile. */
+  const write = async (): Promise<boolean> => {
+    try {
+      await ctx.store.put(variant.key, data, { contentType: variant.mimetype });
+    } catch (err) {
+      if (await ctx.variants.dropBooking(organizationId, key, variant.id, pendingUntil)) {
+        await giveBack();
+      }
+      await ctx.store.remove(variant.key).catch(() => undefined);
+      throw err;
+    }
+    if (await ctx.variants.settle(organizationId, key, variant.id, pendingUntil)) return true;
+    // The booking went (the source or its variants deleted, or taken over after its hold ran
+    // out): whoever took it gave its bytes back; the object goes unless a record lists it now.
+    const now = await ctx.variants.find(organizationId, key, variant.id);
+    if (!now?.variant && !now?.pendingUntil) await ctx.store.remove(variant.key);
+    return false;
+  };
+  const logWritten = (where: string) => {
+    const ms = (a: number, b: number) => Math.round(b - a);
+    job.log.info(
+      {
+        source: key,
+        key: variant.key,
+        bytes: variant.bytes,
+        added,
+        written: where,
+        // Where the job's time went (ms): lookups and source read, render, booking and handoff.
+        phases: { read: ms(run.t0, run.t1), render: ms(run.t1, run.t2), book: ms(run.t2, t3) },
+      },
+      'rendered',
+    );
+  };
+  if (!offered || job.signal.aborted) {
+    // Nobody gets the bytes from Redis (or the time ran out): written before the answer.
+    if (!(await write())) throw Errors.mediaNotFound(key);
+    if (job.signal.aborted) await takeBack(job, ctx, variant, giveBack);
+    logWritten('before the answer');
+    return { variant };
+  }
+  ctx.background.run('write a rendered variant', write, { key: variant.key });
+  logWritten('after the answer');
+  return { variant };
 }

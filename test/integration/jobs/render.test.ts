@@ -91,6 +91,22 @@ async function renderJobs(sourceKey?: string) {
   );
 }
 
+/**
+ * Waits (bounded) until `n` variants of `key` are written: their objects in
+ * storage and on the record, none still booked (a variant the handoff takes
+ * is written after its answer).
+ */
+async function expectStored(key: string, n: number): Promise<string[]> {
+  return eventually(async () => {
+    const objects = await api.objectKeys(`.variants/${key}/`);
+    expect(objects).toHaveLength(n);
+    const doc = await api.ctx.models.Media.findOne({ key }).lean();
+    const recorded = (doc?.variants ?? []).map((v) => [v.key, v.pendingUntil]);
+    expect(recorded.sort()).toEqual(objects.map((o) => [o, undefined]).sort());
+    return objects;
+  });
+}
+
 /** The dimensions the source shows when displayed (EXIF orientation 5-8 swaps them). */
 async function orientedSize(bytes: Buffer): Promise<[number, number]> {
   const m = await sharp(bytes).metadata();
@@ -254,7 +270,7 @@ describe('stored variants', () => {
     expect(await renderJobs(source.key)).toHaveLength(1);
 
     // Stored beside the source, not as a record of its own.
-    expect(await api.objectKeys(`.variants/${source.key}/`)).toHaveLength(1);
+    await expectStored(source.key, 1);
     const list = await fetch(`${api.url}/media?limit=1000`, { headers: org.auth });
     const listed = ((await list.json()) as Body<{ media: Media[] }>).data.media;
     expect(listed.some((m) => m.key.startsWith('.variants/'))).toBe(false);
@@ -268,7 +284,7 @@ describe('stored variants', () => {
     expect(answers.map((a) => a.res.status)).toEqual(Array(20).fill(200));
     for (const a of answers) expect(a.bytes.equals(answers[0]!.bytes)).toBe(true);
     expect(await renderJobs(source.key)).toHaveLength(1);
-    expect(await api.objectKeys(`.variants/${source.key}/`)).toHaveLength(1);
+    await expectStored(source.key, 1);
   }, 60_000);
 });
 
@@ -303,7 +319,7 @@ describe('the worker’s cache of recently read sources', () => {
       const meta = await sharp(answers[i]!.bytes).metadata();
       expect([meta.width, meta.height]).toEqual([w, Math.round((sh * w) / sw)]);
     }
-    expect(await api.objectKeys(`.variants/${source.key}/`)).toHaveLength(widths.length);
+    await expectStored(source.key, widths.length);
   }, 60_000);
 
   it('reads a source once for a burst of renders (pages of a PDF, which has no placeholder)', async () => {
@@ -320,7 +336,7 @@ describe('the worker’s cache of recently read sources', () => {
     for (const a of answers) expect((await sharp(a.bytes).metadata()).width).toBe(80);
     // Once for the four (one read shared by those at once; the others from the cache).
     expect(await gets()).toBe(before + 1);
-    expect(await api.objectKeys(`.variants/${source.key}/`)).toHaveLength(asks.length);
+    await expectStored(source.key, asks.length);
   }, 60_000);
 });
 
@@ -341,12 +357,13 @@ describe('the first answer from the worker’s hands', () => {
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(HANDOFF_TTL_MS);
 
-    // The next request reads the stored variant: the same bytes.
+    // Written after the answer: the object, then the record (waited for, bounded).
+    const [variantKey] = await expectStored(source.key, 1);
+    // The next request streams the stored variant: the same bytes.
     const second = await render(source.key, { w: 120, format: 'webp' });
     expect(second.bytes.equals(first.bytes)).toBe(true);
     expect(await storageReads()).toBe(reads + 1);
     // The handed-over bytes were the stored variant's (read here through the API's store).
-    const [variantKey] = await api.objectKeys(`.variants/${source.key}/`);
     expect((await storedBytes(variantKey!)).equals(first.bytes)).toBe(true);
   }, 60_000);
 
@@ -357,6 +374,67 @@ describe('the first answer from the worker’s hands', () => {
     expect(partial.bytes.equals(Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]))).toBe(true);
     const whole = await render(source.key, { w: 100, format: 'png' });
     expect(partial.res.headers.get('content-range')).toBe(`bytes 0-7/${whole.bytes.length}`);
+  }, 60_000);
+
+  it('a render whose worker died between its answer and its write: taken over by the next render, or removed by reconcile', async () => {
+    const source = await org.uploadRecord(corpusFile('images/gps-DSCN0010.jpg'), 'died.jpg');
+    const ask = { w: 90, format: 'webp' };
+    const first = await render(source.key, ask);
+    expect(first.res.status).toBe(200);
+    const [variantKey] = await expectStored(source.key, 1);
+    const usage = () => api.ctx.repositories.usage.counters(org.organization.id);
+    const counted = (await usage()).variantBytes;
+    // What a worker killed after answering leaves: the booking, its hold run out, no object.
+    const died = async () => {
+      await api.ctx.models.Media.updateOne(
+        { key: source.key },
+        { $set: { 'variants.0.pendingUntil': new Date(Date.now() - 1_000) } },
+      );
+      await api.ctx.store.remove(variantKey!);
+    };
+
+    await died();
+    // Not served (no object behind it): the next request renders again and writes it.
+    const again = await render(source.key, ask);
+    expect(again.res.status).toBe(200);
+    expect(again.bytes.equals(first.bytes)).toBe(true);
+    expect(await expectStored(source.key, 1)).toEqual([variantKey]);
+    expect((await usage()).variantBytes).toBe(counted);
+
+    await died();
+    const { media, usage: counters, variants, events } = createRepositories(api.ctx.models);
+    const logger = createLogger({ level: 'silent' });
+    const deletion = new MediaDeletion({
+      media,
+      usage: counters,
+      events,
+      store: api.ctx.store,
+      logger,
+    });
+    const reconcile = new ReconcileService({
+      store: api.ctx.store,
+      media,
+      usage: counters,
+      variants,
+      deletion,
+    });
+    const options = { organization: org.organization, olderThanMs: 0, checkUsage: false };
+    const report = await reconcile.run({ ...options, fix: true });
+    expect(report.unwrittenVariants).toEqual([
+      expect.objectContaining({ media: source.key, key: variantKey, bytes: first.bytes.length }),
+    ]);
+    expect(report.clean).toBe(false);
+    // Records = objects again, and its bytes given back.
+    const doc = await api.ctx.models.Media.findOne({ key: source.key }).lean();
+    expect(doc?.variants ?? []).toEqual([]);
+    expect(await api.objectKeys(`.variants/${source.key}/`)).toEqual([]);
+    expect((await usage()).variantBytes).toBe(counted - first.bytes.length);
+    expect((await reconcile.run({ ...options, fix: false })).unwrittenVariants).toEqual([]);
+    // The next request answers the same bytes (from the job's handed-over bytes while they
+    // last, then rendered and stored again).
+    const after = await render(source.key, ask);
+    expect(after.res.status).toBe(200);
+    expect(after.bytes.equals(first.bytes)).toBe(true);
   }, 60_000);
 
   it('reads a variant over RENDER_HANDOFF_MAX_BYTES back from storage', async () => {
@@ -385,7 +463,7 @@ describe('deletion and reconcile', () => {
     for (const key of [alone.key, inFolder.key]) {
       for (const w of [20, 30])
         expect((await render(key, { w, format: 'png' })).res.status).toBe(200);
-      expect(await api.objectKeys(`.variants/${key}/`)).toHaveLength(2);
+      await expectStored(key, 2);
     }
     const del = await fetch(`${api.url}/media/${alone.id}`, {
       method: 'DELETE',
@@ -417,6 +495,7 @@ describe('deletion and reconcile', () => {
       headers: leaving.auth,
     });
     expect(rendered.status).toBe(200);
+    await expectStored(key, 1);
     // One whose source went without it (a render that lost a race with a delete, say).
     const stray = `.variants/${leaving.organization.slug}/gone-xyz.jpg/abc.webp`;
     await api.ctx.store.put(stray, Buffer.from('stray'), { contentType: 'image/webp' });
@@ -434,6 +513,7 @@ describe('deletion and reconcile', () => {
   it('reconcile knows variants of live sources, and cleans those whose source is gone', async () => {
     const source = await org.uploadRecord('Canon_40D.jpg', 'kept.jpg');
     expect((await render(source.key, { w: 25, format: 'jpeg' })).res.status).toBe(200);
+    await expectStored(source.key, 1);
     const ghost = `.variants/${org.organization.slug}/gone-abc.jpg/xyz.jpg`;
     await api.ctx.store.put(ghost, Buffer.from('variant of nothing'), {
       contentType: 'image/jpeg',

@@ -16,6 +16,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import sharp from 'sharp';
+import { eventually } from '../../support/eventually';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { corpusFile } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
@@ -134,7 +135,10 @@ describe('renders', () => {
     const ok = await render(photo, { w: '200', format: 'gif' });
     expect([ok.res.status, ok.res.headers.get('content-type')]).toEqual([200, 'image/gif']);
     expect(await sharp(ok.bytes).metadata()).toMatchObject({ width: 200, height: 150 });
-    expect(await variantsOf(photo)).toEqual({ recorded: ['gif'], objects: ['gif'] });
+    // Written after the answer (waited for, bounded).
+    await eventually(async () =>
+      expect(await variantsOf(photo)).toEqual({ recorded: ['gif'], objects: ['gif'] }),
+    );
   }, 60_000);
 
   it('refuses a contain render over a bound with a 400 naming the setting, before any job', async () => {
@@ -171,9 +175,11 @@ describe('renders', () => {
     // Asked again, the WebP is served from storage.
     const again = await render(source, { w: '400' }, accept);
     expect([again.res.status, again.bytes.equals(large.bytes)]).toEqual([200, true]);
-    expect(await variantsOf(source)).toEqual({
-      recorded: ['avif', 'webp', 'webp'],
-      objects: ['avif', 'webp', 'webp'],
-    });
+    await eventually(async () =>
+      expect(await variantsOf(source)).toEqual({
+        recorded: ['avif', 'webp', 'webp'],
+        objects: ['avif', 'webp', 'webp'],
+      }),
+    );
   }, 60_000);
 });

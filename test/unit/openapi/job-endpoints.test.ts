@@ -95,6 +95,7 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
     wait: () => Promise.resolve(outcome as never),
     get: (jobId) => Promise.resolve(jobs.get(jobId) ?? null),
     settleShared: () => Promise.resolve(),
+    forgetShared: () => Promise.resolve(),
     counts: () => Promise.reject(new Error('not used')),
     ping: () => Promise.resolve(),
     close: () => Promise.resolve(),
