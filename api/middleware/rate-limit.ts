@@ -16,6 +16,18 @@
  *   `RateLimit-Reset` (in cost units).
  * - Requests admitted by a signed URL (no token) are counted per client
  *   address instead, on the same budget.
+ * - A per-process stage ahead of Redis (`Leases`): a replica takes a
+ *   token's units from Redis in batches of `leaseUnits(max)` (1% of `max`,
+ *   at least 1) and spends them in memory until they run out or the window
+ *   ends, so about one request in a batch makes the Redis round trip. Every
+ *   unit spent was counted in Redis first: a token never exceeds `max` per
+ *   window across replicas; what a batch costs is the other way, units one
+ *   replica holds unspent (at most one batch per replica and key) that
+ *   another cannot spend, so a token may be refused up to (replicas - 1) x
+ *   batch units early. Near the limit (Redis has less than a batch left) a
+ *   request takes exactly its cost, as without the stage. With one replica
+ *   the headers are exact; with several, `RateLimit-Remaining` is the
+ *   replica's view (Redis's count at its last batch, plus its unspent units).
  * - Token lookups are guarded, not requests (`admitLookup`): a token this
  *   process cannot vouch for (not in its auth cache, and without the check
  *   a token issued by this service carries) is looked up in MongoDB only
@@ -42,6 +54,7 @@ import { Errors } from '@shared/errors';
 import type { Logger } from '@shared/logger';
 import type { RedisConnection } from '@shared/queue/redis';
 import { withTimeout } from '@shared/with-timeout';
+import { BoundedCache } from '../domain/auth-cache';
 import { contextOf } from '../http/request-context';
 import { clientAddress } from './client-address';
 
@@ -125,13 +138,114 @@ function throttledWarning(logger: Logger, everyMs: number): (err: unknown) => vo
   };
 }
 
-const secondsUntilReset = (res: RateLimiterRes) => Math.max(1, Math.ceil(res.msBeforeNext / 1000));
+const secondsUntilReset = (res: { msBeforeNext: number }) =>
+  Math.max(1, Math.ceil(res.msBeforeNext / 1000));
 
-function setHeaders(res: Response, max: number, windowMs: number, counted: RateLimiterRes): void {
+/** What a charge tells the client: the units left, and when the window ends. */
+interface Counted {
+  remainingPoints: number;
+  msBeforeNext: number;
+}
+
+function setHeaders(res: Response, max: number, windowMs: number, counted: Counted): void {
   res.setHeader('RateLimit-Policy', `${max};w=${Math.round(windowMs / 1000)}`);
   res.setHeader('RateLimit-Limit', String(max));
   res.setHeader('RateLimit-Remaining', String(Math.max(0, counted.remainingPoints)));
   res.setHeader('RateLimit-Reset', String(secondsUntilReset(counted)));
+}
+
+/** Units a replica takes from Redis at once for one key: 1% of the budget, at least 1. */
+export function leaseUnits(max: number): number {
+  return Math.max(1, Math.floor(max / 100));
+}
+
+/** Keys (tokens, signed URLs' addresses) whose leases a process keeps at most. */
+const LEASED_KEYS = 10_000;
+
+/** Units of one key taken from Redis and not yet spent here, for one window. */
+interface Lease {
+  /** Units left to spend without asking Redis. */
+  left: number;
+  /** Redis's remaining units when it last answered for this key (counts only grow within a window). */
+  remaining: number;
+  /** When the window ends, by this process's clock, reckoned from before Redis was asked (never late). */
+  endsAt: number;
+}
+
+type Charged =
+  | { allowed: true; counted: Counted }
+  | { allowed: false; res: RateLimiterRes }
+  /** Redis failed: served without counting. */
+  | null;
+
+/**
+ * The per-process stage ahead of the shared counter (the module's comment
+ * says what it trades): units are taken from Redis `batch` at a time and
+ * spent here; a request that finds none left (or too few, or a window over)
+ * asks Redis for its cost and, while Redis has a batch to spare, a batch more.
+ */
+class Leases {
+  private readonly held: BoundedCache<string, Lease>;
+
+  constructor(
+    private readonly shared: ReturnType<typeof counter>,
+    private readonly batch: number,
+    windowMs: number,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.held = new BoundedCache(LEASED_KEYS, windowMs);
+  }
+
+  async charge(key: string, units: number): Promise<Charged> {
+    const now = this.now();
+    const lease = this.held.get(key);
+    const live = lease && lease.endsAt > now ? lease : undefined;
+    if (live && live.left >= units) {
+      live.left -= units;
+      return { allowed: true, counted: this.view(live, now) };
+    }
+    // What this lease still holds goes to this request; the rest comes from Redis.
+    const carry = live ? live.left : 0;
+    if (live) live.left = 0;
+    const need = units - carry;
+    // A batch only while Redis (as last seen) has one to spare: near the limit, exactly the cost.
+    let take =
+      this.batch > 1 && (!live || live.remaining >= need + this.batch) ? need + this.batch : need;
+    let answer = await this.shared.consume(key, take);
+    if (answer && !answer.allowed && take > need) {
+      // The batch did not fit where the cost alone might: give it back, ask for the cost.
+      await this.shared.reward(key, take);
+      take = need;
+      answer = await this.shared.consume(key, need);
+    }
+    if (!answer) {
+      if (live) live.left += carry;
+      return null;
+    }
+    if (!answer.allowed) {
+      if (live) live.left += carry;
+      return { allowed: false, res: answer.res };
+    }
+    const spare = take - need;
+    const endsAt = now + answer.res.msBeforeNext;
+    const current = this.held.get(key);
+    // Another request's batch for the same window may have landed meanwhile: one lease.
+    const merged =
+      current && Math.abs(current.endsAt - endsAt) < 1_000
+        ? {
+            left: current.left + spare,
+            remaining: Math.min(current.remaining, answer.res.remainingPoints),
+            endsAt: Math.min(current.endsAt, endsAt),
+          }
+        : { left: spare, remaining: answer.res.remainingPoints, endsAt };
+    this.held.set(key, merged);
+    return { allowed: true, counted: this.view(merged, now) };
+  }
+
+  /** The client's view: Redis's remaining units plus those held here (exact with one replica). */
+  private view(lease: Lease, now: number): Counted {
+    return { remainingPoints: lease.remaining + lease.left, msBeforeNext: lease.endsAt - now };
+  }
 }
 
 export interface Limiters {
@@ -156,7 +270,7 @@ export function rateLimiters(options: RateLimitOptions): Limiters {
   const { max, windowMs, authFailures, authLookupsPerSecond } = options;
   const log = options.logger.child({ component: 'rate-limit' });
   const warn = throttledWarning(log, options.warnEveryMs ?? 30_000);
-  const tokens = counter(options, 'token:', max, warn);
+  const tokens = new Leases(counter(options, 'token:', max, warn), leaseUnits(max), windowMs);
   const failures = authFailures > 0 ? counter(options, 'auth-failures:', authFailures, warn) : null;
   const lookups =
     authLookupsPerSecond > 0
@@ -181,12 +295,12 @@ export function rateLimiters(options: RateLimitOptions): Limiters {
       }
       // A signed URL has no token: its requests are counted per client address.
       const key = signedUrl ? `signed:${clientAddress(req)}` : principal.tokenId;
-      tokens.consume(key, units).then(
-        (counted) => {
-          if (!counted) return next();
-          setHeaders(res, max, windowMs, counted.res);
-          if (counted.allowed) return next();
-          next(Errors.rateLimited(secondsUntilReset(counted.res), { limit: max, windowMs }));
+      tokens.charge(key, units).then(
+        (charged) => {
+          if (!charged) return next();
+          setHeaders(res, max, windowMs, charged.allowed ? charged.counted : charged.res);
+          if (charged.allowed) return next();
+          next(Errors.rateLimited(secondsUntilReset(charged.res), { limit: max, windowMs }));
         },
         (err: unknown) => next(err),
       );

@@ -57,10 +57,10 @@ export function startEnv(script: StartScript): Record<string, string> {
 export const WORKER_NODE_FLAGS = startFlags('start:worker');
 
 /** The command line of an API or worker process in the given mode (as package.json's start scripts). */
-function commandFor(mode: LaunchMode, role: 'api' | 'worker'): string[] {
+function commandFor(mode: LaunchMode, role: 'api' | 'worker', apiFlags?: string[]): string[] {
   if (mode === 'tsx') return ['--import', 'tsx', `${role}/main.ts`];
   return role === 'api'
-    ? [...startFlags('start:api'), 'dist/api/main.js']
+    ? [...(apiFlags ?? startFlags('start:api')), 'dist/api/main.js']
     : [...WORKER_NODE_FLAGS, 'dist/worker/main.js'];
 }
 
@@ -68,7 +68,7 @@ export class Stack {
   readonly url: string;
   readonly workers: ServiceProc[] = [];
   private workerEnv: NodeJS.ProcessEnv = {};
-  private apiEnv: NodeJS.ProcessEnv = {};
+  private apiEnv: { env: NodeJS.ProcessEnv; nodeFlags?: string[] | undefined } = { env: {} };
 
   private constructor(
     readonly mode: LaunchMode,
@@ -143,12 +143,16 @@ export class Stack {
     return { Authorization: `Bearer ${this.token}` };
   }
 
-  /** Runs the API with `env` on top of the stack's environment (restarted when it differs). */
-  async setApiEnv(env: NodeJS.ProcessEnv): Promise<void> {
-    if (JSON.stringify(env) === JSON.stringify(this.apiEnv)) return;
-    this.apiEnv = env;
+  /**
+   * Runs the API with `env` on top of the stack's environment (restarted when
+   * it differs), and with `nodeFlags` instead of `npm run start:api`'s when given.
+   */
+  async setApiEnv(env: NodeJS.ProcessEnv, nodeFlags?: string[]): Promise<void> {
+    const wanted = { env, nodeFlags };
+    if (JSON.stringify(wanted) === JSON.stringify(this.apiEnv)) return;
+    this.apiEnv = wanted;
     await stopProcess(this.api.child, 10_000);
-    this.api = spawnService('api', this.mode, { ...this.env, ...env });
+    this.api = spawnService('api', this.mode, { ...this.env, ...env }, nodeFlags);
     await waitFor(
       'API',
       async () => {
@@ -242,9 +246,14 @@ process.on('exit', () => {
   for (const child of running) child.kill('SIGKILL');
 });
 
-function spawnService(name: string, mode: LaunchMode, env: NodeJS.ProcessEnv): ServiceProc {
+function spawnService(
+  name: string,
+  mode: LaunchMode,
+  env: NodeJS.ProcessEnv,
+  apiFlags?: string[],
+): ServiceProc {
   const role = name === 'api' ? 'api' : 'worker';
-  const child = spawn(process.execPath, commandFor(mode, role), {
+  const child = spawn(process.execPath, commandFor(mode, role, apiFlags), {
     cwd: root,
     env: { ...startEnv(role === 'api' ? 'start:api' : 'start:worker'), ...env },
     // Its log (LOG_LEVEL warn: warnings and errors only) goes to the bench's stderr.

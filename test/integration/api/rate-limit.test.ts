@@ -296,3 +296,80 @@ describe('costs', () => {
     expect(await api.objectKeys()).toEqual(before);
   });
 });
+
+describe('the per-process stage ahead of Redis (units taken 1% of the budget at a time)', () => {
+  const BIG = 200; // batches of 2 units
+  const bigLimits = { ...limits, RATE_LIMIT_MAX: String(BIG), RATE_LIMIT_WINDOW_MS: '60000' };
+  let one: TestApi;
+  let two: TestApi;
+  let org: TestOrg;
+  beforeAll(async () => {
+    one = await startApi('ratelimit-lease', { env: bigLimits });
+    two = await startApi('ratelimit-lease-twin', {
+      store: one.ctx.store,
+      env: {
+        ...bigLimits,
+        QUEUE_PREFIX: one.env.queuePrefix,
+        MONGODB_URI: one.env.env.MONGODB_URI,
+        S3_BUCKET: one.env.bucket,
+      },
+    });
+    org = await one.createOrg('lease');
+  });
+  afterAll(async () => {
+    await two.close();
+    await one.close();
+  });
+
+  /** A render of a key no record has, at the render maxima in AVIF: 404, cost 50. */
+  const spend50 = (on: TestApi, auth: string) =>
+    fetch(`${on.url}/media/render?media=lease/none.jpg&format=avif`, {
+      headers: { Authorization: auth },
+    }).then(async (res) => ({ res, body: await res.text() }));
+
+  it('counts exactly with one replica and refuses past the limit with 429 and the documented headers', async () => {
+    const token = await newToken(one, org);
+    for (const left of [150, 100, 50]) {
+      const { res } = await spend50(one, token.auth);
+      expect([res.status, remaining(res)]).toEqual([404, String(left)]);
+    }
+    for (let left = 49; left >= 0; left--) {
+      const { res } = await download(one, token.auth, 'lease/none.jpg', 'HEAD');
+      expect([res.status, remaining(res)]).toEqual([404, String(left)]);
+    }
+    const { res, bytes } = await download(one, token.auth, 'lease/none.jpg');
+    expect(res.status).toBe(429);
+    expect(remaining(res)).toBe('0');
+    expect(res.headers.get('ratelimit-limit')).toBe(String(BIG));
+    expect(res.headers.get('ratelimit-policy')).toBe(`${BIG};w=60`);
+    const retryAfter = Number(res.headers.get('retry-after'));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    expect(JSON.parse(bytes.toString('utf8'))).toMatchObject({ error: 'RATE_LIMITED' });
+    // Another token is not held back by this one's batches.
+    const other = await newToken(one, org);
+    expect((await spend50(one, other.auth)).res.status).toBe(404);
+  });
+
+  it('never lets a token past its budget across replicas, and refuses it at most a batch early', async () => {
+    const token = await newToken(one, org);
+    for (let i = 0; i < 3; i++) expect((await spend50(one, token.auth)).res.status).toBe(404);
+    // 50 units left in all: alternate replicas, one unit at a time, until both refuse.
+    let served = 0;
+    const refusedBy = new Set<TestApi>();
+    for (let i = 0; refusedBy.size < 2 && i < 200; i++) {
+      const on = i % 2 ? two : one;
+      const { res } = await download(on, token.auth, 'lease/none.jpg', 'HEAD');
+      if (res.status === 429) {
+        refusedBy.add(on);
+        expect(Number(res.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      } else {
+        expect(res.status).toBe(404);
+        served++;
+      }
+    }
+    expect(refusedBy.size).toBe(2);
+    expect(served).toBeLessThanOrEqual(50);
+    expect(served).toBeGreaterThanOrEqual(50 - 2);
+  });
+});
