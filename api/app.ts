@@ -30,6 +30,7 @@ import { resumableDiscovery, resumableRoutes } from './routes/resumable.routes';
 import type { RouteGuards } from './routes/route-table';
 import { signRoutes } from './routes/sign.routes';
 import { uploadRoutes } from './routes/upload.routes';
+import { directUploadRoutes } from './routes/direct-upload.routes';
 import { ARCHIVE_PATH } from './services/archive.service';
 import { DOWNLOAD_PATH, RENDER_PATH } from './services/signed-urls.service';
 
@@ -46,6 +47,7 @@ export type AppDeps = Pick<
   | 'tokens'
   | 'uploads'
   | 'resumable'
+  | 'directUploads'
   | 'downloads'
   | 'renders'
   | 'jobs'
@@ -144,6 +146,7 @@ export function createApp(deps: AppDeps): Express {
     uploadRoutes({ uploads: deps.uploads, config: deps.config, metrics: deps.metrics, guards }),
   );
   app.use(resumableRoutes({ resumable: deps.resumable, config: deps.config, guards }));
+  app.use(directUploadRoutes({ directUploads: deps.directUploads, config: deps.config, guards }));
   app.use(downloadRoutes({ downloads: deps.downloads, metrics: deps.metrics, guards }));
   app.use(signRoutes({ signedUrls: deps.signedUrls, guards }));
   app.use(archiveRoutes({ archives: deps.archives, guards }));

@@ -358,6 +358,7 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
             restore: new MediaRestore({ media, folders: ctx.repositories.folders, events }),
             jobs: queue,
             resumableExpiryMs: ctx.config.limits.resumable.expiryMs,
+            directExpiryMs: ctx.config.limits.direct.expiryMs,
           }).run({
             organization,
             olderThanMs,

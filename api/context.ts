@@ -47,6 +47,8 @@ import { ArchiveService } from './services/archive.service';
 import { SignedUrlService } from './services/signed-urls.service';
 import { TokensService } from './services/tokens.service';
 import { ResumableService } from './services/resumable.service';
+import { DirectUploadService } from './services/direct-upload.service';
+import { DirectUploads } from '@shared/uploads/direct-uploads';
 import { UploadService } from './services/upload.service';
 
 /** How often expired resumable uploads are looked for. */
@@ -81,6 +83,8 @@ export interface ApiContext extends DataContext {
   uploads: UploadService;
   /** Resumable (tus) uploads: their state and lock in Redis, their bytes in the store. */
   resumable: ResumableService;
+  /** Direct-to-storage uploads (S3): presigned requests, then a completion that records. */
+  directUploads: DirectUploadService;
   downloads: DownloadService;
   /** Renders (GET /media/render). */
   renders: RenderService;
@@ -359,6 +363,23 @@ export async function createApiContext(
       }),
       uploads,
       resumable,
+      directUploads: new DirectUploadService({
+        store,
+        uploads: new DirectUploads({
+          redis: () => redis,
+          store,
+          usage,
+          queuePrefix: config.queuePrefix,
+          logger,
+        }),
+        folders,
+        creation,
+        media,
+        usage,
+        config,
+        onDuplicate: config.limits.onDuplicate,
+        logger,
+      }),
       mediaService: new MediaService({
         media,
         folders: data.repositories.folders,

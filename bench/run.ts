@@ -31,6 +31,7 @@ import { queue } from './benchmarks/queue';
 import { render } from './benchmarks/render';
 import { renderPeers } from './benchmarks/render-peers';
 import { resumable } from './benchmarks/resumable';
+import { directUpload } from './benchmarks/direct-upload';
 import { scaling } from './benchmarks/scaling';
 import { scan } from './benchmarks/scan';
 import { tenancy } from './benchmarks/tenancy';
@@ -67,6 +68,7 @@ export const BENCHMARKS: Benchmark[] = [
   archive,
   resumable,
   consolePage,
+  directUpload,
 ];
 
 const root = join(__dirname, '..');
@@ -121,6 +123,7 @@ const RUN_ORDER = [
   'import',
   'download',
   'resumable',
+  'direct-upload',
 ];
 const selected = BENCHMARKS.filter((b) => !only || only.includes(b.id)).sort(
   (a, b) => RUN_ORDER.indexOf(a.id) - RUN_ORDER.indexOf(b.id),

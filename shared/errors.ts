@@ -56,6 +56,9 @@ export type ErrorCode =
   | 'UPLOAD_LOCKED'
   | 'UPLOAD_FINAL'
   | 'TOO_MANY_INCOMPLETE_UPLOADS'
+  | 'DIRECT_UPLOADS_UNSUPPORTED'
+  | 'UPLOAD_INCOMPLETE'
+  | 'SIZE_MISMATCH'
   | 'INTERNAL';
 
 export interface ErrorDetail {
@@ -483,6 +486,40 @@ export const Errors = {
       'TOO_MANY_INCOMPLETE_UPLOADS',
       429,
       `The organization has ${cap} resumable uploads in progress, its limit; finish or terminate one first`,
+      undefined,
+      { extra: { limit: cap } },
+    ),
+  /** Direct-to-storage uploads on a store without presigned requests (the file system). */
+  directUploadsUnsupported: () =>
+    new AppError(
+      'DIRECT_UPLOADS_UNSUPPORTED',
+      501,
+      "This server's object store (the file system) takes no direct-to-storage uploads; use POST /media/upload or /media/upload/resumable",
+    ),
+  /** A direct upload completed before its bytes are all in the store: it stays, for another try. */
+  uploadIncomplete: (message: string) => new AppError('UPLOAD_INCOMPLETE', 409, message),
+  /** A direct upload's object is not the size its request declared: it was removed. */
+  sizeMismatch: (declared: number, stored: number) =>
+    new AppError(
+      'SIZE_MISMATCH',
+      400,
+      `The upload declared ${declared} bytes and the store holds ${stored}; it was removed`,
+    ),
+  /** A direct upload's bytes do not match the SHA-256 its request declared: it was removed. */
+  directChecksumMismatch: () =>
+    new AppError(
+      'CHECKSUM_MISMATCH',
+      400,
+      'The stored bytes do not match the declared sha256; the upload was removed',
+    ),
+  /** A direct upload past its expiry (its presigned URLs too). */
+  directUploadExpired: () =>
+    new AppError('UPLOAD_EXPIRED', 410, 'This direct upload has expired; request another'),
+  tooManyIncompleteDirectUploads: (cap: number) =>
+    new AppError(
+      'TOO_MANY_INCOMPLETE_UPLOADS',
+      429,
+      `The organization has ${cap} direct uploads requested and not completed, its limit; complete one or let it expire first`,
       undefined,
       { extra: { limit: cap } },
     ),

@@ -27,6 +27,7 @@ export const JOB_QUEUES = {
   'media.scan': 'scan',
   'media.import': 'import',
   'media.purge-trash': 'maintenance',
+  'upload.expire-direct': 'maintenance',
 } as const;
 
 export type JobName = keyof typeof JOB_QUEUES;
@@ -127,6 +128,13 @@ export interface JobPayloads {
    * Repeatable: the workers taking the maintenance queue schedule it.
    */
   'media.purge-trash': BasePayload;
+  /**
+   * Removes what direct-to-storage uploads never completed left past their
+   * expiry (shared/uploads/direct-uploads.ts), every organization's
+   * (`organizationId` 0). Repeatable, every minute: the workers taking the
+   * maintenance queue schedule it.
+   */
+  'upload.expire-direct': BasePayload;
 }
 
 /** Metadata as the API returns it; Buffers travel as `{ type: 'Buffer', data: [...] }`. */
@@ -154,6 +162,7 @@ export interface JobResults {
   /** The new record (or, with `onDuplicate: reuse`, the organization's record of the same bytes). */
   'media.import': { mediaId: number };
   'media.purge-trash': { purged: { files: number; bytes: number } };
+  'upload.expire-direct': { removed: number };
 }
 
 /** A rendered variant as stored beside its source (GET /media/render streams it). */

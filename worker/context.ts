@@ -31,6 +31,7 @@ import { ResultsService } from './services/results.service';
 import { WebhookDeliveries } from './services/webhook-deliveries.service';
 import { ScanService } from './services/scan.service';
 import { ImportService } from './services/import.service';
+import { DirectUploads } from '@shared/uploads/direct-uploads';
 
 /** Image work (over sharp): what the image processors need. */
 export interface ImageOps {
@@ -94,6 +95,8 @@ export interface JobContext {
   scans: ScanService | null;
   /** URL imports: fetched through the guarded way out, streamed to storage, recorded. */
   imports: ImportService;
+  /** Direct-to-storage uploads' state (in Redis): their expiry cleanup. */
+  directUploads: DirectUploads;
 }
 
 export interface WorkerContext extends JobContext {
@@ -131,6 +134,8 @@ export async function createWorkerContext(
     let webhookQueue: BullJobQueue | undefined;
     // Its own fail-fast connection, made on the first handoff (a worker without image jobs never makes it).
     let handoffRedis: RedisConnection | undefined;
+    // Direct uploads' state, read by their cleanup only (connects on its first run).
+    let directRedis: RedisConnection | undefined;
     const { redisUrl } = config;
     const handoff = new JobHandoff({
       redis: () => (handoffRedis ??= createRedis(redisUrl!, 'producer', logger)),
@@ -247,6 +252,14 @@ export async function createWorkerContext(
       }),
       scan,
       scans,
+      directUploads: new DirectUploads({
+        redis: () =>
+          redisUrl ? (directRedis ??= createRedis(redisUrl, 'producer', logger)) : undefined,
+        store,
+        usage,
+        queuePrefix: config.queuePrefix,
+        logger,
+      }),
       imports: new ImportService({
         store,
         creation,
@@ -264,6 +277,7 @@ export async function createWorkerContext(
         await webhookQueue?.close();
         await scanQueue?.close();
         handoffRedis?.disconnect();
+        directRedis?.disconnect();
         invalidations.close();
         await connection.close();
       },

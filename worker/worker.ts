@@ -31,6 +31,8 @@ import type { ProcessorJob, Registry } from './registry';
 
 /** How often a worker renews its slots in the fair gate and sweeps it (shared/queue/fair-gate.ts). */
 const GATE_TEND_MS = 5_000;
+/** How often direct uploads past their expiry are looked for (upload.expire-direct). */
+const DIRECT_UPLOAD_CLEANUP_MS = 60_000;
 
 export interface RunningWorker {
   workers: Worker[];
@@ -271,6 +273,18 @@ export function createWorker(
         )
         .catch((err: unknown) => logger.warn({ err }, 'could not schedule the trash purge'))
     : Promise.resolve();
+  // Direct uploads never completed, removed every minute past their expiry (same workers).
+  const directScheduling = config.worker.queues.includes(JOB_QUEUES['upload.expire-direct'])
+    ? queues
+        .repeat(
+          'upload.expire-direct',
+          { organizationId: 0, requestId: 'direct-upload-expiry' },
+          DIRECT_UPLOAD_CLEANUP_MS,
+        )
+        .catch((err: unknown) =>
+          logger.warn({ err }, 'could not schedule the direct uploads cleanup'),
+        )
+    : Promise.resolve();
   // Webhook attempts waiting for a slot of their endpoint, and hand-overs a crash cut short.
   const webhookSweep = config.worker.queues.includes(JOB_QUEUES['webhook.deliver'])
     ? ctx.webhooks.startSweeping()
@@ -303,6 +317,7 @@ export function createWorker(
       clearInterval(tender);
       await tending;
       await scheduling;
+      await directScheduling;
       await dispatcher?.stop();
       await Promise.allSettled(
         config.worker.queues.map((queue) => queues.gate.withdraw(queue, workerId)),

@@ -45,6 +45,7 @@ import type { JobResultsRepository } from '@shared/repositories/job-results.repo
 import type { UsageCounters, UsageRepository } from '@shared/repositories/usage.repository';
 import type { VariantsRepository } from '@shared/repositories/variants.repository';
 import type { ObjectStore } from '@shared/storage/object-store';
+import { DIRECT_SEGMENT } from '@shared/uploads/direct-uploads';
 
 /** Objects checked against MongoDB per query; records checked against storage per batch. */
 const BATCH = 500;
@@ -188,6 +189,13 @@ export class ReconcileService {
        * with `ownedByJobs`.
        */
       resumableExpiryMs?: number;
+      /**
+       * DIRECT_UPLOAD_EXPIRY_MS (default 1 h): a direct upload's object or
+       * open multipart upload in quarantine (`<org>/.tmp/direct/…`) younger
+       * than it may be an upload the client has not completed yet, and is
+       * left to the uploads' own cleanup; counted with `ownedByJobs`.
+       */
+      directExpiryMs?: number;
     },
   ) {}
 
@@ -206,6 +214,10 @@ export class ReconcileService {
     // Read before the listing: a job queued later has inputs younger than the listing.
     const ownedByJobs = (await this.deps.jobs?.temporaryKeysInUse()) ?? new Set<string>();
     const resumableExpiryMs = this.deps.resumableExpiryMs ?? 24 * 60 * 60 * 1000;
+    const directSince = now.getTime() - (this.deps.directExpiryMs ?? 60 * 60 * 1000);
+    /** In a direct upload's quarantine, and young enough to be an upload in progress. */
+    const directInProgress = (key: string, at: Date) =>
+      key.includes(DIRECT_SEGMENT) && at.getTime() >= directSince;
 
     // Uploads first: a put cut off half-way shows as an open upload, never as an object.
     const incompleteUploads: OpenUpload[] = [];
@@ -214,6 +226,10 @@ export class ReconcileService {
       scanned.incompleteUploads++;
       if (upload.initiated >= cutoff) {
         scanned.tooRecent++;
+        continue;
+      }
+      if (directInProgress(upload.key, upload.initiated)) {
+        scanned.ownedByJobs++;
         continue;
       }
       toAbort.push(upload);
@@ -273,7 +289,8 @@ export class ReconcileService {
         if (
           ownedByJobs.has(object.key) ||
           (object.key.includes(RESUMABLE_SEGMENT) &&
-            object.lastModified.getTime() >= now.getTime() - resumableExpiryMs)
+            object.lastModified.getTime() >= now.getTime() - resumableExpiryMs) ||
+          directInProgress(object.key, object.lastModified)
         ) {
           scanned.ownedByJobs++;
           continue;

@@ -79,6 +79,10 @@ function toConfig(env: Env) {
     MAX_UPLOADS_IN_FLIGHT,
     RESUMABLE_MAX_INCOMPLETE,
     RESUMABLE_EXPIRY_MS,
+    DIRECT_UPLOAD_SINGLE,
+    DIRECT_UPLOAD_PART_SIZE,
+    DIRECT_UPLOAD_EXPIRY_MS,
+    DIRECT_UPLOAD_MAX_INCOMPLETE,
     MAX_INPUT_PIXELS,
     MAX_GIF_OUTPUT_PIXELS,
     MAX_AVIF_OUTPUT_PIXELS,
@@ -216,6 +220,13 @@ function toConfig(env: Env) {
       acceptedTypes: ACCEPTED_TYPES,
       /** Resumable (tus) uploads: in progress per organization, and their lifetime. */
       resumable: { maxIncomplete: RESUMABLE_MAX_INCOMPLETE, expiryMs: RESUMABLE_EXPIRY_MS },
+      /** Direct-to-storage uploads (S3): the single request's kind, part size, lifetime, cap. */
+      direct: {
+        single: DIRECT_UPLOAD_SINGLE,
+        partSize: DIRECT_UPLOAD_PART_SIZE,
+        expiryMs: DIRECT_UPLOAD_EXPIRY_MS,
+        maxIncomplete: DIRECT_UPLOAD_MAX_INCOMPLETE,
+      },
     },
     /** Renders (GET /media/render): bounds, allowed sizes and presets (docs/renders.md). */
     render: {

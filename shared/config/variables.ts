@@ -196,7 +196,7 @@ export const VARIABLES = {
     section: 'storage',
     value: url(['http', 'https']),
     unset: '`S3_ENDPOINT`',
-    doc: "The endpoint as clients see it, when it is not `S3_ENDPOINT`: a merged PDF's `name` is `<endpoint>/<bucket>/<key>`.",
+    doc: "The endpoint as clients see it, when it is not `S3_ENDPOINT`: a merged PDF's `name` is `<endpoint>/<bucket>/<key>`, and the presigned URLs of direct-to-storage uploads point at it (signed for its host; [direct-uploads.md](direct-uploads.md)).",
   },
   S3_REGION: {
     section: 'storage',
@@ -339,6 +339,31 @@ export const VARIABLES = {
     section: 'limits',
     value: integer({ default: 24 * 60 * 60 * 1000, min: 1000, unit: 'ms' }),
     doc: 'How long a resumable (tus) upload may take from its creation (`Upload-Expires`); after it the upload answers `410` and its stored bytes are removed by the cleanup that runs every minute, after which it answers `404`.',
+  },
+  DIRECT_UPLOAD_SINGLE: {
+    section: 'limits',
+    value: oneOf(['post', 'put'], { default: 'post' }),
+    doc: "What a direct-to-storage upload (`POST /media/upload/direct`, S3 only) of at most one part (`DIRECT_UPLOAD_PART_SIZE`) gets: `post`, a presigned POST policy (the store itself holds the client to the declared size, type and key: AWS S3, MinIO), or `put`, a presigned PUT (the size is checked at completion: stores without POST policies, such as OpenStack Swift's s3api). A larger file always gets presigned multipart part URLs ([direct-uploads.md](direct-uploads.md)).",
+  },
+  DIRECT_UPLOAD_PART_SIZE: {
+    section: 'limits',
+    value: integer({ default: 16 * MB, min: 5 * MB, max: 5 * 1024 * MB, unit: 'bytes' }),
+    doc: "Bytes per part of a direct-to-storage multipart upload (S3's limits: 5 MiB to 5 GiB); a file of more than 10,000 such parts gets larger parts. A file of at most one part is sent in one request (`DIRECT_UPLOAD_SINGLE`).",
+  },
+  DIRECT_UPLOAD_EXPIRY_MS: {
+    section: 'limits',
+    value: integer({
+      default: 60 * 60 * 1000,
+      min: 1000,
+      max: 7 * 24 * 60 * 60 * 1000,
+      unit: 'ms',
+    }),
+    doc: 'How long a direct-to-storage upload may take from its request to its completion: its presigned URLs expire with it (S3 signs for 7 days at most), and an upload not completed by then is removed (its object or multipart upload, its quota booking) by the `upload.expire-direct` job, which runs every minute on the `maintenance` queue.',
+  },
+  DIRECT_UPLOAD_MAX_INCOMPLETE: {
+    section: 'limits',
+    value: integer({ default: 100, min: 1 }),
+    doc: 'Direct-to-storage uploads one organization may have requested and not completed (nor expired); past it a request is refused with `429 TOO_MANY_INCOMPLETE_UPLOADS`.',
   },
   MAX_INPUT_PIXELS: {
     section: 'limits',

@@ -87,8 +87,10 @@ export class UsageRepository {
     id: number,
     usage: Usage,
     quota: number | null,
+    /** When it expires, if not USAGE_BOOKING_TTL_MS from now (a direct upload's expiry). */
+    options: { until?: Date } = {},
   ): Promise<Booking | null> {
-    const until = new Date(this.clock().getTime() + this.ttlMs);
+    const until = options.until ?? new Date(this.clock().getTime() + this.ttlMs);
     const pending: PendingBookingDoc = { id, bytes: usage.bytes, files: usage.files, until };
     if (!(await this.count(organizationId, usage, quota, pending))) return null;
     return { organizationId, id, usage, until };

@@ -30,5 +30,9 @@ export function createObjectStore(config: Config, logger: Logger): ObjectStore {
     queueSize: s3.uploadConcurrency,
     singlePutMax: s3.singlePutMax,
     description: `S3 ${s3.endpoint} bucket ${s3.bucket}`,
+    // Presigned URLs are signed for the host clients reach (S3_PUBLIC_ENDPOINT).
+    ...(s3.publicEndpoint !== s3.endpoint.replace(/\/+$/, '')
+      ? { presigner: createS3Client({ ...s3, endpoint: s3.publicEndpoint }) }
+      : {}),
   });
 }

@@ -48,7 +48,43 @@ export interface IncompleteUpload {
   initiated: Date;
 }
 
+/**
+ * Presigned requests a client sends to the store itself (direct-to-storage
+ * uploads, api/services/direct-upload.service.ts): signed with the store's
+ * credentials for its public endpoint, valid for `expirySeconds`. Only an S3
+ * store has them.
+ */
+export interface PresignedUploads {
+  /** A presigned PUT of `key`. */
+  presignPut(key: string, expirySeconds: number): Promise<string>;
+  /**
+   * A presigned POST policy for exactly `key`, exactly `bytes` bytes and the
+   * content type `contentType`: the form fields to send before the file.
+   */
+  presignPost(
+    key: string,
+    options: { contentType: string; bytes: number; expiresAt: Date },
+  ): Promise<{ url: string; fields: Record<string, string> }>;
+  /** Opens a multipart upload of `key`; answers its upload id. */
+  startMultipart(key: string, contentType: string): Promise<string>;
+  /** A presigned UploadPart of part `partNumber` (1-based). */
+  presignPart(
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    expirySeconds: number,
+  ): Promise<string>;
+  /**
+   * Completes the multipart upload with the parts the store holds (listed
+   * there, not taken from the client). False when it holds none, or when the
+   * upload is gone (completed or aborted).
+   */
+  completeMultipart(key: string, uploadId: string): Promise<boolean>;
+}
+
 export interface ObjectStore {
+  /** Presigned requests for direct-to-storage uploads; absent when the store has none (the file system). */
+  readonly presigned?: PresignedUploads | undefined;
   /** A short description for logs: which backend, where. */
   readonly description: string;
   /**

@@ -69,6 +69,7 @@ export function observeObjectStore(
       return store.description;
     },
     address: (key) => store.address(key),
+    presigned: store.presigned,
     init: () => call('init', {}, () => store.init()),
     ping: () => call('ping', {}, () => store.ping()),
     put(key, body, options) {

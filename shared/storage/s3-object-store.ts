@@ -27,6 +27,7 @@ import type {
   ObjectInfo,
   ObjectStore,
   PutOptions,
+  PresignedUploads,
   PutResult,
 } from './object-store';
 import { BufferPool } from './buffer-pool';
@@ -50,6 +51,12 @@ export interface S3StoreOptions {
    */
   singlePutMax?: number;
   description?: string;
+  /**
+   * The client that signs presigned requests (direct-to-storage uploads): one
+   * for the public endpoint when it is not S3_ENDPOINT (a signature covers the
+   * host); `client` otherwise.
+   */
+  presigner?: Client;
 }
 
 const NETWORK_CODES = new Set([
@@ -93,6 +100,7 @@ export class S3ObjectStore implements ObjectStore {
   private readonly queueSize: number;
   private readonly singlePutMax: number;
   private readonly pool: BufferPool;
+  readonly presigned: PresignedUploads;
 
   constructor(private readonly options: S3StoreOptions) {
     this.client = options.client;
@@ -103,6 +111,58 @@ export class S3ObjectStore implements ObjectStore {
     // Keeps one upload's worth: after a burst of large uploads, memory goes back to that.
     this.pool = new BufferPool(this.partSize, this.queueSize + 1);
     this.description = options.description ?? `s3 bucket ${options.bucket}`;
+    this.presigned = this.presignedUploads(options.presigner ?? options.client);
+  }
+
+  private presignedUploads(signer: Client): PresignedUploads {
+    const bucket = this.bucket;
+    return {
+      presignPut: (key, expirySeconds) =>
+        this.call(() => signer.presignedPutObject(bucket, key, expirySeconds)),
+      presignPost: async (key, { contentType, bytes, expiresAt }) => {
+        const policy = signer.newPostPolicy();
+        policy.setBucket(bucket);
+        policy.setKey(key);
+        policy.setExpires(expiresAt);
+        policy.setContentType(contentType);
+        policy.setContentLengthRange(bytes, bytes);
+        const { postURL, formData } = await this.call(() => signer.presignedPostPolicy(policy));
+        return { url: postURL, fields: formData };
+      },
+      startMultipart: (key, contentType) =>
+        this.call(() =>
+          this.client.initiateNewMultipartUpload(bucket, key, { 'Content-Type': contentType }),
+        ),
+      presignPart: (key, uploadId, partNumber, expirySeconds) =>
+        this.call(() =>
+          signer.presignedUrl('PUT', bucket, key, expirySeconds, {
+            uploadId,
+            partNumber: String(partNumber),
+          }),
+        ),
+      completeMultipart: (key, uploadId) =>
+        this.call(async () => {
+          let parts: { part: number; etag: string }[];
+          try {
+            // listParts is protected in minio's typings; it pages through every part.
+            const lister = this.client as unknown as {
+              listParts(b: string, k: string, u: string): Promise<{ part: number; etag: string }[]>;
+            };
+            parts = await lister.listParts(bucket, key, uploadId);
+          } catch (err) {
+            if ((err as { code?: unknown } | null)?.code === 'NoSuchUpload') return false;
+            throw err;
+          }
+          if (parts.length === 0) return false;
+          await this.client.completeMultipartUpload(
+            bucket,
+            key,
+            uploadId,
+            parts.map((p) => ({ part: p.part, etag: p.etag })),
+          );
+          return true;
+        }),
+    };
   }
 
   address(key: string): string {

@@ -29,6 +29,8 @@ const COSTS: Record<string, number> = {
   'HEAD /media/upload/resumable/{id}': 1,
   'PATCH /media/upload/resumable/{id}': 5,
   'DELETE /media/upload/resumable/{id}': 1,
+  'POST /media/upload/direct': 5,
+  'POST /media/upload/direct/{id}/complete': 5,
   'GET /media/download': 1,
   'HEAD /media/download': 1,
   'POST /media/sign': 2,

@@ -35,7 +35,9 @@ const ID_INPUTS: Record<string, string> = {
 };
 /** `{id}` names a job, a record or a folder, by path. */
 const codeFor = (row: Row): string =>
-  row.path.startsWith('/media/webhooks/') || row.path.startsWith('/media/upload/resumable/')
+  row.path.startsWith('/media/webhooks/') ||
+  row.path.startsWith('/media/upload/resumable/') ||
+  row.path.startsWith('/media/upload/direct/')
     ? 'NOT_FOUND'
     : row.input !== 'id'
       ? ID_INPUTS[row.input]!
@@ -108,7 +110,29 @@ const owned = {
   tusHeadId: '',
   tusPatchId: '',
   tusDeleteId: '',
+  /** A direct-to-storage upload of alpha's, its bytes sent: the completion row's control records it. */
+  directId: '',
 };
+
+/** A direct-to-storage upload of `data` requested by `org`, its bytes PUT to the store; its id. */
+async function directUpload(org: TestOrg, data: Buffer): Promise<string> {
+  const res = await fetch(`${api.url}/media/upload/direct`, {
+    method: 'POST',
+    headers: { ...org.auth, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ name: 'direct.pdf', size: data.length, type: 'application/pdf' }),
+  });
+  expect(res.status).toBe(201);
+  const { data: ticket } = (await res.json()) as {
+    data: { id: string; url: string; headers: Record<string, string> };
+  };
+  const put = await fetch(ticket.url, {
+    method: 'PUT',
+    headers: ticket.headers,
+    body: new Uint8Array(data),
+  });
+  expect(put.status).toBe(200);
+  return ticket.id;
+}
 
 /** A resumable (tus) upload of `length` bytes created by `org`; its id. */
 async function tusUpload(org: TestOrg, length: number): Promise<string> {
@@ -127,7 +151,11 @@ async function tusUpload(org: TestOrg, length: number): Promise<string> {
 
 beforeAll(async () => {
   api = await startApi('tenantmatrix', {
-    env: { URL_SIGNING_KEYS: 'tenant-matrix-signing-key-0123456789abcdef' },
+    env: {
+      URL_SIGNING_KEYS: 'tenant-matrix-signing-key-0123456789abcdef',
+      // Swift's s3api (the harness's store) takes presigned PUTs, not POST policies.
+      DIRECT_UPLOAD_SINGLE: 'put',
+    },
   });
   alpha = await api.createOrg('alpha');
   beta = await api.createOrg('beta');
@@ -196,6 +224,7 @@ beforeAll(async () => {
   owned.tusHeadId = await tusUpload(alpha, fixture('minimal-document.pdf').length);
   owned.tusPatchId = await tusUpload(alpha, fixture('minimal-document.pdf').length);
   owned.tusDeleteId = await tusUpload(alpha, fixture('minimal-document.pdf').length);
+  owned.directId = await directUpload(alpha, fixture('minimal-document.pdf'));
   owned.webhookId = await webhook();
   owned.doomedWebhookId = await webhook();
   // A message in its log (this file runs no worker): what replay and the log's filter name.
@@ -423,6 +452,24 @@ const REQUESTS: Record<string, (org: TestOrg) => Promise<Answer>> = {
     viaFetch(`/media/upload/resumable/${owned.tusDeleteId}`, {
       method: 'DELETE',
       headers: { ...org.auth, 'Tus-Resumable': '1.0.0' },
+    }),
+  // The owner's control is booked (201), its upload left to expire.
+  'POST /media/upload/direct folderId (body)': (org) =>
+    viaFetch('/media/upload/direct', {
+      method: 'POST',
+      headers: { ...org.auth, 'Content-Type': 'application/json' },
+      body: JSON.stringify({
+        name: 'direct.pdf',
+        size: 1000,
+        type: 'application/pdf',
+        folderId: owned.folderId,
+      }),
+    }),
+  // The owner's control completes the upload into a record (201).
+  'POST /media/upload/direct/{id}/complete id (path)': (org) =>
+    viaFetch(`/media/upload/direct/${owned.directId}/complete`, {
+      method: 'POST',
+      headers: org.auth,
     }),
   'POST /media/trash/{id}/restore id (path)': (org) =>
     viaFetch(`/media/trash/${owned.trashedId}/restore`, { method: 'POST', headers: org.auth }),

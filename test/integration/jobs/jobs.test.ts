@@ -238,6 +238,7 @@ describe('queue selection', () => {
       'media.purge-trash',
       'media.scan',
       'pdf.merge',
+      'upload.expire-direct',
       'webhook.deliver',
     ]);
   });

@@ -23,6 +23,7 @@ import type { ArchiveService } from '../../../api/services/archive.service';
 import { SCOPES, type TokensService } from '../../../api/services/tokens.service';
 import type { UploadService } from '../../../api/services/upload.service';
 import type { ResumableService } from '../../../api/services/resumable.service';
+import type { DirectUploadService } from '../../../api/services/direct-upload.service';
 import type { WebhooksService } from '../../../api/services/webhooks.service';
 import { loadConfig } from '../../../shared/config';
 import { Errors, type AppError } from '../../../shared/errors';
@@ -170,6 +171,7 @@ describe('the job endpoints answer as api/openapi.yaml says (in-process, stand-i
       tokens,
       uploads: {} as UploadService,
       resumable: {} as ResumableService,
+      directUploads: {} as DirectUploadService,
       downloads: {} as DownloadService,
       renders: {} as RenderService,
       jobs: jobsService,

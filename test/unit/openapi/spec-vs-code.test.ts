@@ -20,6 +20,7 @@ import { toMediaView } from '../../../api/domain/media-view';
 import type { TokensService } from '../../../api/services/tokens.service';
 import type { UploadService } from '../../../api/services/upload.service';
 import type { ResumableService } from '../../../api/services/resumable.service';
+import type { DirectUploadService } from '../../../api/services/direct-upload.service';
 import type { WebhooksService } from '../../../api/services/webhooks.service';
 import { loadConfig } from '../../../shared/config';
 import { createLogger } from '../../../shared/logger';
@@ -74,6 +75,7 @@ function appRoutes(): string[] {
     tokens: {} as TokensService,
     uploads: {} as UploadService,
     resumable: {} as ResumableService,
+    directUploads: {} as DirectUploadService,
     downloads: {} as DownloadService,
     renders: {} as RenderService,
     jobs: {} as JobsService,

@@ -1,0 +1,143 @@
+/**
+ * Direct-to-storage uploads: the API process's CPU time per upload of one
+ * file sent straight to the store (presigned multipart parts, then the
+ * completion: size, type and SHA-256 checked by reading the object back,
+ * server-side copy, record) beside the same file through `POST /media/upload`,
+ * alternating which goes first in each round.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { CORPUS, MiB, type Benchmark } from '../lib/benchmark';
+import { bars } from '../lib/charts';
+import { uploadStream } from '../lib/http';
+import { cpuSeconds } from '../lib/proc';
+import { target, type BenchmarkResult, type Table } from '../lib/report';
+import { ratios, stat } from '../lib/stats';
+
+interface Ticket {
+  id: string;
+  method: string;
+  partSize: number;
+  parts: { partNumber: number; url: string }[];
+  completeUrl: string;
+}
+
+export const directUpload: Benchmark = {
+  id: 'direct-upload',
+  title: 'Direct-to-storage uploads: API CPU',
+  async run(ctx): Promise<BenchmarkResult> {
+    const { stack } = ctx;
+    // Larger than one part (DIRECT_UPLOAD_PART_SIZE, 16 MiB): multipart parts, which every S3
+    // store takes (the harness's Swift takes no POST policy, the single request's default).
+    const size = ctx.quick ? 17 : 100;
+    const rounds = ctx.quick ? 1 : 3;
+    const bytes = size * MiB;
+    const block = Buffer.alloc(MiB);
+    for (let i = 0; i < block.length; i += 4) block.writeUInt32LE((i * 2654435761) >>> 0, i);
+    block.set(readFileSync(join(CORPUS, 'images', 'Canon_40D.jpg')).subarray(0, 4096));
+    const data = Buffer.concat(Array.from({ length: size }, () => block));
+    const auth = { Authorization: `Bearer ${stack.token}` };
+
+    const apiCpu = async (work: () => Promise<void>) => {
+      const before = cpuSeconds(stack.api.pid);
+      await work();
+      return cpuSeconds(stack.api.pid) - before;
+    };
+    const streamed = () =>
+      apiCpu(async () => {
+        await uploadStream(stack.url, stack.token, bytes, block);
+      });
+    const direct = () =>
+      apiCpu(async () => {
+        const asked = await fetch(`${stack.url}/media/upload/direct`, {
+          method: 'POST',
+          headers: { ...auth, 'Content-Type': 'application/json' },
+          body: JSON.stringify({ name: 'bench.jpg', size: bytes, type: 'image/jpeg' }),
+        });
+        if (asked.status !== 201) throw new Error(`direct upload request: ${asked.status}`);
+        const ticket = ((await asked.json()) as { data: Ticket }).data;
+        await Promise.all(
+          ticket.parts.map(async (part) => {
+            const start = (part.partNumber - 1) * ticket.partSize;
+            const res = await fetch(part.url, {
+              method: 'PUT',
+              body: data.subarray(start, start + ticket.partSize),
+            });
+            if (!res.ok) throw new Error(`part ${part.partNumber}: ${res.status}`);
+            await res.arrayBuffer();
+          }),
+        );
+        const done = await fetch(ticket.completeUrl, { method: 'POST', headers: auth });
+        if (done.status !== 201) throw new Error(`completion: ${done.status} ${await done.text()}`);
+      });
+    // Warm-up: connections, JIT (not in quick mode, which only proves the benchmark runs).
+    if (!ctx.quick) {
+      await streamed();
+      await direct();
+    }
+
+    const cpu = { post: [] as number[], direct: [] as number[] };
+    for (let r = 0; r < rounds; r++) {
+      ctx.log(`direct-upload: ${size} MiB, round ${r + 1}/${rounds}`);
+      const order = r % 2 === 0 ? (['post', 'direct'] as const) : (['direct', 'post'] as const);
+      for (const way of order) cpu[way].push(way === 'post' ? await streamed() : await direct());
+    }
+    await stack.clear();
+
+    // Per 100 MiB, in CPU milliseconds.
+    const per100 = (list: number[]) => list.map((s) => (s * 1000 * 100) / size);
+    const ratio = ratios(cpu.direct, cpu.post);
+    const table: Table = {
+      columns: [
+        { key: 'way', label: `${size} MiB file` },
+        { key: 'cpu', label: 'API CPU ms per 100 MiB' },
+        { key: 'ratio', label: '÷ POST /media/upload (per round)', digits: 3 },
+      ],
+      rows: [
+        { way: 'POST /media/upload', cpu: stat(per100(cpu.post)), ratio: '' },
+        {
+          way: 'direct to storage (multipart parts + completion)',
+          cpu: stat(per100(cpu.direct)),
+          ratio: stat(ratio),
+        },
+      ],
+    };
+    return {
+      id: this.id,
+      title: this.title,
+      method: `
+One ${size} MiB file (a JPEG's head, then filler) per upload, ${rounds} round(s),
+each round sending it through \`POST /media/upload\` (multipart form) and
+direct to storage (\`POST /media/upload/direct\`, its presigned part URLs PUT
+in parallel by the benchmark, then the completion), in alternating order.
+Measured: the API process's CPU time (user + system, /proc) from the first
+request to the record. The completion reads the object back once for its
+SHA-256 and type; the bytes never come through the API's HTTP server.`,
+      tables: [table],
+      charts: [
+        {
+          id: 'direct-upload',
+          title: 'API CPU per 100 MiB: direct to storage beside POST /media/upload',
+          spec: bars({
+            title: `API CPU ms per 100 MiB (median, min–max over rounds)`,
+            data: [
+              { group: 'POST /media/upload', series: 'CPU ms', ...stat(per100(cpu.post)) },
+              { group: 'direct to storage', series: 'CPU ms', ...stat(per100(cpu.direct)) },
+            ],
+            yTitle: 'CPU ms',
+            format: '.0f',
+          }),
+        },
+      ],
+      targets: [
+        target('direct API CPU ÷ POST /media/upload API CPU', stat(ratio), '<=', 0.05, '×', {
+          digits: 3,
+          why: `The completion reads the whole object back from the store to compute the
+record's SHA-256 (and check a declared one): an HTTP GET and a hash of every
+byte in the API process, where the streamed upload does the receive, the
+multipart parse, the same hash and the send to the store.`,
+        }),
+      ],
+    };
+  },
+};
