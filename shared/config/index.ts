@@ -79,6 +79,8 @@ function toConfig(env: Env) {
     MAX_UPLOADS_IN_FLIGHT,
     RESUMABLE_MAX_INCOMPLETE,
     RESUMABLE_EXPIRY_MS,
+    RESUMABLE_MAX_PARTS,
+    RESUMABLE_LOCK_TTL_MS,
     MAX_INPUT_PIXELS,
     MAX_GIF_OUTPUT_PIXELS,
     MAX_AVIF_OUTPUT_PIXELS,
@@ -105,6 +107,7 @@ function toConfig(env: Env) {
     USAGE_BOOKING_TTL_MS,
     TRASH_RETENTION_S,
     TRASH_PURGE_INTERVAL_MS,
+    RESUMABLE_CLEANUP_INTERVAL_MS,
     RATE_LIMIT_MAX,
     RATE_LIMIT_WINDOW_MS,
     AUTH_FAILURE_LIMIT,
@@ -214,8 +217,18 @@ function toConfig(env: Env) {
       /** Uploads one token may have in flight on one API process (429 past it). */
       maxUploadsInFlight: MAX_UPLOADS_IN_FLIGHT,
       acceptedTypes: ACCEPTED_TYPES,
-      /** Resumable (tus) uploads: in progress per organization, and their lifetime. */
-      resumable: { maxIncomplete: RESUMABLE_MAX_INCOMPLETE, expiryMs: RESUMABLE_EXPIRY_MS },
+      /**
+       * Resumable (tus) uploads: in progress per organization, their lifetime,
+       * their multipart upload's part count bound, their lock's lifetime, and
+       * how often the expired ones are cleaned up.
+       */
+      resumable: {
+        maxIncomplete: RESUMABLE_MAX_INCOMPLETE,
+        expiryMs: RESUMABLE_EXPIRY_MS,
+        maxParts: RESUMABLE_MAX_PARTS,
+        lockTtlMs: RESUMABLE_LOCK_TTL_MS,
+        cleanupIntervalMs: RESUMABLE_CLEANUP_INTERVAL_MS,
+      },
     },
     /** Renders (GET /media/render): bounds, allowed sizes and presets (docs/renders.md). */
     render: {

@@ -21,9 +21,24 @@ const MiB = 1024 * 1024;
 const PATH = '/media/upload/resumable';
 const TUS = { 'Tus-Resumable': '1.0.0' };
 
+/**
+ * Parts of S3's smallest size (5 MiB), and at most 4 of them: an upload of
+ * more than 20 MiB (and every deferred length, bounded by MAX_FILE_SIZE)
+ * has larger parts.
+ */
+const PART = 5 * MiB;
+const MAX_FILE = 24 * MiB;
+
 let api: TestApi;
 beforeAll(async () => {
-  api = await startApi('resumable', { env: { RESUMABLE_MAX_INCOMPLETE: '5' } });
+  api = await startApi('resumable', {
+    env: {
+      RESUMABLE_MAX_INCOMPLETE: '5',
+      S3_PART_SIZE: String(PART),
+      RESUMABLE_MAX_PARTS: '4',
+      MAX_FILE_SIZE: String(MAX_FILE),
+    },
+  });
 });
 afterAll(async () => {
   await api.close();
@@ -125,12 +140,13 @@ describe('sizes, with tus-js-client, with and without a deferred length', () => 
     org = await api.createOrg();
   });
 
-  const sizes = [5 * MiB - 1, 5 * MiB, 5 * MiB + 1, 12 * MiB + 3];
+  /** Around the part size, and one whose parts grow (22 MiB / 4 parts: 5.5 MiB; deferred: 24 / 4). */
+  const sizes = [PART - 1, PART, PART + 1, 22 * MiB + 3];
   for (const deferred of [false, true]) {
     for (const size of sizes) {
       it(`${size} bytes${deferred ? ', length deferred' : ''}: the record's bytes are the file's`, async () => {
         const data = pdfOf(size);
-        const done = await tusUpload(org, data, { deferred, chunkSize: 5 * MiB });
+        const done = await tusUpload(org, data, { deferred, chunkSize: PART });
         expect(done.mediaKey).toBeDefined();
         expect(done.body?.data).toMatchObject({ key: done.mediaKey, bytes: size });
         expect(done.body?.data?.checksum).toBe(`sha256:${sha256(data)}`);
@@ -141,8 +157,12 @@ describe('sizes, with tus-js-client, with and without a deferred length', () => 
         const later = await head(org, done.url);
         expect([later.status, later.headers.get('media-key')]).toEqual([200, done.mediaKey]);
         await api.expectNoObjects(`${org.organization.slug}/.tmp/`);
+        expect(await api.ctx.store.listIncompleteUploads(`${org.organization.slug}/`)).toEqual([]);
         const records = await api.ctx.models.Media.countDocuments({ key: done.mediaKey });
         expect(records).toBe(1);
+        // Joined by the store from at most RESUMABLE_MAX_PARTS parts (S3's ETag says how many).
+        const parts = /-(\d+)$/.exec((await api.ctx.store.stat(done.mediaKey!))!.etag)?.[1];
+        expect(Number(parts ?? 1)).toBeLessThanOrEqual(4);
       });
     }
   }
@@ -162,6 +182,14 @@ describe('sizes, with tus-js-client, with and without a deferred length', () => 
       'Upload-Length': '0',
     });
     expect(last.status).toBe(400);
+    // Deferred, one byte: kept by a first PATCH, refused by the last (empty) one that says the length.
+    const deferredOne = await create(org, { 'Upload-Defer-Length': '1' });
+    const oneUrl = deferredOne.headers.get('location')!;
+    const first = await patch(org, oneUrl, 0, Buffer.from('x'));
+    expect([first.status, first.headers.get('upload-offset')]).toEqual([204, '1']);
+    const end = await patch(org, oneUrl, 1, Buffer.alloc(0), { 'Upload-Length': '1' });
+    expect(end.status).toBe(415);
+    expect((await head(org, oneUrl)).status).toBe(404);
     await api.expectNoObjects(`${org.organization.slug}/.tmp/`);
   });
 });
