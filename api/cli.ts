@@ -19,6 +19,7 @@
  *   webhook:deliveries --id <id> [--limit <1-100>]
  *   thumbhash:backfill [--org <slug>] [--limit <n>]
  */
+import { resumableMultipartUploads } from '@shared/resumable-uploads';
 import { parseArgs } from 'node:util';
 import bytes from 'bytes';
 import ms from 'ms';
@@ -357,6 +358,12 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
             restore: new MediaRestore({ media, folders: ctx.repositories.folders, events }),
             jobs: queue,
             resumableExpiryMs: ctx.config.limits.resumable.expiryMs,
+            ...(queue
+              ? {
+                  resumableUploads: () =>
+                    resumableMultipartUploads(queue.redis(), ctx.config.queuePrefix),
+                }
+              : {}),
           }).run({
             organization,
             olderThanMs,

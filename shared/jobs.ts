@@ -27,6 +27,7 @@ export const JOB_QUEUES = {
   'media.scan': 'scan',
   'media.import': 'import',
   'media.purge-trash': 'maintenance',
+  'media.expire-resumable': 'maintenance',
 } as const;
 
 export type JobName = keyof typeof JOB_QUEUES;
@@ -127,6 +128,13 @@ export interface JobPayloads {
    * Repeatable: the workers taking the maintenance queue schedule it.
    */
   'media.purge-trash': BasePayload;
+  /**
+   * Removes the resumable (tus) uploads past their expiry, every
+   * organization's (`organizationId` 0): their multipart uploads aborted,
+   * their temporary objects removed (shared/resumable-uploads.ts).
+   * Repeatable: the workers taking the maintenance queue schedule it.
+   */
+  'media.expire-resumable': BasePayload;
 }
 
 /** Metadata as the API returns it; Buffers travel as `{ type: 'Buffer', data: [...] }`. */
@@ -154,6 +162,7 @@ export interface JobResults {
   /** The new record (or, with `onDuplicate: reuse`, the organization's record of the same bytes). */
   'media.import': { mediaId: number };
   'media.purge-trash': { purged: { files: number; bytes: number } };
+  'media.expire-resumable': { expired: number };
 }
 
 /** A rendered variant as stored beside its source (GET /media/render streams it). */

@@ -13,7 +13,7 @@
  */
 import type { Logger } from './logger';
 import type { MediaType } from './media/media-types';
-import type { RedisConnection } from './queue/redis';
+import { waitForRedis, type RedisConnection } from './queue/redis';
 import type { ObjectStore } from './storage/object-store';
 
 /** What `Upload-Metadata` may say of the file (the keys Uppy and tus-js-client send). */
@@ -123,6 +123,27 @@ export async function removeResumableBytes(
   const keys: string[] = [];
   for await (const object of store.list(state.prefix)) keys.push(object.key);
   await store.removeMany(keys);
+}
+
+/**
+ * The store's upload ids of the multipart uploads of resumable uploads in
+ * progress (not finished, not expired): `reconcile` leaves them open.
+ */
+export async function resumableMultipartUploads(
+  redis: RedisConnection,
+  queuePrefix: string,
+): Promise<Set<string>> {
+  const keys = resumableKeys(queuePrefix);
+  await waitForRedis(redis);
+  const ids = await redis.zrangebyscore(keys.expiries, String(Date.now()), '+inf');
+  const open = new Set<string>();
+  for (const id of ids) {
+    const raw = await redis.get(keys.state(id));
+    const uploadId =
+      raw === null ? undefined : (JSON.parse(raw) as ResumableState).multipart?.uploadId;
+    if (uploadId) open.add(uploadId);
+  }
+  return open;
 }
 
 /**

@@ -263,7 +263,7 @@ export class JobsService {
     if ('delivered' in result || 'outcome' in result) {
       return { kind: 'done', data: result, creates: false };
     }
-    if ('scanStatus' in result || 'purged' in result) {
+    if ('scanStatus' in result || 'purged' in result || 'expired' in result) {
       return { kind: 'done', data: result, creates: false };
     }
     const record = await this.deps.media.findById(owner.id, result.mediaId);

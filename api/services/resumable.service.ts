@@ -37,7 +37,6 @@ import type { MediaRecord, MediaRepository } from '@shared/repositories/media.re
 import type { UsageRepository } from '@shared/repositories/usage.repository';
 import type { RedisConnection } from '@shared/queue/redis';
 import {
-  expireResumableUploads,
   removeResumableBytes,
   resumableKeys,
   resumablePrefix,
@@ -84,7 +83,6 @@ export interface PatchResult {
 export interface ResumableMetrics {
   resumableBytesReceived(bytes: number): void;
   resumableLockWait(outcome: 'acquired' | 'refused'): void;
-  resumableExpiredCleaned(count: number): void;
 }
 
 /** How often a held lock is renewed (and a release request looked for), how long a writer waits for one. */
@@ -353,25 +351,6 @@ export class ResumableService {
       if (state) await this.forget(state);
       else await this.redis.del(this.keys.state(id));
     });
-  }
-
-  /**
-   * Removes expired uploads' bytes and marks them expired (410 until the
-   * state itself lapses): what the `media.expire-resumable` job runs, here
-   * for the tests and the CLI. Returns how many.
-   */
-  async cleanupExpired(now = Date.now()): Promise<number> {
-    const cleaned = await expireResumableUploads(
-      {
-        redis: this.redis,
-        store: this.deps.store,
-        queuePrefix: this.deps.config.queuePrefix,
-        logger: this.deps.logger,
-      },
-      now,
-    );
-    this.deps.metrics?.resumableExpiredCleaned(cleaned);
-    return cleaned;
   }
 
   private async checkSize(caller: Caller, length: number, metadata: UploadMetadata): Promise<void> {

@@ -10,6 +10,7 @@ import { renderProcessor } from './render.processor';
 import { webhookDeliverProcessor } from './webhook-deliver.processor';
 import { scanProcessor } from './scan.processor';
 import { purgeTrashProcessor } from './purge-trash.processor';
+import { expireResumableProcessor } from './expire-resumable.processor';
 
 export const PROCESSORS: readonly AnyProcessor[] = [
   metadataProcessor,
@@ -22,4 +23,5 @@ export const PROCESSORS: readonly AnyProcessor[] = [
   scanProcessor,
   importProcessor,
   purgeTrashProcessor,
+  expireResumableProcessor,
 ];
