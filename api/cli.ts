@@ -19,6 +19,7 @@
  *   webhook:deliveries --id <id> [--limit <1-100>]
  *   thumbhash:backfill [--org <slug>] [--limit <n>]
  */
+import { resumableMultipartUploads } from '@shared/resumable-uploads';
 import { parseArgs } from 'node:util';
 import bytes from 'bytes';
 import ms from 'ms';
@@ -359,6 +360,12 @@ export const COMMANDS: Record<string, { usage: string; run: Command }> = {
             jobs: queue,
             resumableExpiryMs: ctx.config.limits.resumable.expiryMs,
             directExpiryMs: ctx.config.limits.direct.expiryMs,
+            ...(queue
+              ? {
+                  resumableUploads: () =>
+                    resumableMultipartUploads(queue.redis(), ctx.config.queuePrefix),
+                }
+              : {}),
           }).run({
             organization,
             olderThanMs,

@@ -51,9 +51,6 @@ import { DirectUploadService } from './services/direct-upload.service';
 import { DirectUploads } from '@shared/uploads/direct-uploads';
 import { UploadService } from './services/upload.service';
 
-/** How often expired resumable uploads are looked for. */
-const RESUMABLE_CLEANUP_MS = 60_000;
-
 export interface DataContext {
   config: Config;
   logger: Logger;
@@ -298,27 +295,21 @@ export async function createApiContext(
       maxBase64Size: config.limits.maxBase64Size,
       onDuplicate: config.limits.onDuplicate,
     });
+    // (Expired uploads are cleaned up by the workers' media.expire-resumable job.)
     const resumable = new ResumableService({
       redis: () => redis,
       store,
       uploads,
+      ingest,
+      folders,
+      media: data.repositories.media,
       usage,
       config,
+      partSize: config.s3?.partSize ?? 8 * 1024 * 1024,
       metrics,
       logger,
     });
     made.resumable = resumable;
-    // Expired resumable uploads' bytes removed every minute (any replica; the work is idempotent).
-    const cleanup = redis
-      ? setInterval(() => {
-          resumable
-            .cleanupExpired()
-            .catch((err: unknown) =>
-              logger.warn({ err }, 'could not clean up expired resumable uploads'),
-            );
-        }, RESUMABLE_CLEANUP_MS)
-      : undefined;
-    cleanup?.unref();
     if (redis) {
       await waitForRedis(redis).catch(async (err: unknown) => {
         redis.disconnect();
@@ -329,7 +320,6 @@ export async function createApiContext(
     return {
       ...data,
       close: async () => {
-        clearInterval(cleanup);
         await background.drain();
         subscription?.close();
         redis?.disconnect();

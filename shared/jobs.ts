@@ -28,6 +28,7 @@ export const JOB_QUEUES = {
   'media.import': 'import',
   'media.purge-trash': 'maintenance',
   'upload.expire-direct': 'maintenance',
+  'media.expire-resumable': 'maintenance',
 } as const;
 
 export type JobName = keyof typeof JOB_QUEUES;
@@ -135,6 +136,13 @@ export interface JobPayloads {
    * maintenance queue schedule it.
    */
   'upload.expire-direct': BasePayload;
+  /**
+   * Removes the resumable (tus) uploads past their expiry, every
+   * organization's (`organizationId` 0): their multipart uploads aborted,
+   * their temporary objects removed (shared/resumable-uploads.ts).
+   * Repeatable: the workers taking the maintenance queue schedule it.
+   */
+  'media.expire-resumable': BasePayload;
 }
 
 /** Metadata as the API returns it; Buffers travel as `{ type: 'Buffer', data: [...] }`. */
@@ -163,6 +171,7 @@ export interface JobResults {
   'media.import': { mediaId: number };
   'media.purge-trash': { purged: { files: number; bytes: number } };
   'upload.expire-direct': { removed: number };
+  'media.expire-resumable': { expired: number };
 }
 
 /** A rendered variant as stored beside its source (GET /media/render streams it). */

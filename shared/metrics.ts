@@ -115,8 +115,6 @@ export interface ApiMetrics extends MetricsSource, DependencyMetrics {
   resumableBytesReceived(bytes: number): void;
   /** A writer found a resumable upload locked: it got the lock after waiting, or was refused (423). */
   resumableLockWait(outcome: 'acquired' | 'refused'): void;
-  /** Expired resumable uploads whose bytes the cleanup removed. */
-  resumableExpiredCleaned(count: number): void;
 }
 
 export interface ApiMetricsOptions {
@@ -165,11 +163,6 @@ export function createApiMetrics(options: ApiMetricsOptions = {}): ApiMetrics {
     name: 'media_resumable_lock_waits_total',
     help: 'Resumable upload requests that found the upload locked, by outcome: acquired (after waiting) or refused (423)',
     labelNames: ['outcome'] as const,
-    registers: [registry],
-  });
-  const resumableExpired = new Counter({
-    name: 'media_resumable_expired_cleaned_total',
-    help: 'Expired resumable uploads whose stored bytes the cleanup removed',
     registers: [registry],
   });
   const { resumableInProgress } = options;
@@ -259,9 +252,6 @@ export function createApiMetrics(options: ApiMetricsOptions = {}): ApiMetrics {
     resumableLockWait(outcome) {
       resumableLockWaits.inc({ outcome });
     },
-    resumableExpiredCleaned(count) {
-      if (count > 0) resumableExpired.inc(count);
-    },
     observeDependency: (dependency, operation, seconds, ok) =>
       dependencies.observeDependency(dependency, operation, seconds, ok),
   };
@@ -280,6 +270,8 @@ export interface WorkerMetrics extends MetricsSource, DependencyMetrics {
   scanned(outcome: ScanOutcomeLabel, seconds: number, bytes: number): void;
   /** One URL import ended (worker/services/import.service.ts), and the bytes it stored. */
   imported(outcome: ImportOutcomeLabel, bytes: number): void;
+  /** Expired resumable uploads whose bytes the `media.expire-resumable` job removed. */
+  resumableExpiredCleaned(count: number): void;
 }
 
 /**
@@ -343,9 +335,17 @@ export function createWorkerMetrics(): WorkerMetrics {
     help: 'Bytes stored by URL imports',
     registers: [registry],
   });
+  const resumableExpired = new Counter({
+    name: 'media_resumable_expired_cleaned_total',
+    help: 'Expired resumable uploads whose stored bytes the cleanup removed',
+    registers: [registry],
+  });
   const dependencies = dependencyMetrics(registry);
   return {
     ...sourceOf(registry),
+    resumableExpiredCleaned(count) {
+      if (count > 0) resumableExpired.inc(count);
+    },
     imported(outcome, bytes) {
       imports.inc({ outcome });
       if (outcome === 'stored') importedBytes.inc(bytes);

@@ -19,11 +19,12 @@ import { BullJobQueue } from '@shared/queue/job-queue';
 import { ClamdScanner } from '@shared/scan/clamd-scanner';
 import type { ScanSettings } from '@shared/scan/scan';
 import { JobHandoff } from '@shared/queue/handoff';
-import { createRedis, type RedisConnection } from '@shared/queue/redis';
+import { createRedis, waitForRedis, type RedisConnection } from '@shared/queue/redis';
 import { createRepositories, type Repositories } from '@shared/repositories';
 import { createObjectStore } from '@shared/storage/create-object-store';
 import type { ObjectStore } from '@shared/storage/object-store';
 import { observeObjectStore } from '@shared/storage/observed-object-store';
+import { expireResumableUploads } from '@shared/resumable-uploads';
 import { StoredResults } from '@shared/stored-results';
 import { LISTENERS } from './listeners';
 import { buildListeners, type Listener, type Listeners } from './listeners/listener';
@@ -97,6 +98,8 @@ export interface JobContext {
   imports: ImportService;
   /** Direct-to-storage uploads' state (in Redis): their expiry cleanup. */
   directUploads: DirectUploads;
+  /** Resumable uploads past their expiry removed (shared/resumable-uploads.ts); answers how many. */
+  resumable: { expire(): Promise<number> };
 }
 
 export interface WorkerContext extends JobContext {
@@ -114,7 +117,8 @@ export async function createWorkerContext(
   overrides: {
     store?: ObjectStore;
     /** Times MongoDB commands and storage calls (the worker's metrics), and counts scans. */
-    metrics?: DependencyMetrics & Partial<Pick<WorkerMetrics, 'scanned' | 'imported'>>;
+    metrics?: DependencyMetrics &
+      Partial<Pick<WorkerMetrics, 'scanned' | 'imported' | 'resumableExpiredCleaned'>>;
     /** The listeners of domain events (LISTENERS by default). */
     listeners?: readonly Listener[];
   } = {},
@@ -136,6 +140,8 @@ export async function createWorkerContext(
     let handoffRedis: RedisConnection | undefined;
     // Direct uploads' state, read by their cleanup only (connects on its first run).
     let directRedis: RedisConnection | undefined;
+    // And one for the resumable uploads' cleanup, made on its first run.
+    let resumableRedis: RedisConnection | undefined;
     const { redisUrl } = config;
     const handoff = new JobHandoff({
       redis: () => (handoffRedis ??= createRedis(redisUrl!, 'producer', logger)),
@@ -272,8 +278,24 @@ export async function createWorkerContext(
         ...(metrics?.imported ? { metrics: { imported: metrics.imported } } : {}),
         logger,
       }),
+      resumable: {
+        expire: async () => {
+          // A fail-fast connection: its first command waits until it is ready.
+          resumableRedis ??= createRedis(redisUrl!, 'producer', logger);
+          await waitForRedis(resumableRedis);
+          const expired = await expireResumableUploads({
+            redis: resumableRedis,
+            store,
+            queuePrefix: config.queuePrefix,
+            logger,
+          });
+          metrics?.resumableExpiredCleaned?.(expired);
+          return expired;
+        },
+      },
       close: async () => {
         await background.drain();
+        resumableRedis?.disconnect();
         await webhookQueue?.close();
         await scanQueue?.close();
         handoffRedis?.disconnect();

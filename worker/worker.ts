@@ -9,7 +9,8 @@
  * the API answers with the right status. When a job has failed for good, the
  * temporary inputs it owned are removed before the failure is reported.
  * Each worker also sweeps stored job results past their expiry; those taking
- * the maintenance queue schedule the trash's purge (media.purge-trash).
+ * the maintenance queue schedule the trash's purge (media.purge-trash) and the
+ * resumable uploads' cleanup (media.expire-resumable).
  */
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
@@ -285,6 +286,18 @@ export function createWorker(
           logger.warn({ err }, 'could not schedule the direct uploads cleanup'),
         )
     : Promise.resolve();
+  // The resumable uploads' cleanup, every RESUMABLE_CLEANUP_INTERVAL_MS, the same way.
+  const schedulingExpiry = config.worker.queues.includes(JOB_QUEUES['media.expire-resumable'])
+    ? queues
+        .repeat(
+          'media.expire-resumable',
+          { organizationId: 0, requestId: 'resumable-expiry' },
+          config.limits.resumable.cleanupIntervalMs,
+        )
+        .catch((err: unknown) =>
+          logger.warn({ err }, 'could not schedule the resumable uploads’ cleanup'),
+        )
+    : Promise.resolve();
   // Webhook attempts waiting for a slot of their endpoint, and hand-overs a crash cut short.
   const webhookSweep = config.worker.queues.includes(JOB_QUEUES['webhook.deliver'])
     ? ctx.webhooks.startSweeping()
@@ -318,6 +331,7 @@ export function createWorker(
       await tending;
       await scheduling;
       await directScheduling;
+      await schedulingExpiry;
       await dispatcher?.stop();
       await Promise.allSettled(
         config.worker.queues.map((queue) => queues.gate.withdraw(queue, workerId)),

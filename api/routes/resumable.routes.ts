@@ -209,7 +209,7 @@ export function resumableRoutes(deps: {
   });
 
   route('head', `${RESUMABLE_PATH}/:id`, 1, async (req, res) => {
-    const state = await resumable.find(callerOf(req), String(req.params.id));
+    const state = await resumable.status(callerOf(req), String(req.params.id));
     res.set('Cache-Control', 'no-store');
     describe(res, state);
     res.status(200).end();

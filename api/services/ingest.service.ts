@@ -144,6 +144,22 @@ export class IngestService {
     return { key, type, name, bytes, checksum: `sha256:${hash.digest('hex')}` };
   }
 
+  /**
+   * What a file whose bytes go to storage part by part (a resumable upload)
+   * will be, from its first bytes: its type (refused as `storeStream` refuses
+   * it: 400 empty, 415 not accepted), display name and key in `folder`.
+   */
+  async prepare(
+    org: Organization,
+    head: Buffer,
+    filename: string | undefined,
+    folder: Folder | null,
+  ): Promise<{ key: string; type: MediaType; name: string }> {
+    const type = await this.acceptType(head.subarray(0, DETECTION_BYTES), filename);
+    const name = safeDisplayName(filename);
+    return { key: this.keyFor(org, name, type, folder), type, name };
+  }
+
   /** Stores bytes already in memory (base64 uploads). */
   async storeBuffer(
     org: Organization,

@@ -278,7 +278,12 @@ export class JobsService {
     if ('delivered' in result || 'outcome' in result) {
       return { kind: 'done', data: result, creates: false };
     }
-    if ('scanStatus' in result || 'purged' in result || 'removed' in result) {
+    if (
+      'scanStatus' in result ||
+      'purged' in result ||
+      'removed' in result ||
+      'expired' in result
+    ) {
       return { kind: 'done', data: result, creates: false };
     }
     const record = await this.deps.media.findById(owner.id, result.mediaId);

@@ -196,6 +196,11 @@ export class ReconcileService {
        * left to the uploads' own cleanup; counted with `ownedByJobs`.
        */
       directExpiryMs?: number;
+      /**
+       * The multipart uploads (by upload id) of resumable uploads in progress
+       * (shared/resumable-uploads.ts): left open, counted with `tooRecent`.
+       */
+      resumableUploads?: () => Promise<Set<string>>;
     },
   ) {}
 
@@ -222,9 +227,10 @@ export class ReconcileService {
     // Uploads first: a put cut off half-way shows as an open upload, never as an object.
     const incompleteUploads: OpenUpload[] = [];
     const toAbort = [];
+    const resumable = (await this.deps.resumableUploads?.()) ?? new Set<string>();
     for await (const upload of this.deps.store.incompleteUploads(prefix)) {
       scanned.incompleteUploads++;
-      if (upload.initiated >= cutoff) {
+      if (upload.initiated >= cutoff || resumable.has(upload.uploadId)) {
         scanned.tooRecent++;
         continue;
       }

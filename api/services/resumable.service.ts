@@ -3,34 +3,55 @@
  * state and bytes, kept where every API replica finds them, so that any
  * replica serves any request of an upload (no sticky sessions).
  *
- * - State: one JSON value per upload in Redis (`<prefix>:tus:{<id>}`), with
- *   two sorted sets by expiry: the organization's uploads in progress (the
- *   `RESUMABLE_MAX_INCOMPLETE` cap) and every upload (the cleanup).
- * - Bytes: each PATCH's bytes become one temporary object
- *   (`<org>/.tmp/tus/<id>/<offset>`), written through the object store like
- *   any other (S3 or the file system); a PATCH cut by the network keeps what
- *   arrived (without a checksum), one whose checksum fails keeps nothing.
- * - Completion: the temporary objects are read back in order and streamed
- *   through the same path as `POST /media/upload` (UploadService.uploadStream:
- *   type detection, size and quota metering, SHA-256, key, record, usage,
- *   `media.created`), then removed.
+ * - State: one JSON value per upload in Redis (shared/resumable-uploads.ts),
+ *   with two sorted sets by expiry: the organization's uploads in progress
+ *   (the `RESUMABLE_MAX_INCOMPLETE` cap) and every upload (the cleanup).
+ * - Bytes: one multipart upload in the store per tus upload, made with its
+ *   first whole part, to the file's final key. A PATCH's bytes are cut into
+ *   parts of the upload's part size (`S3_PART_SIZE`, larger when the length,
+ *   or MAX_FILE_SIZE for a deferred one, needs more than RESUMABLE_MAX_PARTS);
+ *   the bytes past the last whole part are kept as one temporary object, the
+ *   tail, put in front of the next PATCH's bytes. A PATCH cut by the network
+ *   keeps what arrived (without a checksum), one whose checksum fails keeps
+ *   nothing (its parts are sent again under the same numbers).
+ * - Completion: the store joins the parts (CompleteMultipartUpload: no byte
+ *   is copied), then the record is written through the same path as every
+ *   upload (UploadService.recordStored, shared/media-creation.ts). The
+ *   SHA-256 is computed as the bytes arrive, kept in the memory of the API
+ *   process that took the PATCHes; when another process took one, the joined
+ *   file is read back once for it. A file smaller than one part goes through
+ *   `UploadService.uploadStream` as a `POST /media/upload` would.
  * - A lock per upload in Redis (SET NX with a TTL renewed while a PATCH
  *   streams): a second writer asks the holder to let go (the release request:
  *   the holder ends its PATCH at the bytes it has, keeps them and answers),
  *   waits a bounded time, else gets 423.
  */
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash, randomUUID, type Hash } from 'node:crypto';
 import { Readable } from 'node:stream';
+import { LRUCache } from 'lru-cache';
 import type { Config } from '@shared/config';
 import { Errors, isAppError } from '@shared/errors';
 import type { Logger } from '@shared/logger';
 import { DETECTION_BYTES, detectType } from '@shared/media/media-types';
-import type { MediaRecord } from '@shared/repositories/media.repository';
+import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
 import type { UsageRepository } from '@shared/repositories/usage.repository';
 import type { RedisConnection } from '@shared/queue/redis';
+import {
+  removeResumableBytes,
+  resumableKeys,
+  resumablePrefix,
+  type ResumableState,
+  type StoredPart,
+  type UploadMetadata,
+} from '@shared/resumable-uploads';
+import { BufferPool } from '@shared/storage/buffer-pool';
 import type { ObjectStore } from '@shared/storage/object-store';
 import type { Caller } from '../domain/caller';
+import type { FoldersService } from './folders.service';
+import type { IngestService } from './ingest.service';
 import type { UploadService } from './upload.service';
+
+export type { ResumableState, UploadMetadata } from '@shared/resumable-uploads';
 
 /** Checksum algorithms of the `checksum` extension (sha1 is the one the spec requires). */
 export const CHECKSUM_ALGORITHMS = ['sha1', 'sha256'] as const;
@@ -40,36 +61,9 @@ export type ChecksumAlgorithm = (typeof CHECKSUM_ALGORITHMS)[number];
 export const MAX_METADATA_VALUE = 1024;
 export const MAX_METADATA_HEADER = 8 * 1024;
 
-/** What `Upload-Metadata` may say of the file (the keys Uppy and tus-js-client send). */
-export interface UploadMetadata {
-  filename?: string | undefined;
-  filetype?: string | undefined;
-  folder?: string | undefined;
-  folderId?: string | undefined;
-}
-
-export interface ResumableState {
-  id: string;
-  organizationId: number;
-  /** null: deferred (`Upload-Defer-Length: 1`) until a PATCH says it. */
-  length: number | null;
-  offset: number;
-  metadata: UploadMetadata;
-  createdAt: number;
-  expiresAt: number;
-  /** The temporary objects, in order. */
-  chunks: { key: string; size: number }[];
-  /** Up to DETECTION_BYTES of the first bytes (base64), for the type check. */
-  head: string;
-  /** `Upload-Concat: partial`: never a record of its own. */
-  partial: boolean;
-  /** `Upload-Concat: final`: the partial uploads' URLs it was made of. */
-  final?: string[] | undefined;
-  /** Once the record is written: its key (the `Media-Key` header). */
-  mediaKey?: string | undefined;
-  /** Set by the cleanup once expired and removed (answers 410 until the state itself expires). */
-  expired?: boolean | undefined;
-}
+/** S3's smallest part (but the last), and its largest. */
+const MIN_PART = 5 * 1024 * 1024;
+const MAX_PART = 5 * 1024 * 1024 * 1024;
 
 export interface PatchInput {
   offset: number;
@@ -89,36 +83,45 @@ export interface PatchResult {
 export interface ResumableMetrics {
   resumableBytesReceived(bytes: number): void;
   resumableLockWait(outcome: 'acquired' | 'refused'): void;
-  resumableExpiredCleaned(count: number): void;
 }
 
-/** How long a lock lives without renewal, how often it is renewed, how long a writer waits for one. */
-const LOCK_TTL_MS = 10_000;
+/** How often a held lock is renewed (and a release request looked for), how long a writer waits for one. */
 const LOCK_RENEW_MS = 1_000;
 const LOCK_WAIT_MS = 4_000;
-/** How long an expired upload answers 410 (then 404). */
-const TOMBSTONE_MS = 24 * 60 * 60 * 1000;
+/** Parts of one PATCH being stored while the next fills. */
+const PARTS_IN_FLIGHT = 2;
 
 const RELEASE_LOCK = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end`;
 const RENEW_LOCK = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end`;
 
 export class ResumableService {
-  private readonly prefix: string;
+  private readonly keys: ReturnType<typeof resumableKeys>;
+  /** This process, as `hashedBy` names it. */
+  private readonly processId = randomUUID();
+  /** The SHA-256 of the bytes so far of the uploads this process took the PATCHes of. */
+  private readonly hashes = new LRUCache<string, { hash: Hash; offset: number }>({ max: 1000 });
+  /** Part buffers by part size, reused across PATCHes. */
+  private readonly pools = new Map<number, BufferPool>();
 
   constructor(
     private readonly deps: {
       redis: () => RedisConnection | undefined;
       store: ObjectStore;
-      uploads: Pick<UploadService, 'uploadStream'>;
+      uploads: Pick<UploadService, 'uploadStream' | 'recordStored'>;
+      ingest: Pick<IngestService, 'prepare'>;
+      folders: Pick<FoldersService, 'resolve'>;
+      media: Pick<MediaRepository, 'findByKey'>;
       usage: Pick<UsageRepository, 'get'>;
       config: Pick<Config, 'queuePrefix'> & {
         limits: Pick<Config['limits'], 'maxFileSize' | 'acceptedTypes' | 'resumable'>;
       };
+      /** The store's part size (S3_PART_SIZE): the smallest a resumable upload's parts are. */
+      partSize: number;
       metrics?: ResumableMetrics | undefined;
       logger: Logger;
     },
   ) {
-    this.prefix = `${deps.config.queuePrefix}:tus`;
+    this.keys = resumableKeys(deps.config.queuePrefix);
   }
 
   private get redis(): RedisConnection {
@@ -127,21 +130,13 @@ export class ResumableService {
     return redis;
   }
 
-  private stateKey = (id: string) => `${this.prefix}:{${id}}`;
-  private lockKey = (id: string) => `${this.prefix}:{${id}}:lock`;
-  private releaseKey = (id: string) => `${this.prefix}:{${id}}:release`;
-  private orgKey = (orgId: number) => `${this.prefix}:org:${orgId}`;
-  private get expiriesKey() {
-    return `${this.prefix}:expiries`;
-  }
-
   get expiryMs(): number {
     return this.deps.config.limits.resumable.expiryMs;
   }
 
   /** Uploads not finished and not expired, every organization (the in-progress gauge). */
   async inProgress(): Promise<number> {
-    return this.redis.zcount(this.expiriesKey, String(Date.now()), '+inf');
+    return this.redis.zcount(this.keys.expiries, String(Date.now()), '+inf');
   }
 
   /**
@@ -158,24 +153,25 @@ export class ResumableService {
     const now = Date.now();
     const { maxIncomplete } = this.deps.config.limits.resumable;
     const redis = this.redis;
-    if ((await redis.zcount(this.orgKey(org.id), String(now), '+inf')) >= maxIncomplete) {
+    if ((await redis.zcount(this.keys.org(org.id), String(now), '+inf')) >= maxIncomplete) {
       throw Errors.tooManyIncompleteUploads(maxIncomplete);
     }
+    const id = randomUUID().replaceAll('-', '');
     const state: ResumableState = {
-      id: randomUUID().replaceAll('-', ''),
+      id,
       organizationId: org.id,
+      prefix: resumablePrefix(org.slug, id),
       length: input.length,
       offset: 0,
       metadata: input.metadata,
       createdAt: now,
       expiresAt: now + this.expiryMs,
-      chunks: [],
       head: '',
       partial: input.partial,
     };
     await this.save(state);
-    await redis.zadd(this.orgKey(org.id), state.expiresAt, state.id);
-    await redis.zadd(this.expiriesKey, state.expiresAt, state.id);
+    await redis.zadd(this.keys.org(org.id), state.expiresAt, state.id);
+    await redis.zadd(this.keys.expiries, state.expiresAt, state.id);
     return state;
   }
 
@@ -183,6 +179,12 @@ export class ResumableService {
    * A final upload (`Upload-Concat: final`): the caller's finished partial
    * uploads, in order, become one file and its record at once; the partials
    * are removed. Another organization's partial is 404, like a missing one.
+   *
+   * When every partial but the last is at least S3's smallest part, the
+   * store copies each partial's object into a part of the file's multipart
+   * upload (UploadPartCopy: no byte crosses the API to be written), while the
+   * API reads them once for the SHA-256; otherwise the partials are read and
+   * streamed to the file's key as a `POST /media/upload` would be.
    */
   async concatenate(
     caller: Caller,
@@ -200,20 +202,78 @@ export class ResumableService {
     const length = partials.reduce((n, p) => n + p.offset, 0);
     await this.checkSize(caller, length, metadata);
     const now = Date.now();
+    const id = randomUUID().replaceAll('-', '');
     const state: ResumableState = {
-      id: randomUUID().replaceAll('-', ''),
+      id,
       organizationId: caller.organization.id,
+      prefix: resumablePrefix(caller.organization.slug, id),
       length,
       offset: length,
       metadata,
       createdAt: now,
       expiresAt: now + this.expiryMs,
-      chunks: partials.flatMap((p) => p.chunks),
       head: '',
       partial: false,
       final: partialIds,
     };
-    const record = await this.complete(caller, state, { removeOnFailure: false });
+    const objects = partials.filter((p) => p.offset > 0).map((p) => p.object!);
+    const store = this.deps.store;
+    async function* bytes(): AsyncGenerator<Buffer> {
+      for (const key of objects) {
+        for await (const data of await store.get(key)) yield data as Buffer;
+      }
+    }
+    const sizes = partials.filter((p) => p.offset > 0).map((p) => p.offset);
+    const copyable =
+      sizes.length > 0 &&
+      sizes.every((size, i) => size <= MAX_PART && (i === sizes.length - 1 || size >= MIN_PART));
+    let record: MediaRecord;
+    if (copyable) {
+      const org = caller.organization;
+      const spec = { folder: metadata.folder, folderId: metadata.folderId };
+      const folder = await this.deps.folders.resolve(org, spec);
+      const file = await this.deps.ingest.prepare(
+        org,
+        await this.headOf(objects),
+        metadata.filename,
+        folder,
+      );
+      const uploadId = await store.multipart.create(file.key, file.type.mime);
+      let checksum: string;
+      try {
+        const [, hex] = await Promise.all([
+          (async () => {
+            const parts = await Promise.all(
+              objects.map(async (key, i) => ({
+                part: i + 1,
+                etag: await store.multipart.copyPart(file.key, uploadId, i + 1, key),
+              })),
+            );
+            await store.multipart.complete(file.key, uploadId, parts);
+          })(),
+          sha256Of(Readable.from(bytes(), { objectMode: false })),
+        ]);
+        checksum = hex;
+      } catch (err) {
+        await store.multipart.abort(file.key, uploadId).catch(() => undefined);
+        throw err;
+      }
+      const { records } = await this.deps.uploads.recordStored(caller, {
+        object: { ...file, bytes: length, checksum: `sha256:${checksum}` },
+        keyFolderId: folder?.id ?? null,
+        folder: spec,
+      });
+      record = records[0]!;
+    } else {
+      const { records } = await this.deps.uploads.uploadStream(caller, {
+        stream: Readable.from(bytes(), { objectMode: false }),
+        filename: metadata.filename,
+        folder: { folder: metadata.folder, folderId: metadata.folderId },
+      });
+      record = records[0]!;
+    }
+    state.mediaKey = record.key;
+    await this.save(state);
     // The partials' bytes are the record's now: their objects and states go.
     for (const partial of partials) await this.forget(partial);
     return { state, record };
@@ -221,7 +281,7 @@ export class ResumableService {
 
   /** The caller's upload: 404 when missing or another organization's, 410 once expired. */
   async find(caller: Caller, id: string): Promise<ResumableState> {
-    const raw = /^[0-9a-f]{32}$/.test(id) ? await this.redis.get(this.stateKey(id)) : null;
+    const raw = /^[0-9a-f]{32}$/.test(id) ? await this.redis.get(this.keys.state(id)) : null;
     if (raw === null) throw Errors.notFound('No such upload');
     const state = JSON.parse(raw) as ResumableState;
     if (state.organizationId !== caller.organization.id) throw Errors.notFound('No such upload');
@@ -232,6 +292,21 @@ export class ResumableService {
   }
 
   /**
+   * The upload as a HEAD answers it. One whose every byte is stored but
+   * whose record a crashed process did not write is finished first (its
+   * offset says it is complete: a client would not send a PATCH more).
+   */
+  async status(caller: Caller, id: string): Promise<ResumableState> {
+    const state = await this.find(caller, id);
+    if (!state.completing || state.mediaKey !== undefined) return state;
+    return this.locked(id, async () => {
+      const now = await this.find(caller, id);
+      if (now.completing && now.mediaKey === undefined) await this.finish(caller, now);
+      return now;
+    });
+  }
+
+  /**
    * Appends a PATCH's bytes (`core`, `checksum`, deferred length), under the
    * upload's lock. The last byte in makes the record.
    */
@@ -239,7 +314,15 @@ export class ResumableService {
     return this.locked(id, async (released) => {
       const state = await this.find(caller, id);
       if (state.final) throw Errors.uploadFinal();
+      if (state.completing && state.mediaKey === undefined) {
+        // Every byte is stored (a crash cut the completion short): finished now.
+        input.body.resume();
+        return { state, record: await this.finish(caller, state) };
+      }
       if (input.offset !== state.offset) throw Errors.offsetMismatch(state.offset);
+      if (state.mediaKey || (state.partial && state.object)) {
+        throw Errors.offsetMismatch(state.offset);
+      }
       if (input.length !== undefined) {
         if (state.length !== null && state.length !== input.length) {
           throw Errors.badRequest('Upload-Length cannot change once known');
@@ -252,19 +335,7 @@ export class ResumableService {
           state.length = input.length;
         }
       }
-      if (state.length !== null && state.offset === state.length && !state.mediaKey) {
-        input.body.resume();
-      } else if (state.mediaKey) {
-        throw Errors.offsetMismatch(state.offset);
-      } else {
-        await this.append(caller, state, input, released);
-      }
-      let record: MediaRecord | undefined;
-      if (state.length !== null && state.offset === state.length && !state.partial) {
-        record = await this.complete(caller, state, { removeOnFailure: true });
-      } else {
-        await this.save(state);
-      }
+      const record = await this.append(caller, state, input, released);
       return { state, record };
     });
   }
@@ -278,36 +349,8 @@ export class ResumableService {
         throw err;
       });
       if (state) await this.forget(state);
-      else await this.redis.del(this.stateKey(id));
+      else await this.redis.del(this.keys.state(id));
     });
-  }
-
-  /**
-   * Removes expired uploads' temporary objects and marks them expired (410
-   * until the state itself lapses): the scheduled cleanup. Returns how many.
-   */
-  async cleanupExpired(now = Date.now()): Promise<number> {
-    const redis = this.redis;
-    const ids = await redis.zrangebyscore(this.expiriesKey, 0, now, 'LIMIT', 0, 500);
-    let cleaned = 0;
-    for (const id of ids) {
-      const raw = await redis.get(this.stateKey(id));
-      const state = raw === null ? null : (JSON.parse(raw) as ResumableState);
-      if (state && state.mediaKey === undefined) {
-        await this.removeChunks(state);
-        state.expired = true;
-        state.chunks = [];
-        await redis.set(this.stateKey(id), JSON.stringify(state), 'PX', TOMBSTONE_MS);
-        await redis.zrem(this.orgKey(state.organizationId), id);
-        cleaned += 1;
-      }
-      await redis.zrem(this.expiriesKey, id);
-    }
-    if (cleaned > 0) {
-      this.deps.metrics?.resumableExpiredCleaned(cleaned);
-      this.deps.logger.info({ cleaned }, 'expired resumable uploads removed');
-    }
-    return cleaned;
   }
 
   private async checkSize(caller: Caller, length: number, metadata: UploadMetadata): Promise<void> {
@@ -320,38 +363,122 @@ export class ResumableService {
     }
   }
 
-  /** Streams the PATCH body to one temporary object; updates `state` once it is stored. */
+  /**
+   * The part size of an upload whose length is `length` (null: deferred, up
+   * to MAX_FILE_SIZE): the store's, or more when that would need more than
+   * RESUMABLE_MAX_PARTS parts.
+   */
+  private partSizeFor(length: number | null): number {
+    const { maxParts } = this.deps.config.limits.resumable;
+    const bound = length ?? this.deps.config.limits.maxFileSize;
+    return Math.max(this.deps.partSize, MIN_PART, Math.ceil(bound / maxParts));
+  }
+
+  private pool(size: number): BufferPool {
+    let pool = this.pools.get(size);
+    if (!pool) {
+      pool = new BufferPool(size, PARTS_IN_FLIGHT + 2);
+      this.pools.set(size, pool);
+    }
+    return pool;
+  }
+
+  /**
+   * Streams a PATCH body into the upload's parts: the tail first, then the
+   * body, each whole part sent to the store (up to PARTS_IN_FLIGHT at once)
+   * while the next fills. At the end, what does not fill a part becomes the
+   * new tail, or, when the upload is complete, its last part (or the whole
+   * of a small file). `state` is updated, and saved, once everything is
+   * stored; the record is answered when this PATCH completed the upload.
+   */
   private async append(
     caller: Caller,
     state: ResumableState,
     input: PatchInput,
     released: AbortSignal,
-  ): Promise<void> {
+  ): Promise<MediaRecord | undefined> {
     const { maxFileSize, acceptedTypes } = this.deps.config.limits;
+    const store = this.deps.store;
     const quota = caller.organization.quotaBytes;
     const remaining =
       quota === null ? Infinity : quota - (await this.deps.usage.get(caller.organization.id)).bytes;
-    const hash = input.checksum ? createHash(input.checksum.algorithm) : undefined;
+    const checksum = input.checksum ? createHash(input.checksum.algorithm) : undefined;
+    // The file's SHA-256 so far: this process's (a copy: a PATCH that fails leaves it as it was).
+    const cached = this.hashes.get(state.id);
+    const hash =
+      state.offset === 0
+        ? createHash('sha256')
+        : cached && state.hashedBy === this.processId && cached.offset === state.offset
+          ? cached.hash.copy()
+          : undefined;
+    const partSize = state.multipart?.partSize ?? this.partSizeFor(state.length);
+    const pool = this.pool(partSize);
     let head = Buffer.from(state.head, 'base64');
     const checkType = !state.partial && head.length < DETECTION_BYTES;
-    let received = 0;
-    const start = state.offset;
-    const metrics = this.deps.metrics;
     const name = state.metadata.filename;
-    async function* body(): AsyncGenerator<Buffer> {
+    const start = state.offset;
+    let received = 0;
+
+    let multipart = state.multipart;
+    const newParts: StoredPart[] = [];
+    let nextPart = (multipart?.parts.length ?? 0) + 1;
+    const inFlight = new Set<Promise<void>>();
+    let failure: Error | undefined;
+    const held = new Set<Buffer>();
+    const acquire = () => {
+      const buffer = pool.acquire();
+      held.add(buffer);
+      return buffer;
+    };
+    const giveBack = (buffer: Buffer) => {
+      if (held.delete(buffer)) pool.release(buffer);
+    };
+    let current = acquire();
+    let filled = 0;
+    /** Sends the full buffer as the next part (made when the first whole part is there). */
+    const flush = async () => {
+      while (inFlight.size >= PARTS_IN_FLIGHT) await Promise.race(inFlight);
+      if (failure) throw failure;
+      if (!multipart) {
+        multipart = await this.startMultipart(caller, state, partSize, current);
+        // Saved at once: a PATCH that fails from here leaves an upload the cleanup can find.
+        await this.save({ ...state, multipart });
+      }
+      const { key, uploadId } = multipart;
+      const part = nextPart++;
+      const buffer = current;
+      const sent = store.multipart
+        .putPart(key, uploadId, part, buffer)
+        .then(
+          (etag) => void newParts.push({ part, etag, size: buffer.length }),
+          (err: unknown) => void (failure ??= err instanceof Error ? err : new Error(String(err))),
+        )
+        .finally(() => giveBack(buffer));
+      const tracked = sent.finally(() => inFlight.delete(tracked));
+      inFlight.add(tracked);
+      current = acquire();
+      filled = 0;
+    };
+
+    try {
+      if (state.tail) {
+        for await (const data of await store.get(state.tail.key)) {
+          filled += (data as Buffer).copy(current, filled);
+        }
+      }
       const iterator = input.body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
       for (;;) {
+        if (released.aborted) break; // another writer asked for the lock: keep what came
         let next: IteratorResult<Buffer>;
         try {
-          if (released.aborted) return; // another writer asked for the lock: keep what came
           next = await iterator.next();
         } catch (err) {
           // The client went away: without a checksum the bytes that came are kept.
-          if (!hash) return;
+          if (!checksum) break;
           throw err;
         }
-        if (next.done) return;
-        const chunk = next.value;
+        if (next.done) break;
+        let chunk = next.value;
         received += chunk.length;
         const total = start + received;
         if (state.length !== null && total > state.length) {
@@ -360,10 +487,11 @@ export class ResumableService {
         if (total > maxFileSize) throw Errors.fileTooLarge(maxFileSize, name);
         if (total > remaining) throw Errors.quotaExceeded(quota ?? 0);
         hash?.update(chunk);
-        metrics?.resumableBytesReceived(chunk.length);
-        if (checkType && head.length < DETECTION_BYTES) {
+        checksum?.update(chunk);
+        this.deps.metrics?.resumableBytesReceived(chunk.length);
+        if (head.length < DETECTION_BYTES) {
           head = Buffer.concat([head, chunk.subarray(0, DETECTION_BYTES - head.length)]);
-          if (head.length >= DETECTION_BYTES) {
+          if (checkType && head.length >= DETECTION_BYTES) {
             const type = await detectType(head);
             if (!type || !acceptedTypes.includes(type.mime)) {
               throw Errors.unsupportedType(
@@ -372,87 +500,237 @@ export class ResumableService {
             }
           }
         }
-        yield chunk;
+        while (chunk.length > 0) {
+          const n = chunk.copy(current, filled);
+          filled += n;
+          chunk = chunk.subarray(n);
+          if (filled === partSize) await flush();
+        }
       }
-    }
-    const key = `${this.temporaryPrefix(caller, state.id)}${start}`;
-    try {
-      const source = Readable.from(body(), { objectMode: false });
-      await this.deps.store.put(key, source, { contentType: 'application/octet-stream' });
+      await Promise.all(inFlight);
+      if (failure) throw failure;
     } catch (err) {
+      await Promise.allSettled(inFlight);
+      for (const buffer of [...held]) giveBack(buffer);
       if (isAppError(err) && err.status === 415) await this.forget(state);
       throw err;
     }
-    if (input.checksum && hash!.digest('base64') !== input.checksum.digest) {
-      await this.deps.store.remove(key);
-      throw Errors.checksumMismatch(state.offset);
-    }
-    if (received > 0) {
-      state.chunks.push({ key, size: received });
-      state.offset += received;
+
+    try {
+      if (input.checksum && checksum!.digest('base64') !== input.checksum.digest) {
+        // Nothing kept: the parts sent are sent again, under the same numbers, by the next PATCH.
+        throw Errors.checksumMismatch(state.offset);
+      }
+      const offset = start + received;
+      const oldTail = state.tail;
+      const rest = current.subarray(0, filled);
+      newParts.sort((a, b) => a.part - b.part);
+      state.offset = offset;
       state.head = head.toString('base64');
-    } else {
-      await this.deps.store.remove(key);
+      if (multipart) state.multipart = { ...multipart, parts: [...multipart.parts, ...newParts] };
+      state.tail = undefined;
+      const complete = state.length !== null && offset === state.length;
+
+      if (complete && !state.multipart) {
+        // Smaller than one part: stored and recorded as a POST /media/upload would be.
+        if (state.partial) {
+          const key = `${state.prefix}data`;
+          await store.put(key, Buffer.from(rest), { contentType: 'application/octet-stream' });
+          state.object = key;
+          await this.save(state);
+          if (oldTail) await store.remove(oldTail.key);
+          return undefined;
+        }
+        return await this.completeSmall(caller, state, Buffer.from(rest));
+      }
+      if (complete) {
+        const mp = state.multipart!;
+        if (rest.length > 0) {
+          const etag = await store.multipart.putPart(mp.key, mp.uploadId, nextPart, rest);
+          mp.parts.push({ part: nextPart, etag, size: rest.length });
+        }
+        if (state.partial) {
+          // A partial upload's object, for its final concatenation to copy.
+          await store.multipart.complete(
+            mp.key,
+            mp.uploadId,
+            mp.parts.map(({ part, etag }) => ({ part, etag })),
+          );
+          state.object = mp.key;
+          state.multipart = undefined;
+          await this.save(state);
+          if (oldTail) await store.remove(oldTail.key);
+          return undefined;
+        }
+        state.completing = { checksum: hash ? hash.digest('hex') : null };
+        await this.save(state);
+        if (oldTail) await store.remove(oldTail.key);
+        return await this.finish(caller, state);
+      }
+      if (rest.length > 0) {
+        // Named by the offset it ends at: a new object each time, the state names the one that counts.
+        state.tail = { key: `${state.prefix}tail-${offset}`, size: rest.length };
+        await store.put(state.tail.key, Buffer.from(rest), {
+          contentType: 'application/octet-stream',
+        });
+      }
+      state.hashedBy = hash ? this.processId : null;
+      await this.save(state);
+      if (hash) this.hashes.set(state.id, { hash, offset });
+      else this.hashes.delete(state.id);
+      if (oldTail && oldTail.key !== state.tail?.key) await store.remove(oldTail.key);
+      return undefined;
+    } finally {
+      for (const buffer of [...held]) giveBack(buffer);
     }
   }
 
-  /** The record from the upload's temporary objects; the objects go either way. */
-  private async complete(
+  /** The store's multipart upload of an upload: to the file's final key (its type checked), or a partial's own object. */
+  private async startMultipart(
     caller: Caller,
     state: ResumableState,
-    options: { removeOnFailure: boolean },
-  ): Promise<MediaRecord> {
+    partSize: number,
+    first: Buffer,
+  ): Promise<NonNullable<ResumableState['multipart']>> {
     const store = this.deps.store;
-    const chunks = state.chunks;
-    async function* bytes(): AsyncGenerator<Buffer> {
-      for (const chunk of chunks) {
-        for await (const data of await store.get(chunk.key)) yield data as Buffer;
-      }
+    if (state.partial) {
+      const key = `${state.prefix}data`;
+      const uploadId = await store.multipart.create(key, 'application/octet-stream');
+      return { key, uploadId, partSize, parts: [] };
     }
+    const org = caller.organization;
+    const folder = await this.deps.folders.resolve(org, {
+      folder: state.metadata.folder,
+      folderId: state.metadata.folderId,
+    });
+    const file = await this.deps.ingest.prepare(org, first, state.metadata.filename, folder);
+    const uploadId = await store.multipart.create(file.key, file.type.mime);
+    return {
+      key: file.key,
+      uploadId,
+      partSize,
+      parts: [],
+      type: file.type,
+      name: file.name,
+      folderId: folder?.id ?? null,
+    };
+  }
+
+  /** A file smaller than one part: through the upload path, then the upload is done. */
+  private async completeSmall(
+    caller: Caller,
+    state: ResumableState,
+    data: Buffer,
+  ): Promise<MediaRecord> {
     let record: MediaRecord;
     try {
       const { records } = await this.deps.uploads.uploadStream(caller, {
-        stream: Readable.from(bytes(), { objectMode: false }),
+        stream: Readable.from([data]),
         filename: state.metadata.filename,
         folder: { folder: state.metadata.folder, folderId: state.metadata.folderId },
       });
       record = records[0]!;
     } catch (err) {
-      if (options.removeOnFailure) await this.forget(state);
+      await this.forget(state);
       throw err;
     }
+    return this.done(state, record);
+  }
+
+  /**
+   * Joins the parts of an upload whose every byte is stored (unless a crash
+   * left them joined already) and writes the record (unless it was written:
+   * then the upload is only marked done).
+   */
+  private async finish(caller: Caller, state: ResumableState): Promise<MediaRecord> {
+    const store = this.deps.store;
+    const mp = state.multipart!;
+    const org = caller.organization;
+    const written = await this.deps.media.findByKey(org.id, mp.key);
+    if (written) return this.done(state, written);
+    let record: MediaRecord;
+    try {
+      if (!(await store.stat(mp.key))) {
+        await store.multipart.complete(
+          mp.key,
+          mp.uploadId,
+          mp.parts.map(({ part, etag }) => ({ part, etag })),
+        );
+      }
+      const hex = state.completing?.checksum ?? (await sha256Of(await store.get(mp.key)));
+      const { records } = await this.deps.uploads.recordStored(caller, {
+        object: {
+          key: mp.key,
+          type: mp.type!,
+          name: mp.name!,
+          bytes: state.length!,
+          checksum: `sha256:${hex}`,
+        },
+        keyFolderId: mp.folderId ?? null,
+        folder: { folder: state.metadata.folder, folderId: state.metadata.folderId },
+      });
+      record = records[0]!;
+    } catch (err) {
+      // Refused (quota, duplicate, folder gone): the record's path removed the object.
+      if (isAppError(err) && err.status < 500) await this.forget(state);
+      throw err;
+    }
+    return this.done(state, record);
+  }
+
+  /** The upload has its record: its state says so (HEAD answers Media-Key), its leftovers go. */
+  private async done(state: ResumableState, record: MediaRecord): Promise<MediaRecord> {
+    const { prefix, tail } = state;
     state.mediaKey = record.key;
-    await this.removeChunks(state);
-    state.chunks = [];
+    state.completing = undefined;
+    state.multipart = undefined;
+    state.tail = undefined;
     await this.save(state);
     const redis = this.redis;
-    await redis.zrem(this.orgKey(state.organizationId), state.id);
-    await redis.zrem(this.expiriesKey, state.id);
+    await redis.zrem(this.keys.org(state.organizationId), state.id);
+    await redis.zrem(this.keys.expiries, state.id);
+    this.hashes.delete(state.id);
+    if (tail) await this.deps.store.remove(tail.key);
+    await removeResumableBytes(this.deps.store, { prefix, multipart: undefined }).catch(
+      (err: unknown) => this.deps.logger.warn({ err }, 'could not remove a finished upload’s tail'),
+    );
     return record;
   }
 
-  private temporaryPrefix(caller: Caller, id: string): string {
-    return `${caller.organization.slug}/.tmp/tus/${id}/`;
+  /** The first DETECTION_BYTES of the objects, in order. */
+  private async headOf(keys: string[]): Promise<Buffer> {
+    const chunks: Buffer[] = [];
+    let length = 0;
+    for (const key of keys) {
+      if (length >= DETECTION_BYTES) break;
+      for await (const data of await this.deps.store.get(key, {
+        start: 0,
+        end: DETECTION_BYTES - length - 1,
+      })) {
+        chunks.push(data as Buffer);
+        length += (data as Buffer).length;
+      }
+    }
+    return Buffer.concat(chunks).subarray(0, DETECTION_BYTES);
   }
 
   private async save(state: ResumableState): Promise<void> {
     // A finished upload answers HEAD (with Media-Key) until its expiry; an unfinished one a while after.
-    const ttl = Math.max(1000, state.expiresAt - Date.now() + (state.mediaKey ? 0 : TOMBSTONE_MS));
-    await this.redis.set(this.stateKey(state.id), JSON.stringify(state), 'PX', ttl);
+    const ttl = Math.max(
+      1000,
+      state.expiresAt - Date.now() + (state.mediaKey ? 0 : 24 * 60 * 60 * 1000),
+    );
+    await this.redis.set(this.keys.state(state.id), JSON.stringify(state), 'PX', ttl);
   }
 
-  private async removeChunks(state: ResumableState): Promise<void> {
-    if (state.chunks.length === 0) return;
-    await this.deps.store.removeMany(state.chunks.map((c) => c.key));
-  }
-
-  /** Removes an upload: its objects, its state, its places in the indexes. */
+  /** Removes an upload: its multipart upload, its objects, its state, its places in the indexes. */
   private async forget(state: ResumableState): Promise<void> {
-    await this.removeChunks(state);
+    await removeResumableBytes(this.deps.store, state);
+    this.hashes.delete(state.id);
     const redis = this.redis;
-    await redis.del(this.stateKey(state.id));
-    await redis.zrem(this.orgKey(state.organizationId), state.id);
-    await redis.zrem(this.expiriesKey, state.id);
+    await redis.del(this.keys.state(state.id));
+    await redis.zrem(this.keys.org(state.organizationId), state.id);
+    await redis.zrem(this.keys.expiries, state.id);
   }
 
   /**
@@ -463,11 +741,12 @@ export class ResumableService {
   private async locked<T>(id: string, work: (released: AbortSignal) => Promise<T>): Promise<T> {
     const redis = this.redis;
     const token = randomUUID();
-    const lockKey = this.lockKey(id);
-    const releaseKey = this.releaseKey(id);
+    const lockKey = this.keys.lock(id);
+    const releaseKey = this.keys.release(id);
+    const ttl = this.deps.config.limits.resumable.lockTtlMs;
     const deadline = Date.now() + LOCK_WAIT_MS;
     let waited = false;
-    while ((await redis.set(lockKey, token, 'PX', LOCK_TTL_MS, 'NX')) !== 'OK') {
+    while ((await redis.set(lockKey, token, 'PX', ttl, 'NX')) !== 'OK') {
       if (!waited) {
         waited = true;
         await redis.set(releaseKey, token, 'PX', LOCK_WAIT_MS);
@@ -483,7 +762,7 @@ export class ResumableService {
     const released = new AbortController();
     const renew = setInterval(() => {
       void (async () => {
-        await redis.eval(RENEW_LOCK, 1, lockKey, token, String(LOCK_TTL_MS));
+        await redis.eval(RENEW_LOCK, 1, lockKey, token, String(ttl));
         if ((await redis.exists(releaseKey)) === 1) released.abort();
       })().catch((err: unknown) =>
         this.deps.logger.warn({ err, upload: id }, 'could not renew a resumable upload lock'),
@@ -500,4 +779,11 @@ export class ResumableService {
         );
     }
   }
+}
+
+/** The SHA-256 (hex) of a stream's bytes. */
+async function sha256Of(stream: Readable): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const data of stream) hash.update(data as Buffer);
+  return hash.digest('hex');
 }

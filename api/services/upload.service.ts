@@ -184,6 +184,45 @@ export class UploadService {
   }
 
   /**
+   * Records a file already at the key `ingest.prepare` gave it (a resumable
+   * upload's parts joined by the store): into the folder `folder` names now
+   * (moved there if its key was built for another), booked, committed, all
+   * or nothing as every upload; on failure its object is removed.
+   */
+  async recordStored(
+    caller: Caller,
+    input: {
+      object: Omit<StoredObject, 'keyFolder'>;
+      /** The folder the key was built for. */
+      keyFolderId: number | null;
+      folder: FolderSpec;
+    },
+  ): Promise<Uploaded> {
+    const org = caller.organization;
+    let folder: Folder | null;
+    try {
+      folder = await this.deps.folders.resolve(org, input.folder);
+    } catch (err) {
+      await this.deps.ingest.discard([{ ...input.object, keyFolder: undefined }]);
+      throw err;
+    }
+    // Built for another folder (renamed or deleted meanwhile): `place` moves it.
+    const keyFolder = (folder?.id ?? null) === input.keyFolderId ? folder : undefined;
+    const file = this.deps.creation.start(org);
+    try {
+      return await this.commit(
+        caller,
+        [{ object: { ...input.object, keyFolder }, file }],
+        folder,
+        this.deps.onDuplicate,
+      );
+    } catch (err) {
+      await this.deps.creation.abandon([file]);
+      throw err;
+    }
+  }
+
+  /**
    * Makes stored objects permanent: moves any whose key was built for another
    * folder (or staged), then records them all at once (media-creation.ts:
    * their bookings checked, their records and events written, the folder

@@ -99,10 +99,10 @@ export const resumable: Benchmark = {
       { group: 'tus, 8 MiB PATCHes', series: 'MiB/s', ...stat(mibps(ms.tus)) },
       { group: 'tus, 4 parallel parts', series: 'MiB/s', ...stat(mibps(ms.parallel)) },
     ];
-    const why = `Each PATCH's bytes go to a temporary object, and the finished upload is
-read back and streamed to its final key through the upload path (type check,
-SHA-256, record): the file crosses the store twice where \`POST /media/upload\`
-writes it once (docs/resumable-uploads.md, "Decisions").`;
+    const why = `Each PATCH's bytes go into the parts of one S3 multipart upload at the
+file's final key, joined by the store at completion (no copy); parallel parts
+are copied by the store (UploadPartCopy) and read once for the SHA-256
+(docs/resumable-uploads.md, "Decisions").`;
     return {
       id: this.id,
       title: this.title,

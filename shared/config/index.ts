@@ -83,6 +83,8 @@ function toConfig(env: Env) {
     DIRECT_UPLOAD_PART_SIZE,
     DIRECT_UPLOAD_EXPIRY_MS,
     DIRECT_UPLOAD_MAX_INCOMPLETE,
+    RESUMABLE_MAX_PARTS,
+    RESUMABLE_LOCK_TTL_MS,
     MAX_INPUT_PIXELS,
     MAX_GIF_OUTPUT_PIXELS,
     MAX_AVIF_OUTPUT_PIXELS,
@@ -109,6 +111,7 @@ function toConfig(env: Env) {
     USAGE_BOOKING_TTL_MS,
     TRASH_RETENTION_S,
     TRASH_PURGE_INTERVAL_MS,
+    RESUMABLE_CLEANUP_INTERVAL_MS,
     RATE_LIMIT_MAX,
     RATE_LIMIT_WINDOW_MS,
     AUTH_FAILURE_LIMIT,
@@ -218,8 +221,18 @@ function toConfig(env: Env) {
       /** Uploads one token may have in flight on one API process (429 past it). */
       maxUploadsInFlight: MAX_UPLOADS_IN_FLIGHT,
       acceptedTypes: ACCEPTED_TYPES,
-      /** Resumable (tus) uploads: in progress per organization, and their lifetime. */
-      resumable: { maxIncomplete: RESUMABLE_MAX_INCOMPLETE, expiryMs: RESUMABLE_EXPIRY_MS },
+      /**
+       * Resumable (tus) uploads: in progress per organization, their lifetime,
+       * their multipart upload's part count bound, their lock's lifetime, and
+       * how often the expired ones are cleaned up.
+       */
+      resumable: {
+        maxIncomplete: RESUMABLE_MAX_INCOMPLETE,
+        expiryMs: RESUMABLE_EXPIRY_MS,
+        maxParts: RESUMABLE_MAX_PARTS,
+        lockTtlMs: RESUMABLE_LOCK_TTL_MS,
+        cleanupIntervalMs: RESUMABLE_CLEANUP_INTERVAL_MS,
+      },
       /** Direct-to-storage uploads (S3): the single request's kind, part size, lifetime, cap. */
       direct: {
         single: DIRECT_UPLOAD_SINGLE,

@@ -338,7 +338,17 @@ export const VARIABLES = {
   RESUMABLE_EXPIRY_MS: {
     section: 'limits',
     value: integer({ default: 24 * 60 * 60 * 1000, min: 1000, unit: 'ms' }),
-    doc: 'How long a resumable (tus) upload may take from its creation (`Upload-Expires`); after it the upload answers `410` and its stored bytes are removed by the cleanup that runs every minute, after which it answers `404`.',
+    doc: 'How long a resumable (tus) upload may take from its creation (`Upload-Expires`); after it the upload answers `410`, and the `media.expire-resumable` job (every `RESUMABLE_CLEANUP_INTERVAL_MS`) aborts its multipart upload and removes its temporary objects; a day later it answers `404`.',
+  },
+  RESUMABLE_MAX_PARTS: {
+    section: 'limits',
+    value: integer({ default: 10_000, min: 2, max: 10_000 }),
+    doc: "Parts one resumable (tus) upload's multipart upload may have (S3's limit is 10,000): its part size is `S3_PART_SIZE`, or more when `Upload-Length` (or, for a deferred length, `MAX_FILE_SIZE`) divided by this is larger. Lower it only to test the part size's growth.",
+  },
+  RESUMABLE_LOCK_TTL_MS: {
+    section: 'limits',
+    value: integer({ default: 10_000, min: 2_000, max: 60_000, unit: 'ms' }),
+    doc: "How long a resumable upload's lock outlives the API process holding it (renewed every second while a PATCH streams): the longest a client waits, after the process serving its PATCH died, before another process takes its upload.",
   },
   DIRECT_UPLOAD_SINGLE: {
     section: 'limits',
@@ -514,6 +524,11 @@ export const VARIABLES = {
     section: 'jobs',
     value: integer({ default: 15 * MINUTE, min: 100, max: 24 * 60 * MINUTE, unit: 'ms' }),
     doc: 'How often the `media.purge-trash` job (repeatable, on the `maintenance` queue) deletes files kept in the trash past their retention.',
+  },
+  RESUMABLE_CLEANUP_INTERVAL_MS: {
+    section: 'jobs',
+    value: integer({ default: MINUTE, min: 100, max: 24 * 60 * MINUTE, unit: 'ms' }),
+    doc: 'How often the `media.expire-resumable` job (repeatable, on the `maintenance` queue) removes the resumable uploads past their `Upload-Expires`: their multipart uploads aborted, their temporary objects removed.',
   },
   USAGE_BOOKING_TTL_MS: {
     section: 'jobs',

@@ -82,6 +82,31 @@ export interface PresignedUploads {
   completeMultipart(key: string, uploadId: string): Promise<boolean>;
 }
 
+/** A part of a multipart upload, as its completion names it. */
+export interface UploadedPart {
+  part: number;
+  etag: string;
+}
+
+/**
+ * A multipart upload held open across requests (a resumable upload's parts,
+ * api/services/resumable.service.ts): S3's own (parts of at least 5 MiB but
+ * the last, at most 10,000), or, on the file system, a directory of part
+ * files joined at completion.
+ */
+export interface MultipartUploads {
+  /** Starts one for `key`; answers its id. */
+  create(key: string, contentType: string): Promise<string>;
+  /** Stores part `partNumber` (from 1); a part sent again replaces it. Answers its ETag. */
+  putPart(key: string, uploadId: string, partNumber: number, data: Buffer): Promise<string>;
+  /** Part `partNumber` copied from the whole stored object `sourceKey` by the store itself (UploadPartCopy). */
+  copyPart(key: string, uploadId: string, partNumber: number, sourceKey: string): Promise<string>;
+  /** The parts, in order, become the object at `key` (no byte passes through the caller). */
+  complete(key: string, uploadId: string, parts: UploadedPart[]): Promise<void>;
+  /** Removes the upload and its parts; one already gone (completed or aborted) is not an error. */
+  abort(key: string, uploadId: string): Promise<void>;
+}
+
 export interface ObjectStore {
   /** Presigned requests for direct-to-storage uploads; absent when the store has none (the file system). */
   readonly presigned?: PresignedUploads | undefined;
@@ -121,4 +146,6 @@ export interface ObjectStore {
   incompleteUploads(prefix: string): AsyncIterable<IncompleteUpload>;
   /** Aborts an open multipart upload, deleting its parts; one already gone is not an error. */
   abortIncompleteUpload(upload: IncompleteUpload): Promise<void>;
+  /** Multipart uploads driven by the caller, part by part. */
+  readonly multipart: MultipartUploads;
 }

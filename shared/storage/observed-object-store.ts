@@ -97,5 +97,19 @@ export function observeObjectStore(
     incompleteUploads: (prefix) => store.incompleteUploads(prefix),
     abortIncompleteUpload: (upload) =>
       call('abortIncompleteUpload', keyed(upload.key), () => store.abortIncompleteUpload(upload)),
+    multipart: {
+      create: (key, contentType) =>
+        call('createMultipart', keyed(key), () => store.multipart.create(key, contentType)),
+      putPart: (key, uploadId, part, data) =>
+        call('putPart', keyed(key), () => store.multipart.putPart(key, uploadId, part, data)),
+      copyPart: (key, uploadId, part, source) =>
+        call('copyPart', { 'media.storage.key': key, 'media.storage.source_key': source }, () =>
+          store.multipart.copyPart(key, uploadId, part, source),
+        ),
+      complete: (key, uploadId, parts) =>
+        call('completeMultipart', keyed(key), () => store.multipart.complete(key, uploadId, parts)),
+      abort: (key, uploadId) =>
+        call('abortMultipart', keyed(key), () => store.multipart.abort(key, uploadId)),
+    },
   };
 }

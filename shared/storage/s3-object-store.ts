@@ -26,9 +26,11 @@ import type {
   ListedObject,
   ObjectInfo,
   ObjectStore,
+  MultipartUploads,
   PutOptions,
   PresignedUploads,
   PutResult,
+  UploadedPart,
 } from './object-store';
 import { BufferPool } from './buffer-pool';
 import { PartReader, type Part } from './part-reader';
@@ -449,6 +451,31 @@ export class S3ObjectStore implements ObjectStore {
       uploadIdMarker = page.nextUploadIdMarker;
     }
   }
+
+  readonly multipart: MultipartUploads = {
+    create: (key, contentType) =>
+      this.call(() =>
+        this.client.initiateNewMultipartUpload(this.bucket, key, { 'Content-Type': contentType }),
+      ),
+    putPart: (key, uploadId, partNumber, data) =>
+      this.call(() => this.putBuffer(key, data, {}, undefined, { uploadId, partNumber })),
+    copyPart: (key, uploadId, partNumber, sourceKey) =>
+      this.call(async () => {
+        // UploadPartCopy: an UploadPart with the source named and no body.
+        const { etag } = await this.client.uploadPart({
+          bucketName: this.bucket,
+          objectName: key,
+          uploadID: uploadId,
+          partNumber,
+          headers: { 'x-amz-copy-source': encodeURI(`${this.bucket}/${sourceKey}`) },
+        });
+        return etag;
+      }),
+    complete: async (key, uploadId, parts: UploadedPart[]) => {
+      await this.call(() => this.client.completeMultipartUpload(this.bucket, key, uploadId, parts));
+    },
+    abort: (key, uploadId) => this.abortIncompleteUpload({ key, uploadId, initiated: new Date() }),
+  };
 
   async abortIncompleteUpload(upload: IncompleteUpload): Promise<void> {
     await this.call(async () => {

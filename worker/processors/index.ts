@@ -11,6 +11,7 @@ import { webhookDeliverProcessor } from './webhook-deliver.processor';
 import { scanProcessor } from './scan.processor';
 import { purgeTrashProcessor } from './purge-trash.processor';
 import { expireDirectUploadsProcessor } from './expire-direct-uploads.processor';
+import { expireResumableProcessor } from './expire-resumable.processor';
 
 export const PROCESSORS: readonly AnyProcessor[] = [
   metadataProcessor,
@@ -24,4 +25,5 @@ export const PROCESSORS: readonly AnyProcessor[] = [
   importProcessor,
   purgeTrashProcessor,
   expireDirectUploadsProcessor,
+  expireResumableProcessor,
 ];

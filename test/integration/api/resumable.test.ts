@@ -14,16 +14,33 @@ import { ReconcileService } from '../../../api/services/reconcile.service';
 import { createLogger } from '../../../shared/logger';
 import { MediaDeletion } from '../../../shared/media-deletion';
 import { createRepositories } from '../../../shared/repositories';
+import { resumableKeys, type ResumableState } from '../../../shared/resumable-uploads';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { eventually } from '../../support/eventually';
+import { startWorker } from '../../support/worker';
 
 const MiB = 1024 * 1024;
 const PATH = '/media/upload/resumable';
 const TUS = { 'Tus-Resumable': '1.0.0' };
 
+/**
+ * Parts of S3's smallest size (5 MiB), and at most 4 of them: an upload of
+ * more than 20 MiB (and every deferred length, bounded by MAX_FILE_SIZE)
+ * has larger parts.
+ */
+const PART = 5 * MiB;
+const MAX_FILE = 24 * MiB;
+
 let api: TestApi;
 beforeAll(async () => {
-  api = await startApi('resumable', { env: { RESUMABLE_MAX_INCOMPLETE: '5' } });
+  api = await startApi('resumable', {
+    env: {
+      RESUMABLE_MAX_INCOMPLETE: '5',
+      S3_PART_SIZE: String(PART),
+      RESUMABLE_MAX_PARTS: '4',
+      MAX_FILE_SIZE: String(MAX_FILE),
+    },
+  });
 });
 afterAll(async () => {
   await api.close();
@@ -125,12 +142,13 @@ describe('sizes, with tus-js-client, with and without a deferred length', () => 
     org = await api.createOrg();
   });
 
-  const sizes = [5 * MiB - 1, 5 * MiB, 5 * MiB + 1, 12 * MiB + 3];
+  /** Around the part size, and one whose parts grow (22 MiB / 4 parts: 5.5 MiB; deferred: 24 / 4). */
+  const sizes = [PART - 1, PART, PART + 1, 22 * MiB + 3];
   for (const deferred of [false, true]) {
     for (const size of sizes) {
       it(`${size} bytes${deferred ? ', length deferred' : ''}: the record's bytes are the file's`, async () => {
         const data = pdfOf(size);
-        const done = await tusUpload(org, data, { deferred, chunkSize: 5 * MiB });
+        const done = await tusUpload(org, data, { deferred, chunkSize: PART });
         expect(done.mediaKey).toBeDefined();
         expect(done.body?.data).toMatchObject({ key: done.mediaKey, bytes: size });
         expect(done.body?.data?.checksum).toBe(`sha256:${sha256(data)}`);
@@ -141,8 +159,12 @@ describe('sizes, with tus-js-client, with and without a deferred length', () => 
         const later = await head(org, done.url);
         expect([later.status, later.headers.get('media-key')]).toEqual([200, done.mediaKey]);
         await api.expectNoObjects(`${org.organization.slug}/.tmp/`);
+        expect(await api.ctx.store.listIncompleteUploads(`${org.organization.slug}/`)).toEqual([]);
         const records = await api.ctx.models.Media.countDocuments({ key: done.mediaKey });
         expect(records).toBe(1);
+        // Joined by the store from at most RESUMABLE_MAX_PARTS parts (S3's ETag says how many).
+        const parts = /-(\d+)$/.exec((await api.ctx.store.stat(done.mediaKey!))!.etag)?.[1];
+        expect(Number(parts ?? 1)).toBeLessThanOrEqual(4);
       });
     }
   }
@@ -162,6 +184,14 @@ describe('sizes, with tus-js-client, with and without a deferred length', () => 
       'Upload-Length': '0',
     });
     expect(last.status).toBe(400);
+    // Deferred, one byte: kept by a first PATCH, refused by the last (empty) one that says the length.
+    const deferredOne = await create(org, { 'Upload-Defer-Length': '1' });
+    const oneUrl = deferredOne.headers.get('location')!;
+    const first = await patch(org, oneUrl, 0, Buffer.from('x'));
+    expect([first.status, first.headers.get('upload-offset')]).toEqual([204, '1']);
+    const end = await patch(org, oneUrl, 1, Buffer.alloc(0), { 'Upload-Length': '1' });
+    expect(end.status).toBe(415);
+    expect((await head(org, oneUrl)).status).toBe(404);
     await api.expectNoObjects(`${org.organization.slug}/.tmp/`);
   });
 });
@@ -362,6 +392,18 @@ describe('concatenation', () => {
     await api.expectNoObjects(`${org.organization.slug}/.tmp/`);
   });
 
+  it('two partials of at least 5 MiB: the store copies them into the file’s parts (UploadPartCopy)', async () => {
+    const org = await api.createOrg();
+    const data = pdfOf(11 * MiB + 7);
+    const done = await tusUpload(org, data, { parallelUploads: 2 });
+    expect(done.body?.data?.checksum).toBe(`sha256:${sha256(data)}`);
+    expect(sha256(await storedBytes(done.mediaKey!))).toBe(sha256(data));
+    // Joined from two parts by the store (a streamed 11 MiB file would be one PUT).
+    expect((await api.ctx.store.stat(done.mediaKey!))!.etag).toMatch(/-2$/);
+    await api.expectNoObjects(`${org.organization.slug}/.tmp/`);
+    expect(await api.ctx.store.listIncompleteUploads(`${org.organization.slug}/`)).toEqual([]);
+  });
+
   it('a final naming another organization’s partial is 404; a PATCH to a final is 403', async () => {
     const org = await api.createOrg();
     const other = await api.createOrg();
@@ -495,21 +537,46 @@ describe('the lock and the expiry', () => {
     ]);
   });
 
-  it('an expired upload answers 410, the cleanup removes its bytes, then it is gone from the count', async () => {
+  it('an expired upload answers 410; the scheduled job aborts its multipart upload and removes its objects, no booking left', async () => {
     const org = await api.createOrg();
-    const created = await create(org, { 'Upload-Length': '20000' });
+    const slug = org.organization.slug;
+    const created = await create(org, { 'Upload-Length': String(8 * MiB) });
     const url = created.headers.get('location')!;
-    await patch(org, url, 0, pdfOf(20_000).subarray(0, 9000));
-    expect((await api.objectKeys(`${org.organization.slug}/.tmp/`)).length).toBe(1);
-    // The cleanup as it runs later than the expiry (its clock moved on, not the test's).
-    const later = Date.now() + api.env.config.limits.resumable.expiryMs + 1000;
-    expect(await api.ctx.resumable.cleanupExpired(later)).toBeGreaterThanOrEqual(1);
-    await api.expectNoObjects(`${org.organization.slug}/.tmp/`);
+    // One whole part (a multipart upload open) and a tail.
+    const sent = await patch(org, url, 0, pdfOf(8 * MiB).subarray(0, PART + 1000));
+    expect(sent.status).toBe(204);
+    expect(await api.ctx.store.listIncompleteUploads(`${slug}/`)).toHaveLength(1);
+    expect(await api.objectKeys(`${slug}/.tmp/`)).toHaveLength(1);
+    // Its expiry moved to the past, as time would (the job's clock is the real one).
+    const keys = resumableKeys(api.env.config.queuePrefix);
+    const id = url.split('/').pop()!;
+    const redis = api.ctx.redis!;
+    const state = JSON.parse((await redis.get(keys.state(id)))!) as ResumableState;
+    state.expiresAt = Date.now() - 1000;
+    await redis.set(keys.state(id), JSON.stringify(state), 'PX', 60_000);
+    await redis.zadd(keys.expiries, state.expiresAt, id);
     expect((await head(org, url)).status).toBe(410);
-    expect((await patch(org, url, 9000, Buffer.alloc(10))).status).toBe(410);
-    await eventually(async () => {
-      const metrics = await (await fetch(`${api.url}/metrics`)).text();
-      expect(metrics).toMatch(/media_resumable_expired_cleaned_total [1-9]/);
+    const worker = await startWorker(api.env.env, {
+      WORKER_QUEUES: 'maintenance',
+      RESUMABLE_CLEANUP_INTERVAL_MS: '300',
     });
+    try {
+      await eventually(async () => {
+        expect(await api.ctx.store.listIncompleteUploads(`${slug}/`)).toEqual([]);
+        expect(await api.objectKeys(`${slug}/.tmp/`)).toEqual([]);
+      }, 20_000);
+      await eventually(async () => {
+        const metrics = await (await fetch(`${worker.opsUrl}/metrics`)).text();
+        expect(metrics).toMatch(/media_resumable_expired_cleaned_total [1-9]/);
+      });
+    } finally {
+      await worker.close();
+    }
+    expect((await head(org, url)).status).toBe(410);
+    expect((await patch(org, url, PART + 1000, Buffer.alloc(10))).status).toBe(410);
+    // Nothing was booked for it, and nothing is counted.
+    const usage = await api.ctx.models.Usage.findById(org.organization.id).lean();
+    expect(usage?.pending ?? []).toEqual([]);
+    expect(usage?.bytes ?? 0).toBe(0);
   });
 });

@@ -234,6 +234,7 @@ describe('queue selection', () => {
       'image.metadata',
       'image.render',
       'media.delete-folder',
+      'media.expire-resumable',
       'media.import',
       'media.purge-trash',
       'media.scan',
