@@ -158,7 +158,7 @@ export class DirectUploadService {
         ticket.url = await presigned.presignPut(key, seconds);
         ticket.headers = { 'Content-Type': contentType };
       } else {
-        state.uploadId = await presigned.startMultipart(key, contentType);
+        state.uploadId = await this.deps.store.multipart.create(key, contentType);
         state.partSize = partSize;
         const count = Math.ceil(input.size / partSize);
         const parts = [];
@@ -220,9 +220,11 @@ export class DirectUploadService {
     const org = caller.organization;
     let info = await store.stat(state.key);
     if (info === null && state.uploadId) {
-      if (!(await this.presigned.completeMultipart(state.key, state.uploadId))) {
+      // The parts the store holds (listed there, not taken from the client).
+      const parts = await store.multipart.parts(state.key, state.uploadId);
+      if (!parts?.length)
         throw Errors.uploadIncomplete('No part of this upload is in the store yet');
-      }
+      await store.multipart.complete(state.key, state.uploadId, parts);
       info = await store.stat(state.key);
     }
     if (info === null) throw Errors.uploadIncomplete('The file is not in the store yet');

@@ -442,6 +442,22 @@ export class FsObjectStore implements ObjectStore {
         return this.fail(err);
       }
     },
+    parts: async (_key, uploadId) => {
+      let names: string[];
+      try {
+        names = await fsp.readdir(this.partsDir(uploadId));
+      } catch (err) {
+        if (MISSING_CODES.has(codeOf(err) ?? '')) return null;
+        return this.fail(err);
+      }
+      const numbers = names.filter((n) => /^\d+$/.test(n)).map(Number);
+      const parts = [];
+      for (const part of numbers.sort((x, y) => x - y)) {
+        const file = path.join(this.partsDir(uploadId), String(part));
+        parts.push({ part, etag: etagOf(await fsp.stat(file)) });
+      }
+      return parts;
+    },
     complete: async (key, uploadId, parts) => {
       const dir = this.partsDir(uploadId);
       const files = parts.map((p) => path.join(dir, String(p.part)));

@@ -65,8 +65,6 @@ export interface PresignedUploads {
     key: string,
     options: { contentType: string; bytes: number; expiresAt: Date },
   ): Promise<{ url: string; fields: Record<string, string> }>;
-  /** Opens a multipart upload of `key`; answers its upload id. */
-  startMultipart(key: string, contentType: string): Promise<string>;
   /** A presigned UploadPart of part `partNumber` (1-based). */
   presignPart(
     key: string,
@@ -74,12 +72,6 @@ export interface PresignedUploads {
     partNumber: number,
     expirySeconds: number,
   ): Promise<string>;
-  /**
-   * Completes the multipart upload with the parts the store holds (listed
-   * there, not taken from the client). False when it holds none, or when the
-   * upload is gone (completed or aborted).
-   */
-  completeMultipart(key: string, uploadId: string): Promise<boolean>;
 }
 
 /** A part of a multipart upload, as its completion names it. */
@@ -101,6 +93,11 @@ export interface MultipartUploads {
   putPart(key: string, uploadId: string, partNumber: number, data: Buffer): Promise<string>;
   /** Part `partNumber` copied from the whole stored object `sourceKey` by the store itself (UploadPartCopy). */
   copyPart(key: string, uploadId: string, partNumber: number, sourceKey: string): Promise<string>;
+  /**
+   * The parts the store holds, in order (a direct upload's client sent them
+   * itself), or null when the upload is gone (completed or aborted).
+   */
+  parts(key: string, uploadId: string): Promise<UploadedPart[] | null>;
   /** The parts, in order, become the object at `key` (no byte passes through the caller). */
   complete(key: string, uploadId: string, parts: UploadedPart[]): Promise<void>;
   /** Removes the upload and its parts; one already gone (completed or aborted) is not an error. */

@@ -108,6 +108,8 @@ export function observeObjectStore(
         ),
       complete: (key, uploadId, parts) =>
         call('completeMultipart', keyed(key), () => store.multipart.complete(key, uploadId, parts)),
+      parts: (key, uploadId) =>
+        call('listParts', keyed(key), () => store.multipart.parts(key, uploadId)),
       abort: (key, uploadId) =>
         call('abortMultipart', keyed(key), () => store.multipart.abort(key, uploadId)),
     },

@@ -131,10 +131,6 @@ export class S3ObjectStore implements ObjectStore {
         const { postURL, formData } = await this.call(() => signer.presignedPostPolicy(policy));
         return { url: postURL, fields: formData };
       },
-      startMultipart: (key, contentType) =>
-        this.call(() =>
-          this.client.initiateNewMultipartUpload(bucket, key, { 'Content-Type': contentType }),
-        ),
       presignPart: (key, uploadId, partNumber, expirySeconds) =>
         this.call(() =>
           signer.presignedUrl('PUT', bucket, key, expirySeconds, {
@@ -142,28 +138,6 @@ export class S3ObjectStore implements ObjectStore {
             partNumber: String(partNumber),
           }),
         ),
-      completeMultipart: (key, uploadId) =>
-        this.call(async () => {
-          let parts: { part: number; etag: string }[];
-          try {
-            // listParts is protected in minio's typings; it pages through every part.
-            const lister = this.client as unknown as {
-              listParts(b: string, k: string, u: string): Promise<{ part: number; etag: string }[]>;
-            };
-            parts = await lister.listParts(bucket, key, uploadId);
-          } catch (err) {
-            if ((err as { code?: unknown } | null)?.code === 'NoSuchUpload') return false;
-            throw err;
-          }
-          if (parts.length === 0) return false;
-          await this.client.completeMultipartUpload(
-            bucket,
-            key,
-            uploadId,
-            parts.map((p) => ({ part: p.part, etag: p.etag })),
-          );
-          return true;
-        }),
     };
   }
 
@@ -470,6 +444,20 @@ export class S3ObjectStore implements ObjectStore {
           headers: { 'x-amz-copy-source': encodeURI(`${this.bucket}/${sourceKey}`) },
         });
         return etag;
+      }),
+    parts: (key, uploadId) =>
+      this.call(async () => {
+        // listParts is protected in minio's typings; it pages through every part.
+        const lister = this.client as unknown as {
+          listParts(b: string, k: string, u: string): Promise<{ part: number; etag: string }[]>;
+        };
+        try {
+          const parts = await lister.listParts(this.bucket, key, uploadId);
+          return parts.map((p) => ({ part: p.part, etag: p.etag }));
+        } catch (err) {
+          if ((err as { code?: unknown } | null)?.code === 'NoSuchUpload') return null;
+          throw err;
+        }
       }),
     complete: async (key, uploadId, parts: UploadedPart[]) => {
       await this.call(() => this.client.completeMultipartUpload(this.bucket, key, uploadId, parts));
