@@ -58,6 +58,7 @@ export type ErrorCode =
   | 'TOO_MANY_INCOMPLETE_UPLOADS'
   | 'DIRECT_UPLOADS_UNSUPPORTED'
   | 'UPLOAD_INCOMPLETE'
+  | 'UPLOAD_NOT_FOUND'
   | 'SIZE_MISMATCH'
   | 'INTERNAL';
 
@@ -498,6 +499,8 @@ export const Errors = {
     ),
   /** A direct upload completed before its bytes are all in the store: it stays, for another try. */
   uploadIncomplete: (message: string) => new AppError('UPLOAD_INCOMPLETE', 409, message),
+  /** A resumable or direct upload that does not exist, or is another organization's. */
+  uploadNotFound: () => new AppError('UPLOAD_NOT_FOUND', 404, 'No such upload'),
   /** A direct upload's object is not the size its request declared: it was removed. */
   sizeMismatch: (declared: number, stored: number) =>
     new AppError(

@@ -297,7 +297,7 @@ export class DirectUploadService {
 
   private async recorded(caller: Caller, mediaId: number): Promise<MediaRecord> {
     const record = await this.deps.media.findById(caller.organization.id, mediaId);
-    if (!record) throw Errors.notFound('No such upload');
+    if (!record) throw Errors.uploadNotFound();
     return record;
   }
 
@@ -305,7 +305,7 @@ export class DirectUploadService {
   private async find(caller: Caller, id: string): Promise<DirectUploadState> {
     const state = await this.deps.uploads.get(id);
     if (!state || state.organizationId !== caller.organization.id) {
-      throw Errors.notFound('No such upload');
+      throw Errors.uploadNotFound();
     }
     return state;
   }

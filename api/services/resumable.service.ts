@@ -282,9 +282,9 @@ export class ResumableService {
   /** The caller's upload: 404 when missing or another organization's, 410 once expired. */
   async find(caller: Caller, id: string): Promise<ResumableState> {
     const raw = /^[0-9a-f]{32}$/.test(id) ? await this.redis.get(this.keys.state(id)) : null;
-    if (raw === null) throw Errors.notFound('No such upload');
+    if (raw === null) throw Errors.uploadNotFound();
     const state = JSON.parse(raw) as ResumableState;
-    if (state.organizationId !== caller.organization.id) throw Errors.notFound('No such upload');
+    if (state.organizationId !== caller.organization.id) throw Errors.uploadNotFound();
     if (state.expired || (state.mediaKey === undefined && state.expiresAt <= Date.now())) {
       throw Errors.uploadExpired();
     }

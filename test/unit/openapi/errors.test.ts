@@ -56,6 +56,7 @@ const sampleErrors: Record<keyof typeof Errors, () => AppError> = {
   tooManyIncompleteUploads: () => Errors.tooManyIncompleteUploads(100),
   directUploadsUnsupported: () => Errors.directUploadsUnsupported(),
   uploadIncomplete: () => Errors.uploadIncomplete('The file is not in the store yet'),
+  uploadNotFound: () => Errors.uploadNotFound(),
   sizeMismatch: () => Errors.sizeMismatch(1024, 1000),
   directChecksumMismatch: () => Errors.directChecksumMismatch(),
   directUploadExpired: () => Errors.directUploadExpired(),
