@@ -39,6 +39,8 @@ const IDS = [
   'download',
   'archive',
   'resumable',
+  'console',
+  'direct-upload',
 ];
 
 let run: { code: number; stdout: string; stderr: string; seconds: number };
@@ -63,6 +65,8 @@ beforeAll(async () => {
           S3_SECRET_KEY: s3.secretKey,
         },
         maxBuffer: 64 * 1024 * 1024,
+        // A bound, not a speed check: a run past it is stopped rather than left running.
+        timeout: 580_000,
       },
     );
     run = { code: 0, stdout, stderr, seconds: (performance.now() - started) / 1000 };
@@ -72,7 +76,7 @@ beforeAll(async () => {
   }
   const file = join(out, 'benchmarks', 'results.json');
   if (existsSync(file)) result = JSON.parse(readFileSync(file, 'utf8')) as RunResult;
-}, 240_000);
+}, 600_000);
 afterAll(() => rmSync(out, { recursive: true, force: true }));
 
 const isStat = (v: unknown): v is Stat =>

@@ -34,7 +34,7 @@ describe('JobHandoff', () => {
   it('hands bytes over under the job’s key for HANDOFF_TTL_MS, and gives them back', async () => {
     const { values, redis } = fakeRedis();
     const handoff = handoffOver(redis);
-    await handoff.offer('image-1', Buffer.from('variant'));
+    expect(await handoff.offer('image-1', Buffer.from('variant'))).toBe(true);
     expect(values.get(handoffKey('p', 'image-1'))).toEqual({
       value: Buffer.from('variant'),
       px: HANDOFF_TTL_MS,
@@ -48,7 +48,7 @@ describe('JobHandoff', () => {
     expect(await handoff.take('image-2', 3)).toBeNull();
     await handoff.offer('image-3', Buffer.from('abc'));
     expect(await handoff.take('image-3', 4)).toBeNull();
-    await handoff.offer('image-4', Buffer.from('too long'));
+    expect(await handoff.offer('image-4', Buffer.from('too long'))).toBe(false);
     expect(values.has(handoffKey('p', 'image-4'))).toBe(false);
     expect(await handoff.take('image-4', 8)).toBeNull();
   });
@@ -56,7 +56,7 @@ describe('JobHandoff', () => {
   it('is off with a bound of 0', async () => {
     const { values, redis } = fakeRedis();
     const handoff = handoffOver(redis, 0);
-    await handoff.offer('image-5', Buffer.from('x'));
+    expect(await handoff.offer('image-5', Buffer.from('x'))).toBe(false);
     expect(values.size).toBe(0);
     expect(await handoff.take('image-5', 1)).toBeNull();
   });
@@ -64,7 +64,8 @@ describe('JobHandoff', () => {
   it('never fails: Redis errors leave the caller to storage', async () => {
     const { redis } = fakeRedis(true);
     const handoff = handoffOver(redis);
-    await expect(handoff.offer('image-6', Buffer.from('x'))).resolves.toBeUndefined();
+    // Not handed over: the caller writes before it answers.
+    await expect(handoff.offer('image-6', Buffer.from('x'))).resolves.toBe(false);
     await expect(handoff.take('image-6', 1)).resolves.toBeNull();
   });
 });
