@@ -24,7 +24,7 @@ import { settle } from './jobs';
 import { Preview } from './preview';
 import { forgetInterrupted, interruptedUploads, type Interrupted } from './resumable-state';
 import type { Uploader, UploadRow } from './upload';
-import { Confirm, formatBytes, formatDate, Modal, Status } from './ui';
+import { Confirm, formatBytes, formatDate, Modal, Status, Pager } from './ui';
 
 const VIEW_KEY = 'media-console-view';
 const PAGE_SIZE = 50;
@@ -591,23 +591,7 @@ export function FilesView({ can }: { can: Abilities }) {
         )}
         {page.media.length === 0 && <p>No files here.</p>}
 
-        <div class="pager row">
-          <button
-            type="button"
-            disabled={cursors.length < 2}
-            onClick={() => setCursors(cursors.slice(0, -1))}
-          >
-            Previous page
-          </button>
-          <span>Page {cursors.length}</span>
-          <button
-            type="button"
-            disabled={!page.next}
-            onClick={() => page.next && setCursors([...cursors, page.next])}
-          >
-            Next page
-          </button>
-        </div>
+        <Pager cursors={cursors} next={page.next} onChange={setCursors} />
       </section>
 
       {preview && (

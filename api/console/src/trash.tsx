@@ -6,7 +6,7 @@
 import { useCallback, useEffect, useState } from 'preact/hooks';
 import { api, problem, type Abilities } from './api';
 import type { components } from './generated/openapi';
-import { Confirm, formatBytes, formatDate, Status } from './ui';
+import { Confirm, formatBytes, formatDate, Status, Pager } from './ui';
 
 type Trashed = components['schemas']['TrashedRecord'];
 
@@ -94,23 +94,7 @@ export function TrashView({ can }: { can: Abilities }) {
         </tbody>
       </table>
       {page.media.length === 0 && <p>The trash is empty.</p>}
-      <div class="pager row">
-        <button
-          type="button"
-          disabled={cursors.length < 2}
-          onClick={() => setCursors(cursors.slice(0, -1))}
-        >
-          Previous page
-        </button>
-        <span>Page {cursors.length}</span>
-        <button
-          type="button"
-          disabled={!page.next}
-          onClick={() => page.next && setCursors([...cursors, page.next])}
-        >
-          Next page
-        </button>
-      </div>
+      <Pager cursors={cursors} next={page.next} onChange={setCursors} />
       {purging && (
         <Confirm
           message={`Delete ${purging.name} for good? It cannot be restored afterwards.`}

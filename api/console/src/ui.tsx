@@ -94,3 +94,27 @@ export function Status(props: { text: string; error?: boolean }) {
     </p>
   );
 }
+
+/** Previous/next over a list's keyset cursors (the first page's cursor is `undefined`). */
+export function Pager(props: {
+  cursors: (string | undefined)[];
+  next: string | null | undefined;
+  onChange: (cursors: (string | undefined)[]) => void;
+}) {
+  const { cursors, next, onChange } = props;
+  return (
+    <div class="pager row">
+      <button
+        type="button"
+        disabled={cursors.length < 2}
+        onClick={() => onChange(cursors.slice(0, -1))}
+      >
+        Previous page
+      </button>
+      <span>Page {cursors.length}</span>
+      <button type="button" disabled={!next} onClick={() => next && onChange([...cursors, next])}>
+        Next page
+      </button>
+    </div>
+  );
+}
