@@ -35,17 +35,18 @@ const ID_INPUTS: Record<string, string> = {
 };
 /** `{id}` names a job, a record or a folder, by path. */
 const codeFor = (row: Row): string =>
-  row.path.startsWith('/media/webhooks/') ||
-  row.path.startsWith('/media/upload/resumable/') ||
-  row.path.startsWith('/media/upload/direct/')
+  row.path.startsWith('/media/webhooks/')
     ? 'NOT_FOUND'
-    : row.input !== 'id'
-      ? ID_INPUTS[row.input]!
-      : row.path.startsWith('/media/folders/')
-        ? 'FOLDER_NOT_FOUND'
-        : row.path === '/media/{id}' || row.path.startsWith('/media/trash/')
-          ? 'MEDIA_NOT_FOUND'
-          : ID_INPUTS.id!;
+    : row.path.startsWith('/media/upload/resumable/') ||
+        row.path.startsWith('/media/upload/direct/')
+      ? 'UPLOAD_NOT_FOUND'
+      : row.input !== 'id'
+        ? ID_INPUTS[row.input]!
+        : row.path.startsWith('/media/folders/')
+          ? 'FOLDER_NOT_FOUND'
+          : row.path === '/media/{id}' || row.path.startsWith('/media/trash/')
+            ? 'MEDIA_NOT_FOUND'
+            : ID_INPUTS.id!;
 /** Names that look like a key or an id: each must be in ID_INPUTS (or this test needs a look). */
 const LOOKS_LIKE_ID = /(?:key|id)s?(?:\[\])?$/i;
 
