@@ -5,9 +5,7 @@
  * server-side copy, record) beside the same file through `POST /media/upload`,
  * alternating which goes first in each round.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { CORPUS, MiB, type Benchmark } from '../lib/benchmark';
+import { jpegLikeBlock, MiB, type Benchmark } from '../lib/benchmark';
 import { bars } from '../lib/charts';
 import { uploadStream } from '../lib/http';
 import { cpuSeconds } from '../lib/proc';
@@ -32,9 +30,7 @@ export const directUpload: Benchmark = {
     const size = ctx.quick ? 17 : 100;
     const rounds = ctx.quick ? 1 : 3;
     const bytes = size * MiB;
-    const block = Buffer.alloc(MiB);
-    for (let i = 0; i < block.length; i += 4) block.writeUInt32LE((i * 2654435761) >>> 0, i);
-    block.set(readFileSync(join(CORPUS, 'images', 'Canon_40D.jpg')).subarray(0, 4096));
+    const block = jpegLikeBlock();
     const data = Buffer.concat(Array.from({ length: size }, () => block));
     const auth = { Authorization: `Bearer ${stack.token}` };
 

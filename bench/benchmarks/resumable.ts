@@ -3,10 +3,8 @@
  * then 4 parallel partial uploads concatenated) beside the same file through
  * `POST /media/upload`, alternating which goes first in each round.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import * as tus from 'tus-js-client';
-import { CORPUS, MiB, type Benchmark } from '../lib/benchmark';
+import { jpegLikeBlock, MiB, type Benchmark } from '../lib/benchmark';
 import { bars } from '../lib/charts';
 import { uploadStream } from '../lib/http';
 import { target, type BenchmarkResult, type Table } from '../lib/report';
@@ -42,10 +40,7 @@ export const resumable: Benchmark = {
     const size = ctx.quick ? 16 : 100;
     const rounds = ctx.quick ? 1 : 3;
     const bytes = size * MiB;
-    // A real JPEG's head, so every way in accepts it, then repeated random-looking bytes.
-    const block = Buffer.alloc(MiB);
-    for (let i = 0; i < block.length; i += 4) block.writeUInt32LE((i * 2654435761) >>> 0, i);
-    block.set(readFileSync(join(CORPUS, 'images', 'Canon_40D.jpg')).subarray(0, 4096));
+    const block = jpegLikeBlock();
     const data = Buffer.concat(Array.from({ length: size }, () => block));
 
     const post = async () => {

@@ -1,4 +1,5 @@
 /** What every benchmark module exports, and what the runner hands it. */
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { MachineInfo } from './proc';
 import type { BenchmarkResult } from './report';
@@ -23,3 +24,14 @@ export interface Benchmark {
 export const CORPUS = join(__dirname, '..', '..', 'test', 'fixtures', 'corpus');
 
 export const MiB = 1024 * 1024;
+
+/**
+ * One MiB that every way in accepts as a JPEG when it starts a file: a real
+ * JPEG's head (the corpus's Canon_40D.jpg), then random-looking bytes.
+ */
+export function jpegLikeBlock(): Buffer {
+  const block = Buffer.alloc(MiB);
+  for (let i = 0; i < block.length; i += 4) block.writeUInt32LE((i * 2654435761) >>> 0, i);
+  block.set(readFileSync(join(CORPUS, 'images', 'Canon_40D.jpg')).subarray(0, 4096));
+  return block;
+}
