@@ -46,6 +46,23 @@ export const consolePage: Benchmark = {
       .toBuffer();
     const folders: { id: number; name: string; files: number; first: string }[] = [];
     let nextId = 70_000_000;
+    const checksum = `sha256:${createHash('sha256').update(png).digest('hex')}`;
+    /** A record of the 8 px PNG as an upload makes it. */
+    const recordOf = (key: string, name: string, folderId: number | null, at: Date) => ({
+      id: nextId++,
+      organizationId: stack.organizationId,
+      folderId,
+      key,
+      name,
+      mimetype: 'image/png',
+      bytes: png.length,
+      checksum,
+      metaData: { ipAddress: '::ffff:127.0.0.1', userAgent: 'bench' },
+      createdBy: null,
+      deletingAt: null,
+      createdAt: at,
+      updatedAt: at,
+    });
     for (const files of sizes) {
       const name = `Folder of ${files}`;
       const res = await fetch(`${stack.url}/media/folders`, {
@@ -61,21 +78,12 @@ export const consolePage: Benchmark = {
       const at = Date.now() - files * 1000;
       const docs = Array.from({ length: files }, (_, i) => {
         const n = String(i).padStart(5, '0');
-        return {
-          id: nextId++,
-          organizationId: stack.organizationId,
+        return recordOf(
+          `${stack.organizationSlug}/f${files}-${n}-AAAAAAAAAAAA.png`,
+          `f${files}-${n}.png`,
           folderId,
-          key: `${stack.organizationSlug}/f${files}-${n}-AAAAAAAAAAAA.png`,
-          name: `f${files}-${n}.png`,
-          mimetype: 'image/png',
-          bytes: png.length,
-          checksum: `sha256:${createHash('sha256').update(png).digest('hex')}`,
-          metaData: { ipAddress: '::ffff:127.0.0.1', userAgent: 'bench' },
-          createdBy: null,
-          deletingAt: null,
-          createdAt: new Date(at + i * 1000),
-          updatedAt: new Date(at + i * 1000),
-        };
+          new Date(at + i * 1000),
+        );
       });
       for (let i = 0; i < docs.length; i += 5_000) {
         await Media.insertMany(docs.slice(i, i + 5_000), { ordered: false, lean: true });
@@ -90,26 +98,7 @@ export const consolePage: Benchmark = {
     // The newest file of all, in no folder: "All files" starts with it, every folder with its own.
     const outsideKey = `${stack.organizationSlug}/outside-AAAAAAAAAAAA.png`;
     if (!ctx.quick) await stack.store.put(outsideKey, png, { contentType: 'image/png' });
-    await Media.insertMany(
-      [
-        {
-          id: nextId++,
-          organizationId: stack.organizationId,
-          folderId: null,
-          key: outsideKey,
-          name: OUTSIDE,
-          mimetype: 'image/png',
-          bytes: png.length,
-          checksum: `sha256:${createHash('sha256').update(png).digest('hex')}`,
-          metaData: { ipAddress: '::ffff:127.0.0.1', userAgent: 'bench' },
-          createdBy: null,
-          deletingAt: null,
-          createdAt: new Date(),
-          updatedAt: new Date(),
-        },
-      ],
-      { lean: true },
-    );
+    await Media.insertMany([recordOf(outsideKey, OUTSIDE, null, new Date())], { lean: true });
 
     const browser = await chromium.launch({
       executablePath: CHROMIUM,
