@@ -494,6 +494,21 @@ export class BullJobQueue implements JobQueue {
    */
   async removeUnstartedOf(organizationId: number): Promise<{ removed: number; active: number }> {
     await redisCall(() => waitForRedis(this.producer(), 5_000));
+    // Again until a pass removes nothing: each removal tells the fair gate the job ended,
+    // which releases the organization's next held job from BullMQ's delayed list to its
+    // wait list, a state the pass may already have read.
+    let removed = 0;
+    for (let pass = 0; ; pass++) {
+      const round = await this.removeUnstartedPass(organizationId);
+      removed += round.removed;
+      if (round.removed === 0 || pass === 9) return { removed, active: round.active };
+    }
+  }
+
+  /** One pass of `removeUnstartedOf` over every queue and unfinished state. */
+  private async removeUnstartedPass(
+    organizationId: number,
+  ): Promise<{ removed: number; active: number }> {
     let removed = 0;
     let active = 0;
     for await (const job of this.jobsIn(UNFINISHED_STATES)) {

@@ -214,10 +214,10 @@ it('deletes an organization and everything it had, and nothing of another', asyn
   const out = await cli('org:delete', '--org', 'leaving', '--confirm', 'leaving');
   expect(out.code).toBe(0);
   const report = JSON.parse(out.stdout) as Record<string, unknown>;
-  // The queued merge, and the event deliveries of its files' uploads that the worker (closed
-  // after the first merge) had queued but not run: how many of those depends on timing.
+  // The queued merge, and the event deliveries of its files' uploads and folder that the
+  // worker (closed after the first merge) had queued but not run: how many of those depends
+  // on timing. That none is left is checked at the end.
   expect(report.jobsRemoved).toBeGreaterThanOrEqual(1);
-  expect(report.jobsRemoved).toBeLessThanOrEqual(4);
   expect(report).toMatchObject({
     tokensRevoked: 1,
     files: { count: 3 },
