@@ -262,7 +262,14 @@ export function createWorker(
         logger,
       })
     : undefined;
-  dispatcher?.start();
+  // From when the queues' connection is up (its first tick reads the queues' keys), not before.
+  void queues
+    .ready(60_000)
+    .then(() => dispatcher?.start())
+    .catch((err: unknown) => {
+      logger.warn({ err }, 'Redis not ready: the event dispatcher starts anyway, retrying');
+      dispatcher?.start();
+    });
   // The trash's purge, every TRASH_PURGE_INTERVAL_MS, scheduled by the workers of its queue
   // (a BullMQ job scheduler kept in Redis: scheduling it again only updates it).
   const scheduling = config.worker.queues.includes(JOB_QUEUES['media.purge-trash'])

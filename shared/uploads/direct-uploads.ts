@@ -17,7 +17,7 @@
  */
 import { Errors } from '../errors';
 import type { Logger } from '../logger';
-import type { RedisConnection } from '../queue/redis';
+import { waitForRedis, type RedisConnection } from '../queue/redis';
 import type { Booking, UsageRepository } from '../repositories/usage.repository';
 import type { ObjectStore } from '../storage/object-store';
 
@@ -156,6 +156,8 @@ export class DirectUploads {
    */
   async cleanupExpired(now = Date.now()): Promise<number> {
     const redis = this.redis;
+    // Its fail-fast connection is made on the first run (a fresh worker's first job).
+    await waitForRedis(redis);
     const ids = await redis.zrangebyscore(this.expiriesKey, 0, now, 'LIMIT', 0, 500);
     let cleaned = 0;
     for (const id of ids) {

@@ -117,7 +117,7 @@ export interface WebhookDeliveriesDeps {
   events: Pick<EventOutbox, 'get'>;
   /** An organization's root folder id: what a file in no folder answers as its `folderId`. */
   rootFolderId: (organizationId: number) => Promise<number | undefined>;
-  queue: () => Pick<BullJobQueue, 'schedule' | 'scheduleMany' | 'redis'>;
+  queue: () => Pick<BullJobQueue, 'schedule' | 'scheduleMany' | 'redis' | 'ready'>;
   settings: Config['webhooks'];
   egress: EgressPolicy;
   queuePrefix: string;
@@ -427,6 +427,8 @@ export class WebhookDeliveries {
    * seconds by each worker taking the `webhook` queue.
    */
   async sweep(): Promise<number> {
+    // The queue's fail-fast connection is made on first use: a fresh worker's first sweep.
+    await this.deps.queue().ready();
     const redis = this.deps.queue().redis();
     const k = this.keys(0);
     let done = 0;
