@@ -51,9 +51,9 @@ export const download: Benchmark = {
     const block = randomBytes(MiB);
     block.set(readFileSync(join(CORPUS, 'images', 'Canon_40D.jpg')).subarray(0, 4096));
 
-    // Each client of a side downloads as many times as make 32 MiB (at least once); the
+    // Each client of a side downloads as many times as make 32 MiB (8 in quick mode; at least once); the
     // side's figure is the bytes all clients read over the wall time.
-    const repsOf = (bytes: number) => Math.max(1, Math.round((32 * MiB) / bytes));
+    const repsOf = (bytes: number) => Math.max(1, Math.round(((ctx.quick ? 8 : 32) * MiB) / bytes));
     const side = async (clients: number, bytes: number, one: () => Promise<number>) => {
       const reps = repsOf(bytes);
       const cpu0 = cpuSeconds(stack.api.pid);
@@ -163,7 +163,7 @@ not faster (same page).`,
     const { key, checksum } = await uploadStream(stack.url, stack.token, MiB, block);
     const url = `${stack.url}/media/download?media=${encodeURIComponent(key)}`;
     const conditional = { ...stack.auth, 'If-None-Match': `"${checksum.replace(/^sha256:/, '')}"` };
-    const count = ctx.quick ? 100 : 1_000;
+    const count = ctx.quick ? 50 : 1_000;
     const revalidations = async (clients: number) => {
       const cpu0 = cpuSeconds(stack.api.pid);
       const t = performance.now();
@@ -246,7 +246,7 @@ read to its end and counted), and with the \`minio\` client's \`getObject\` of
 the same object from the benchmark's process, streamed to the same sink: the
 store's own streaming get, without the API's hop. With 4 clients, 4 downloads
 run at once. Each client of a side reads the file as many times as make
-32 MiB (at least once); the side's figure is the bytes read over its wall
+${ctx.quick ? 8 : 32} MiB (at least once); the side's figure is the bytes read over its wall
 time. Which side goes first alternates; ${rounds} rounds; the ratio is taken round
 by round, then its median and min–max. API CPU is the API process's CPU time
 over the side, per download.

@@ -116,8 +116,8 @@ export const tenancy: Benchmark = {
   async run(ctx): Promise<BenchmarkResult> {
     const { stack, quick } = ctx;
     const quietMs = quick ? 1_000 : 15_000;
-    const floodMs = quick ? 3_000 : 60_000;
-    const orderMs = quick ? 2_000 : 30_000;
+    const floodMs = quick ? 2_000 : 60_000;
+    const orderMs = quick ? 1_000 : 30_000;
     const orderRounds = quick ? 1 : 2;
     const floodClients = quick ? 2 : 6;
     const side = quick ? 1024 : 4096;

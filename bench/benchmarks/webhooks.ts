@@ -230,7 +230,7 @@ export const webhooks: Benchmark = {
   async run(ctx): Promise<BenchmarkResult> {
     const { stack, quick } = ctx;
     const rates = quick ? [20] : [25, 100];
-    const seconds = quick ? 2 : 20;
+    const seconds = quick ? 1 : 20;
     // Arrivals at the answering receiver, by organization (the measured one's are kept).
     const arrivals = new Map<number, number[]>();
     const counts = { hung: 0 };
