@@ -93,6 +93,8 @@ const PARTS_IN_FLIGHT = 2;
 
 const RELEASE_LOCK = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end`;
 const RENEW_LOCK = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end`;
+/** The state written only while the writer's lock is still its own (`KEYS[1]` lock, `KEYS[2]` state). */
+const SAVE_IF_LOCKED = `if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('set', KEYS[2], ARGV[2], 'PX', ARGV[3]) return 1 else return 0 end`;
 
 export class ResumableService {
   private readonly keys: ReturnType<typeof resumableKeys>;
@@ -100,6 +102,8 @@ export class ResumableService {
   private readonly processId = randomUUID();
   /** The SHA-256 of the bytes so far of the uploads this process took the PATCHes of. */
   private readonly hashes = new LRUCache<string, { hash: Hash; offset: number }>({ max: 1000 });
+  /** The lock token this process holds for an upload, while it holds it (`locked`). */
+  private readonly held = new Map<string, string>();
   /** Part buffers by part size, reused across PATCHes. */
   private readonly pools = new Map<number, BufferPool>();
 
@@ -685,7 +689,7 @@ export class ResumableService {
     state.completing = undefined;
     state.multipart = undefined;
     state.tail = undefined;
-    await this.save(state);
+    await this.save(state, { fenced: false });
     const redis = this.redis;
     await redis.zrem(this.keys.org(state.organizationId), state.id);
     await redis.zrem(this.keys.expiries, state.id);
@@ -714,13 +718,35 @@ export class ResumableService {
     return Buffer.concat(chunks).subarray(0, DETECTION_BYTES);
   }
 
-  private async save(state: ResumableState): Promise<void> {
+  /**
+   * Writes the upload's state. Under its lock (`locked`), only while the lock
+   * is still this writer's: a writer that stalled past RESUMABLE_LOCK_TTL_MS,
+   * whose lock another request then took, gets 423 instead of writing over
+   * the newer state (its bytes past the saved offset are sent again).
+   * `fenced: false` for the state that says the record exists, which must be
+   * written whoever holds the lock.
+   */
+  private async save(state: ResumableState, { fenced = true } = {}): Promise<void> {
     // A finished upload answers HEAD (with Media-Key) until its expiry; an unfinished one a while after.
     const ttl = Math.max(
       1000,
       state.expiresAt - Date.now() + (state.mediaKey ? 0 : 24 * 60 * 60 * 1000),
     );
-    await this.redis.set(this.keys.state(state.id), JSON.stringify(state), 'PX', ttl);
+    const token = fenced ? this.held.get(state.id) : undefined;
+    if (token === undefined) {
+      await this.redis.set(this.keys.state(state.id), JSON.stringify(state), 'PX', ttl);
+      return;
+    }
+    const saved = await this.redis.eval(
+      SAVE_IF_LOCKED,
+      2,
+      this.keys.lock(state.id),
+      this.keys.state(state.id),
+      token,
+      JSON.stringify(state),
+      String(ttl),
+    );
+    if (saved !== 1) throw Errors.uploadLocked();
   }
 
   /** Removes an upload: its multipart upload, its objects, its state, its places in the indexes. */
@@ -759,11 +785,13 @@ export class ResumableService {
     }
     if (waited) this.deps.metrics?.resumableLockWait('acquired');
     await redis.del(releaseKey);
+    this.held.set(id, token);
     const released = new AbortController();
     const renew = setInterval(() => {
       void (async () => {
-        await redis.eval(RENEW_LOCK, 1, lockKey, token, String(ttl));
-        if ((await redis.exists(releaseKey)) === 1) released.abort();
+        // Not renewed: the lock lapsed and another writer may have it; stop taking bytes.
+        const renewed = await redis.eval(RENEW_LOCK, 1, lockKey, token, String(ttl));
+        if (renewed !== 1 || (await redis.exists(releaseKey)) === 1) released.abort();
       })().catch((err: unknown) =>
         this.deps.logger.warn({ err, upload: id }, 'could not renew a resumable upload lock'),
       );
@@ -772,6 +800,7 @@ export class ResumableService {
       return await work(released.signal);
     } finally {
       clearInterval(renew);
+      if (this.held.get(id) === token) this.held.delete(id);
       await redis
         .eval(RELEASE_LOCK, 1, lockKey, token)
         .catch((err: unknown) =>

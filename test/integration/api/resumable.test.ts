@@ -501,6 +501,52 @@ describe('the lock and the expiry', () => {
     expect(sha256(await storedBytes(done.headers.get('media-key')!))).toBe(sha256(data));
   });
 
+  it('a writer whose lock lapsed and went to another gets 423 and writes nothing over the state', async () => {
+    const org = await api.createOrg();
+    const data = pdfOf(3 * MiB);
+    const created = await create(org, { 'Upload-Length': String(data.length) });
+    const url = new URL(created.headers.get('location')!, api.url).toString();
+    const keys = resumableKeys(api.env.config.queuePrefix);
+    const id = url.split('/').pop()!;
+    const redis = api.ctx.redis!;
+    const stateBefore = await redis.get(keys.state(id));
+    let sent = 0;
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        if (sent === MiB) {
+          // The PATCH holds the lock: as if it stalled past RESUMABLE_LOCK_TTL_MS and
+          // another request then took the lock, the lock is now someone else's.
+          await eventually(async () => expect(await redis.get(keys.lock(id))).not.toBeNull());
+          await redis.set(keys.lock(id), 'another-writer', 'PX', 60_000);
+        }
+        if (sent >= 2 * MiB) return controller.close();
+        controller.enqueue(data.subarray(sent, sent + 256 * 1024));
+        sent += 256 * 1024;
+      },
+    });
+    const stale = await fetch(url, {
+      method: 'PATCH',
+      headers: {
+        ...TUS,
+        ...org.auth,
+        'Content-Type': 'application/offset+octet-stream',
+        'Upload-Offset': '0',
+      },
+      body,
+      duplex: 'half',
+    });
+    expect(stale.status).toBe(423);
+    // The state is as the other writer would find it: not one byte of the stale PATCH counted.
+    expect(await redis.get(keys.state(id))).toBe(stateBefore);
+    expect((await head(org, url)).headers.get('upload-offset')).toBe('0');
+    // The other writer done (its lock gone), the upload goes on from there.
+    await redis.del(keys.lock(id));
+    const done = await patch(org, url, 0, data);
+    expect(done.status).toBe(200);
+    expect(sha256(await storedBytes(done.headers.get('media-key')!))).toBe(sha256(data));
+    await api.expectNoObjects(`${org.organization.slug}/.tmp/`);
+  });
+
   it('reconcile leaves an upload in progress alone, and takes its bytes once past the expiry', async () => {
     const org = await api.createOrg();
     const created = await create(org, { 'Upload-Length': '20000' });
