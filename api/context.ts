@@ -368,6 +368,7 @@ export async function createApiContext(
         usage,
         config,
         onDuplicate: config.limits.onDuplicate,
+        metrics,
         logger,
       }),
       mediaService: new MediaService({

@@ -115,7 +115,11 @@ export interface ApiMetrics extends MetricsSource, DependencyMetrics {
   resumableBytesReceived(bytes: number): void;
   /** A writer found a resumable upload locked: it got the lock after waiting, or was refused (423). */
   resumableLockWait(outcome: 'acquired' | 'refused'): void;
+  /** A direct-to-storage upload requested, completed into a record, refused at completion, or cancelled. */
+  directUpload(outcome: DirectUploadOutcomeLabel): void;
 }
+
+export type DirectUploadOutcomeLabel = 'requested' | 'completed' | 'refused' | 'cancelled';
 
 export interface ApiMetricsOptions {
   /** Read on each scrape for the queue depth gauge; a failure or timeout omits the gauge. */
@@ -162,6 +166,12 @@ export function createApiMetrics(options: ApiMetricsOptions = {}): ApiMetrics {
   const resumableLockWaits = new Counter({
     name: 'media_resumable_lock_waits_total',
     help: 'Resumable upload requests that found the upload locked, by outcome: acquired (after waiting) or refused (423)',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  const directUploads = new Counter({
+    name: 'media_direct_uploads_total',
+    help: 'Direct-to-storage uploads by outcome: requested, completed (a record written), refused (at completion: size, type, checksum, quota), cancelled (DELETE)',
     labelNames: ['outcome'] as const,
     registers: [registry],
   });
@@ -252,6 +262,9 @@ export function createApiMetrics(options: ApiMetricsOptions = {}): ApiMetrics {
     resumableLockWait(outcome) {
       resumableLockWaits.inc({ outcome });
     },
+    directUpload(outcome) {
+      directUploads.inc({ outcome });
+    },
     observeDependency: (dependency, operation, seconds, ok) =>
       dependencies.observeDependency(dependency, operation, seconds, ok),
   };
@@ -272,6 +285,8 @@ export interface WorkerMetrics extends MetricsSource, DependencyMetrics {
   imported(outcome: ImportOutcomeLabel, bytes: number): void;
   /** Expired resumable uploads whose bytes the `media.expire-resumable` job removed. */
   resumableExpiredCleaned(count: number): void;
+  /** Expired direct-to-storage uploads whose bytes the `upload.expire-direct` job removed. */
+  directExpiredCleaned(count: number): void;
 }
 
 /**
@@ -340,11 +355,19 @@ export function createWorkerMetrics(): WorkerMetrics {
     help: 'Expired resumable uploads whose stored bytes the cleanup removed',
     registers: [registry],
   });
+  const directExpired = new Counter({
+    name: 'media_direct_uploads_expired_cleaned_total',
+    help: 'Expired direct-to-storage uploads (never completed) whose bytes, multipart upload and booking the cleanup removed',
+    registers: [registry],
+  });
   const dependencies = dependencyMetrics(registry);
   return {
     ...sourceOf(registry),
     resumableExpiredCleaned(count) {
       if (count > 0) resumableExpired.inc(count);
+    },
+    directExpiredCleaned(count) {
+      if (count > 0) directExpired.inc(count);
     },
     imported(outcome, bytes) {
       imports.inc({ outcome });

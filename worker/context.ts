@@ -118,7 +118,12 @@ export async function createWorkerContext(
     store?: ObjectStore;
     /** Times MongoDB commands and storage calls (the worker's metrics), and counts scans. */
     metrics?: DependencyMetrics &
-      Partial<Pick<WorkerMetrics, 'scanned' | 'imported' | 'resumableExpiredCleaned'>>;
+      Partial<
+        Pick<
+          WorkerMetrics,
+          'scanned' | 'imported' | 'resumableExpiredCleaned' | 'directExpiredCleaned'
+        >
+      >;
     /** The listeners of domain events (LISTENERS by default). */
     listeners?: readonly Listener[];
   } = {},
@@ -265,6 +270,9 @@ export async function createWorkerContext(
         usage,
         queuePrefix: config.queuePrefix,
         logger,
+        ...(metrics?.directExpiredCleaned
+          ? { metrics: { directExpiredCleaned: metrics.directExpiredCleaned } }
+          : {}),
       }),
       imports: new ImportService({
         store,

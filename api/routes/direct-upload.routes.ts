@@ -3,8 +3,9 @@
  * `POST /media/upload/direct` books a file and answers the presigned
  * request(s) that send its bytes to the store; `POST
  * /media/upload/direct/:id/complete` checks what the store holds and answers
- * the record as `POST /media/upload` does (201). The file-system store of
- * `npm start` answers 501 DIRECT_UPLOADS_UNSUPPORTED.
+ * the record as `POST /media/upload` does (201); `DELETE
+ * /media/upload/direct/:id` cancels one not completed (204). The file-system
+ * store of `npm start` answers 501 DIRECT_UPLOADS_UNSUPPORTED.
  */
 import { Router } from 'express';
 import { z } from 'zod';
@@ -74,6 +75,15 @@ export function directUploadRoutes(deps: {
     async ({ caller, params }, res) => {
       const record = await directUploads.complete(caller, params.id);
       success(res, toMediaView(record, views, { folderId: false }), 201);
+    },
+  );
+
+  routes.delete(
+    `${DIRECT_UPLOAD_PATH}/:id`,
+    { scope: 'write', cost: 1, params: uploadParams },
+    async ({ caller, params }, res) => {
+      await directUploads.cancel(caller, params.id);
+      res.status(204).end();
     },
   );
 

@@ -24,6 +24,7 @@ import type { Readable } from 'node:stream';
 import type { Config } from '@shared/config';
 import { Errors, isAppError } from '@shared/errors';
 import type { Logger } from '@shared/logger';
+import type { ApiMetrics } from '@shared/metrics';
 import { DETECTION_BYTES, detectType, normaliseMime } from '@shared/media/media-types';
 import { buildKey, keyBaseName, safeDisplayName } from '@shared/media/naming';
 import type { MediaCreation, NewFile, OnDuplicate } from '@shared/media-creation';
@@ -84,6 +85,7 @@ export class DirectUploadService {
       };
       onDuplicate: OnDuplicate;
       logger: Logger;
+      metrics?: Pick<ApiMetrics, 'directUpload'>;
     },
   ) {}
 
@@ -171,6 +173,7 @@ export class DirectUploadService {
         Object.assign(ticket, { partSize, parts });
       }
       await uploads.add(state);
+      this.deps.metrics?.directUpload('requested');
       return ticket;
     } catch (err) {
       await uploads
@@ -203,16 +206,49 @@ export class DirectUploadService {
         return earlier;
       }
       try {
-        return await this.check(caller, state);
+        const record = await this.check(caller, state);
+        this.deps.metrics?.directUpload('completed');
+        return record;
       } catch (err) {
         // A refused upload is over (its object, booking and state go); an outage leaves it for a retry.
         const retryable = !isAppError(err) || err.status >= 500 || err.code === 'UPLOAD_INCOMPLETE';
-        if (!retryable) await uploads.discard(state);
+        if (!retryable) {
+          await uploads.discard(state);
+          this.deps.metrics?.directUpload('refused');
+        }
         throw err;
       }
     });
     if (done === null) throw Errors.conflict('This upload is being completed; retry shortly');
     return done.value;
+  }
+
+  /**
+   * Cancels an upload not completed: its bytes, multipart upload and booking
+   * go (docs/direct-uploads.md, "Cancelling"). A completed upload is a record
+   * now (409: delete the file instead); one being completed, 409 too.
+   */
+  async cancel(caller: Caller, id: string): Promise<void> {
+    if (!this.deps.store.presigned) throw Errors.directUploadsUnsupported();
+    const uploads = this.deps.uploads;
+    const completedConflict = () =>
+      Errors.conflict(
+        'This upload is completed: its file is a record (delete it with DELETE /media)',
+      );
+    if ((await this.find(caller, id)).completed) throw completedConflict();
+    const done = await uploads.locked(id, async () => {
+      const state = await this.find(caller, id);
+      if (state.completed) throw completedConflict();
+      // A completion cut off after the record was written: the record is the upload's.
+      const earlier = await this.deps.media.findById(caller.organization.id, state.mediaId);
+      if (earlier) {
+        await this.finish(state, earlier);
+        throw completedConflict();
+      }
+      await uploads.cancel(state);
+      this.deps.metrics?.directUpload('cancelled');
+    });
+    if (done === null) throw Errors.conflict('This upload is being completed; retry shortly');
   }
 
   private async check(caller: Caller, state: DirectUploadState): Promise<MediaRecord> {
@@ -301,10 +337,10 @@ export class DirectUploadService {
     return record;
   }
 
-  /** The caller's upload: 404 when missing or another organization's. */
+  /** The caller's upload: 404 when missing, cancelled or another organization's. */
   private async find(caller: Caller, id: string): Promise<DirectUploadState> {
     const state = await this.deps.uploads.get(id);
-    if (!state || state.organizationId !== caller.organization.id) {
+    if (!state || state.organizationId !== caller.organization.id || state.cancelled) {
       throw Errors.uploadNotFound();
     }
     return state;

@@ -59,6 +59,12 @@ export interface DirectUploadState {
   expiresAt: number;
   /** Set once the record is written. */
   completed?: { mediaId: number } | undefined;
+  /**
+   * Set when the client cancelled it (`DELETE`): its bytes, multipart upload
+   * and booking are gone, and the state stays until the expiry, so that the
+   * cleanup then removes an object a presigned request still put.
+   */
+  cancelled?: true | undefined;
 }
 
 /** The booking a state holds, as usage.repository.ts knows it. */
@@ -81,6 +87,8 @@ export class DirectUploads {
       usage: Pick<UsageRepository, 'cancel'>;
       queuePrefix: string;
       logger: Logger;
+      /** Counts what the expiry cleanup removed (the worker's metrics). */
+      metrics?: { directExpiredCleaned(count: number): void };
     },
   ) {
     this.prefix = `${deps.queuePrefix}:direct`;
@@ -135,6 +143,28 @@ export class DirectUploads {
     await redis.zrem(this.expiriesKey, state.id);
   }
 
+  /**
+   * Cancels an upload that has no record: its bytes, its multipart upload and
+   * its booking go now; it no longer counts against the organization's cap.
+   * Its state stays (cancelled) until its expiry, when the cleanup removes
+   * what a presigned request, still valid until then, may have put.
+   */
+  async cancel(state: DirectUploadState): Promise<void> {
+    const { store, usage } = this.deps;
+    if (state.uploadId) {
+      await store.abortIncompleteUpload({
+        key: state.key,
+        uploadId: state.uploadId,
+        initiated: new Date(state.createdAt),
+      });
+    }
+    await store.remove(state.key);
+    await usage.cancel([bookingOf(state)]);
+    state.cancelled = true;
+    await this.save(state);
+    await this.redis.zrem(this.orgKey(state.organizationId), state.id);
+  }
+
   /** Runs `work` holding the upload's completion lock; null when another completion holds it. */
   async locked<T>(id: string, work: () => Promise<T>): Promise<{ value: T } | null> {
     const redis = this.redis;
@@ -163,7 +193,11 @@ export class DirectUploads {
     for (const id of ids) {
       if ((await redis.exists(this.lockKey(id))) === 1) continue;
       const state = await this.get(id);
-      if (state && !state.completed) {
+      if (state?.cancelled) {
+        // Its multipart upload and booking went at the cancel: only a late object may be left.
+        await this.deps.store.remove(state.key);
+        await this.forget(state);
+      } else if (state && !state.completed) {
         await this.discard(state);
         cleaned += 1;
       } else {
@@ -171,6 +205,7 @@ export class DirectUploads {
       }
     }
     if (cleaned > 0) this.deps.logger.info({ cleaned }, 'expired direct uploads removed');
+    this.deps.metrics?.directExpiredCleaned(cleaned);
     return cleaned;
   }
 

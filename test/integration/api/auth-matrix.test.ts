@@ -322,6 +322,7 @@ describe('scopes: a token without the scope an operation names gets 403 on it', 
       // Resumable uploads: reading an upload's offset and terminating it are part of uploading.
       'HEAD /media/upload/resumable/{id}': 'write',
       'DELETE /media/upload/resumable/{id}': 'write',
+      'DELETE /media/upload/direct/{id}': 'write',
     };
     for (const op of protectedOps) {
       const byMethod = op.path.startsWith('/media/webhooks')

@@ -296,6 +296,76 @@ describe('direct-to-storage uploads', () => {
     expect((await complete(lone.auth, single.id)).status).toBe(404);
   });
 
+  it('cancelled (DELETE, 204): multipart upload, object and booking gone at once; then 404; a late PUT is removed at the expiry', async () => {
+    const lone = await api.createOrg();
+    const cancel = async (who: { Authorization: string }, id: string) => {
+      const res = await fetch(`${api.url}${PATH}/${id}`, { method: 'DELETE', headers: who });
+      const json = res.status === 204 ? undefined : ((await res.json()) as { error?: string });
+      expectMatchesSpec('DELETE', `${PATH}/{id}`, res.status, json, res.headers);
+      return { status: res.status, error: json?.error };
+    };
+    const data = pdfOf(5 * MiB + 10);
+    const multi = (
+      await requestUpload(lone.auth, { name: 'm.pdf', size: data.length, type: 'application/pdf' })
+    ).body.data!;
+    await fetch(multi.parts![0]!.url, { method: 'PUT', body: data.subarray(0, 5 * MiB) });
+    const single = (
+      await requestUpload(lone.auth, { name: 's.jpg', size: 100, type: 'image/jpeg' })
+    ).body.data!;
+    expect((await usageOf(lone)).bytes).toBe(100 + data.length);
+    // Another organization's, or a reading token: refused, nothing cancelled.
+    const stranger = await api.createOrg();
+    expect(await cancel(stranger.auth, multi.id)).toEqual({
+      status: 404,
+      error: 'UPLOAD_NOT_FOUND',
+    });
+    const { token } = await api.ctx.tokens.issue(lone.organization.id, { scopes: ['read'] });
+    expect((await cancel({ Authorization: `Bearer ${token}` }, multi.id)).status).toBe(403);
+    expect(await api.ctx.store.listIncompleteUploads(quarantine(lone))).toHaveLength(1);
+
+    expect((await cancel(lone.auth, multi.id)).status).toBe(204);
+    expect(await api.ctx.store.listIncompleteUploads(quarantine(lone))).toEqual([]);
+    expect((await usageOf(lone)).bytes).toBe(100);
+    expect(await cancel(lone.auth, multi.id)).toEqual({ status: 404, error: 'UPLOAD_NOT_FOUND' });
+    expect((await complete(lone.auth, multi.id)).status).toBe(404);
+
+    // Cancelled before its bytes came: the presigned PUT still works until the expiry, and
+    // the cleanup then removes what it put.
+    expect((await cancel(lone.auth, single.id)).status).toBe(204);
+    expect(await usageOf(lone)).toEqual({ bytes: 0, files: 0 });
+    await send(single, fixture('Canon_40D.jpg').subarray(0, 100));
+    expect(await api.objectKeys(quarantine(lone))).toHaveLength(1);
+    await cleanupLater();
+    await eventually(
+      async () => expect(await api.objectKeys(`${lone.organization.slug}/`)).toEqual([]),
+      10_000,
+    );
+    expect(await usageOf(lone)).toEqual({ bytes: 0, files: 0 });
+    // Counted: the two cancels, and the uploads requested and completed in this file.
+    const metrics = await (await fetch(`${api.url}/metrics`)).text();
+    expect(metrics).toMatch(/^media_direct_uploads_total\{outcome="cancelled"\} 2$/m);
+    expect(metrics).toMatch(/^media_direct_uploads_total\{outcome="requested"\} [1-9]\d*$/m);
+    expect(metrics).toMatch(/^media_direct_uploads_total\{outcome="completed"\} [1-9]\d*$/m);
+    expect(metrics).toMatch(/^media_direct_uploads_total\{outcome="refused"\} [1-9]\d*$/m);
+  });
+
+  it('a completed upload is a record: its cancel is 409, the record stays', async () => {
+    const data = fixture('Canon_40D.jpg');
+    const ticket = (
+      await requestUpload(org.auth, { name: 'kept.jpg', size: data.length, type: 'image/jpeg' })
+    ).body.data!;
+    await send(ticket, data);
+    const done = await complete(org.auth, ticket.id);
+    expect(done.status).toBe(201);
+    const res = await fetch(`${api.url}${PATH}/${ticket.id}`, {
+      method: 'DELETE',
+      headers: org.auth,
+    });
+    expect(res.status).toBe(409);
+    expect(((await res.json()) as { error: string }).error).toBe('CONFLICT');
+    expect(await api.objectKeys(`${org.organization.slug}/`)).toContain(done.body.data!.key);
+  });
+
   it('records = objects', async () => {
     await cleanupLater();
     const records = await api.ctx.models.Media.find({ organizationId: org.organization.id }).lean();

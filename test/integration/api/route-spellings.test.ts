@@ -29,6 +29,7 @@ const COSTS: Record<string, number> = {
   'HEAD /media/upload/resumable/{id}': 1,
   'PATCH /media/upload/resumable/{id}': 5,
   'DELETE /media/upload/resumable/{id}': 1,
+  'DELETE /media/upload/direct/{id}': 1,
   'POST /media/upload/direct': 5,
   'POST /media/upload/direct/{id}/complete': 5,
   'GET /media/download': 1,

@@ -113,6 +113,8 @@ const owned = {
   tusDeleteId: '',
   /** A direct-to-storage upload of alpha's, its bytes sent: the completion row's control records it. */
   directId: '',
+  /** Another, which the cancel row's control cancels. */
+  directCancelId: '',
 };
 
 /** A direct-to-storage upload of `data` requested by `org`, its bytes PUT to the store; its id. */
@@ -226,6 +228,7 @@ beforeAll(async () => {
   owned.tusPatchId = await tusUpload(alpha, fixture('minimal-document.pdf').length);
   owned.tusDeleteId = await tusUpload(alpha, fixture('minimal-document.pdf').length);
   owned.directId = await directUpload(alpha, fixture('minimal-document.pdf'));
+  owned.directCancelId = await directUpload(alpha, fixture('minimal-document.pdf'));
   owned.webhookId = await webhook();
   owned.doomedWebhookId = await webhook();
   // A message in its log (this file runs no worker): what replay and the log's filter name.
@@ -470,6 +473,12 @@ const REQUESTS: Record<string, (org: TestOrg) => Promise<Answer>> = {
   'POST /media/upload/direct/{id}/complete id (path)': (org) =>
     viaFetch(`/media/upload/direct/${owned.directId}/complete`, {
       method: 'POST',
+      headers: org.auth,
+    }),
+  // The owner's control cancels the upload (204).
+  'DELETE /media/upload/direct/{id} id (path)': (org) =>
+    viaFetch(`/media/upload/direct/${owned.directCancelId}`, {
+      method: 'DELETE',
       headers: org.auth,
     }),
   'POST /media/trash/{id}/restore id (path)': (org) =>

@@ -167,6 +167,8 @@ describe('api/openapi.yaml', () => {
     // resume and abort with the token they upload with).
     'HEAD /media/upload/resumable/{id}': 'write',
     'DELETE /media/upload/resumable/{id}': 'write',
+    // Cancelling a direct upload is part of uploading the same way (no record exists yet).
+    'DELETE /media/upload/direct/{id}': 'write',
   };
   /** Operations that take more than a bearer token: the download, renders and archives also take a signed URL. */
   const SIGNED = [{ bearerAuth: ['read'] }, { signedUrl: [] }];
