@@ -1,12 +1,14 @@
 /**
  * 15. Resumable uploads: one file through tus-js-client (PATCHes of 8 MiB,
  * then 4 parallel partial uploads concatenated) beside the same file through
- * `POST /media/upload`, alternating which goes first in each round.
+ * `POST /media/upload`, alternating which goes first in each round; then the
+ * API's peak RSS while 8 resumable uploads of 200 MiB run at once.
  */
 import * as tus from 'tus-js-client';
 import { jpegLikeBlock, MiB, type Benchmark } from '../lib/benchmark';
 import { bars } from '../lib/charts';
 import { uploadStream } from '../lib/http';
+import { peakRss, resetPeakRss, rss } from '../lib/proc';
 import { target, type BenchmarkResult, type Table } from '../lib/report';
 import { ratios, stat } from '../lib/stats';
 
@@ -70,6 +72,46 @@ export const resumable: Benchmark = {
     }
     await stack.clear();
 
+    // Memory: several uploads at once, each in 8 MiB PATCHes, the API's peak RSS per round.
+    const memory = ctx.quick ? { files: 4, mib: 16 } : { files: 8, mib: 200 };
+    const memoryRounds = ctx.quick ? 1 : 2;
+    const memoryData =
+      memory.mib === size ? data : Buffer.concat(Array.from({ length: memory.mib }, () => block));
+    const pid = stack.api.pid;
+    const peaks: number[] = [];
+    const growth: number[] = [];
+    const rates: number[] = [];
+    for (let r = 0; r < memoryRounds; r++) {
+      ctx.log(
+        `resumable: ${memory.files} × ${memory.mib} MiB at once, round ${r + 1}/${memoryRounds}`,
+      );
+      const before = rss(pid) / MiB;
+      resetPeakRss(pid);
+      const t = performance.now();
+      await Promise.all(
+        Array.from({ length: memory.files }, () =>
+          tusUpload(stack.url, stack.token, memoryData, 1),
+        ),
+      );
+      rates.push((memory.files * memory.mib) / ((performance.now() - t) / 1000));
+      const peak = peakRss(pid) / MiB;
+      peaks.push(peak);
+      growth.push(peak - before);
+      await stack.clear();
+    }
+    const memoryName = `${memory.files} × ${memory.mib} MiB resumable uploads at once`;
+    const memoryTable: Table = {
+      title: 'API memory during resumable uploads',
+      columns: [
+        { key: 'scenario', label: 'uploads (tus, 8 MiB PATCHes)' },
+        { key: 'peak', label: 'API peak RSS, MiB', digits: 0 },
+        { key: 'growth', label: 'over RSS before, MiB', digits: 0 },
+        { key: 'rate', label: 'MiB/s (all files)', digits: 0 },
+      ],
+      rows: [{ scenario: memoryName, peak: stat(peaks), growth: stat(growth), rate: stat(rates) }],
+    };
+    const { partSize } = stack.config.s3!;
+
     const mibps = (list: number[]) => list.map((m) => size / (m / 1000));
     const tusRatio = ratios(mibps(ms.tus), mibps(ms.post));
     const parallelRatio = ratios(mibps(ms.parallel), mibps(ms.post));
@@ -108,8 +150,13 @@ tus-js-client with \`chunkSize\` 8 MiB, and through tus-js-client with
 \`parallelUploads: 4\` (four partial uploads, then a final concatenation),
 in alternating order. Timed from the first request to the record written
 (the answer with \`Media-Key\`). Throughput is per upload; ratios are per
-round; the table gives medians and min–max.`,
-      tables: [table],
+round; the table gives medians and min–max.
+
+Memory: ${memory.files} uploads of ${memory.mib} MiB at once through tus-js-client
+(8 MiB PATCHes, one after another per upload), ${memoryRounds} round(s); the
+API's peak resident set (the kernel's high-water mark, reset before each
+round) and its growth over the RSS before the round.`,
+      tables: [table, memoryTable],
       charts: [
         {
           id: 'resumable',
@@ -129,6 +176,12 @@ round; the table gives medians and min–max.`,
         target('tus, 4 parallel parts ÷ POST /media/upload', stat(parallelRatio), '>=', 1.0, '×', {
           digits: 2,
           why,
+        }),
+        target(`${memoryName}: API peak RSS`, stat(peaks), '<=', 400, 'MiB', {
+          digits: 0,
+          why: `A PATCH holds at most three parts of ${partSize / MiB} MiB (\`S3_PART_SIZE\`):
+the one filling and two in flight to the store; the rest of its bytes stay in
+the client until the socket takes them (backpressure).`,
         }),
       ],
     };
