@@ -14,6 +14,7 @@ import { createConnection, createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { staleness } from '../../dev/build-if-stale';
 import { eventually, GiveUp } from '../support/eventually';
 import { sha256 } from '../support/files';
 import { mongoUriFor } from '../support/context';
@@ -22,6 +23,8 @@ import { freePort } from '../support/services/process';
 const run = promisify(execFile);
 const root = join(__dirname, '..', '..');
 const LAUNCHER = join(root, 'dev', 'launcher.ts');
+/** Whether dist/ is a build of the sources as they are (then the launcher needs no build). */
+const FROM_DIST = staleness(root) === undefined;
 
 /** The environment of a machine where nothing is configured. */
 function bareEnv(overrides: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
@@ -45,12 +48,17 @@ interface Launched {
 }
 
 function launch(env: NodeJS.ProcessEnv): Launched {
-  // From the sources (no build): the API and the worker run through tsx as well.
-  const child = spawn(process.execPath, ['--import', 'tsx', LAUNCHER, '--from-source'], {
-    cwd: root,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  // The API and the worker from dist/ when it is current, as `npm start` runs them (CI builds
+  // it before the tests); else from the sources through tsx (no build).
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', LAUNCHER, ...(FROM_DIST ? [] : ['--from-source'])],
+    {
+      cwd: root,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let output = '';
   child.stdout.on('data', (c: Buffer) => (output += c.toString()));
   child.stderr.on('data', (c: Buffer) => (output += c.toString()));
