@@ -150,16 +150,7 @@ export class DirectUploads {
    * what a presigned request, still valid until then, may have put.
    */
   async cancel(state: DirectUploadState): Promise<void> {
-    const { store, usage } = this.deps;
-    if (state.uploadId) {
-      await store.abortIncompleteUpload({
-        key: state.key,
-        uploadId: state.uploadId,
-        initiated: new Date(state.createdAt),
-      });
-    }
-    await store.remove(state.key);
-    await usage.cancel([bookingOf(state)]);
+    await this.release(state);
     state.cancelled = true;
     await this.save(state);
     await this.redis.zrem(this.orgKey(state.organizationId), state.id);
@@ -211,6 +202,12 @@ export class DirectUploads {
 
   /** An upload that will get no record: its bytes, its multipart upload, its booking, its state. */
   async discard(state: DirectUploadState): Promise<void> {
+    await this.release(state);
+    await this.forget(state);
+  }
+
+  /** What an upload without a record holds: its multipart upload, its object, its booking. */
+  private async release(state: DirectUploadState): Promise<void> {
     const { store, usage } = this.deps;
     if (state.uploadId) {
       await store.abortIncompleteUpload({
@@ -221,7 +218,6 @@ export class DirectUploads {
     }
     await store.remove(state.key);
     await usage.cancel([bookingOf(state)]);
-    await this.forget(state);
   }
 
   private async save(state: DirectUploadState): Promise<void> {

@@ -116,8 +116,9 @@ async function patch(
   org: TestOrg,
   url: string,
   offset: number,
-  body: Buffer,
+  body: Buffer | ReadableStream<Uint8Array>,
   headers: Record<string, string> = {},
+  signal?: AbortSignal,
 ) {
   return fetch(new URL(url, api.url), {
     method: 'PATCH',
@@ -129,6 +130,9 @@ async function patch(
       ...headers,
     },
     body,
+    // A stream is sent as it comes (fetch wants to be told).
+    ...(body instanceof ReadableStream ? { duplex: 'half' as const } : {}),
+    ...(signal ? { signal } : {}),
   });
 }
 
@@ -454,18 +458,7 @@ describe('resuming', () => {
         sent += 256 * 1024;
       },
     });
-    await fetch(url, {
-      method: 'PATCH',
-      headers: {
-        ...TUS,
-        ...org.auth,
-        'Content-Type': 'application/offset+octet-stream',
-        'Upload-Offset': '0',
-      },
-      body,
-      duplex: 'half',
-      signal: cut.signal,
-    }).catch(() => undefined);
+    await patch(org, url, 0, body, {}, cut.signal).catch(() => undefined);
     // The bytes that arrived are kept (once the cut PATCH has let go of the upload).
     let kept = 0;
     await eventually(async () => {
@@ -524,17 +517,7 @@ describe('the lock and the expiry', () => {
         sent += 256 * 1024;
       },
     });
-    const stale = await fetch(url, {
-      method: 'PATCH',
-      headers: {
-        ...TUS,
-        ...org.auth,
-        'Content-Type': 'application/offset+octet-stream',
-        'Upload-Offset': '0',
-      },
-      body,
-      duplex: 'half',
-    });
+    const stale = await patch(org, url, 0, body);
     expect(stale.status).toBe(423);
     // The state is as the other writer would find it: not one byte of the stale PATCH counted.
     expect(await redis.get(keys.state(id))).toBe(stateBefore);
