@@ -52,7 +52,9 @@ it('uploads whose API and worker were killed: every event recorded once and disp
       .exec();
     expect(events.map((e) => e._id).sort()).toEqual(expected);
     expect(events.filter((e) => e.dispatchedAt === null)).toEqual([]);
-  }, 30_000);
+    // A batch the killed worker had claimed waits for its claim to lapse (30 s from the claim,
+    // worker/events/dispatcher.ts): the bound is that and as long again.
+  }, 60_000);
   // None left pending in a record.
   expect(
     await harness.ctx.models.Media.countDocuments({
