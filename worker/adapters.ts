@@ -13,6 +13,8 @@ export function createAdapters(
   pdfs: PdfOps;
   /** HEIC decoding threads alive (one ends when its job's time runs out). */
   heicThreads(): number;
+  /** HEIC decodes that ran to their end (the ones a job's time limit stopped are not counted). */
+  heicDecodesAnswered(): number;
   close(): Promise<void>;
 } {
   configureSharp();
@@ -26,6 +28,7 @@ export function createAdapters(
   return {
     close: () => images.close(),
     heicThreads: () => images.heicThreads,
+    heicDecodesAnswered: () => images.heicDecodesAnswered,
     images: {
       readMetadata: async (input) => ({ ...(await images.readMetadata(input)) }),
       readPdfInfo: (input, time) => images.readPdfInfo(input, time),

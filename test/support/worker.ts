@@ -23,6 +23,8 @@ export interface TestWorker {
   opsUrl: string;
   /** HEIC decoding threads alive in the worker's image adapter. */
   heicThreads(): number;
+  /** HEIC decodes that ran to their end (not the ones a job's time limit stopped). */
+  heicDecodesAnswered(): number;
   close(): Promise<void>;
 }
 
@@ -59,6 +61,7 @@ export async function startWorker(
     worker,
     opsUrl: `http://127.0.0.1:${(ops.address() as AddressInfo).port}`,
     heicThreads: () => adapters.heicThreads(),
+    heicDecodesAnswered: () => adapters.heicDecodesAnswered(),
     async close() {
       ops.closeAllConnections();
       await new Promise<void>((resolve) => ops.close(() => resolve()));

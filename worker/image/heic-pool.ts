@@ -73,6 +73,11 @@ export class HeicThreadPool implements HeicDecoder {
     return this.pool.threadCount;
   }
 
+  /** Decodes a thread finished (with an image or an error); stopped ones are not counted. */
+  get decodesAnswered(): number {
+    return this.pool.answered;
+  }
+
   decode(input: Buffer, icc: Buffer | undefined, signal?: AbortSignal): Promise<Buffer> {
     return this.pool.run({ input, icc }, signal);
   }

@@ -78,6 +78,11 @@ export class ImageAdapter {
     return this.heic.threadCount;
   }
 
+  /** HEIC decodes that ran to their end (a value or an error), not the ones stopped. */
+  get heicDecodesAnswered(): number {
+    return this.heic.decodesAnswered;
+  }
+
   /** PDF rasterizing threads running (started on the first PDF page rendered). */
   get pdfThreads(): number {
     return this.pdfs.threadCount;

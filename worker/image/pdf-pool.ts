@@ -61,7 +61,6 @@ export class PdfThreadPool implements PdfRasterizer {
           ? { ok: false, error: decodeJobError(answer.error) ?? rasterizerFailed() }
           : { ok: true, value: answer },
       failed: rasterizerFailed,
-      refuseAbortedAfterWait: true,
     });
   }
 

@@ -38,8 +38,6 @@ export interface ThreadPoolOptions<Req, Ans, Out> {
   answer: (answer: Ans) => ThreadOutcome<Out>;
   /** The error a job fails with when its thread fails or dies. */
   failed: (cause?: unknown) => Error;
-  /** A job whose signal aborted while it waited for a thread is refused, not posted. */
-  refuseAbortedAfterWait?: boolean;
 }
 
 /**
@@ -69,6 +67,7 @@ export class ThreadPool<Req, Ans, Out = Ans> {
   private readonly threads = new Set<Worker>();
   private readonly waiting: { resolve(thread: Worker): void; reject(err: Error): void }[] = [];
   private closed = false;
+  private answeredCount = 0;
 
   constructor(private readonly options: ThreadPoolOptions<Req, Ans, Out>) {
     const { size } = options;
@@ -78,6 +77,11 @@ export class ThreadPool<Req, Ans, Out = Ans> {
   /** Threads started and alive (for tests and metrics). */
   get threadCount(): number {
     return this.threads.size;
+  }
+
+  /** Requests a thread answered (a value or an error), not counting the ones stopped. */
+  get answered(): number {
+    return this.answeredCount;
   }
 
   /** Runs one request on a thread (waiting for one when all are busy). */
@@ -160,6 +164,7 @@ export class ThreadPool<Req, Ans, Out = Ans> {
       };
       const onMessage = (answer: Ans) => {
         cleanup();
+        this.answeredCount += 1;
         const outcome = this.options.answer(answer);
         if (outcome.ok) resolve(outcome.value);
         else reject(outcome.error);
@@ -181,8 +186,9 @@ export class ThreadPool<Req, Ans, Out = Ans> {
         void thread.terminate();
         reject(signal!.reason as Error);
       };
-      // Aborted while it waited for a thread: nothing is sent.
-      if (this.options.refuseAbortedAfterWait && signal?.aborted) {
+      // Aborted while it waited for a thread: nothing is sent (an abort listener added
+      // now would never fire, and the work would run to its end on a kept thread).
+      if (signal?.aborted) {
         return reject(signal.reason as Error);
       }
       thread.on('message', onMessage);

@@ -158,27 +158,42 @@ describe('a 500 ms limit and a HEIC', () => {
   });
 
   it('ends the decoding thread of a HEIC render past the limit, and stores no variant', async () => {
-    // 8.5 MP from an iPhone: its decode alone takes 0.5-1 s on a decoding thread.
+    // 8.5 MP from an iPhone: its decode alone takes 0.5-1 s on a decoding thread, so the
+    // 500 ms limit usually stops it mid-decode. On a loaded machine the decode can still
+    // answer before the worker's timer fires (the limit then stops the resize or the
+    // encode after it): that try says nothing about stopping a decode, and the next one
+    // is made. Whether a decode ran to its end is the pool's own count, not a guess.
     const heic = await org.upload(corpusFile('images/heic-IMG_5195.HEIC'), 'phone.heic');
     expect(worker.heicThreads()).toBe(0);
-    // The thread is seen while the render runs: the decode did start.
-    let seen = 0;
-    const watch = setInterval(() => (seen = Math.max(seen, worker.heicThreads())), 5);
-    const { status, body } = await render(heic, { w: '400', format: 'jpeg' }).finally(() =>
-      clearInterval(watch),
-    );
-    expect([status, body.error]).toEqual([422, 'PROCESSING_TIMEOUT']);
-    expect(seen).toBe(1);
-
-    // Ended, not left to finish its decode (it would then stay in the pool, idle).
-    const answered = performance.now();
-    await eventually(() => expect(worker.heicThreads()).toBe(0), 5_000, 20);
-    process.stdout.write(
-      `HEIC render past a 500 ms limit: its decoding thread ended ` +
-        `${Math.round(performance.now() - answered)} ms after the 422\n`,
-    );
+    let stoppedMidDecode = false;
+    for (let attempt = 1; attempt <= 3 && !stoppedMidDecode; attempt += 1) {
+      const decodedBefore = worker.heicDecodesAnswered();
+      // The thread is seen while the render runs: the decode did start.
+      let seen = 0;
+      const watch = setInterval(() => (seen = Math.max(seen, worker.heicThreads())), 5);
+      const { status, body } = await render(heic, { w: '400', format: 'jpeg' }).finally(() =>
+        clearInterval(watch),
+      );
+      expect([status, body.error]).toEqual([422, 'PROCESSING_TIMEOUT']);
+      expect(seen).toBe(1);
+      if (worker.heicDecodesAnswered() > decodedBefore) {
+        process.stdout.write(`HEIC render, try ${attempt}: the decode ended before the limit\n`);
+        continue;
+      }
+      // Ended, not left to finish its decode (it would then stay in the pool, idle, and
+      // the pool would count an answered decode).
+      const answered = performance.now();
+      await eventually(() => expect(worker.heicThreads()).toBe(0), 30_000, 20);
+      expect(worker.heicDecodesAnswered()).toBe(decodedBefore);
+      stoppedMidDecode = true;
+      process.stdout.write(
+        `HEIC render past a 500 ms limit: its decoding thread ended ` +
+          `${Math.round(performance.now() - answered)} ms after the 422\n`,
+      );
+    }
+    expect(stoppedMidDecode).toBe(true);
     await sharpIdle();
     await holds(async () => expect(await variantsOf(heic)).toEqual({ recorded: 0, objects: [] }));
     expect(worker.heicThreads()).toBe(0);
-  }, 60_000);
+  }, 180_000);
 });
