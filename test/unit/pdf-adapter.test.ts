@@ -588,7 +588,9 @@ describe('mergePdfs', () => {
       );
       expect(e).toMatchObject({ status: 413, code: 'PAYLOAD_TOO_LARGE' });
       expect(e.message).toContain('Input 2 ("bomb.pdf")');
-      expect(ms).toBeLessThan(5_000);
+      // Parsing its 100,000 objects costs about 2.5 s of CPU on the development machine
+      // and 5.3 s on a CI machine; the bound is for bounded work, not for speed.
+      expect(ms).toBeLessThan(20_000);
     });
 
     it('a page tree that lists a subtree twice per level (2^40 pages in a few KB): 413', async () => {
