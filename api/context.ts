@@ -366,6 +366,7 @@ export async function createApiContext(
         creation,
         media,
         usage,
+        jobs,
         config,
         onDuplicate: config.limits.onDuplicate,
         metrics,

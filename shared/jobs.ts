@@ -26,6 +26,7 @@ export const JOB_QUEUES = {
   'webhook.deliver': 'webhook',
   'media.scan': 'scan',
   'media.import': 'import',
+  'upload.verify-direct': 'import',
   'media.purge-trash': 'maintenance',
   'upload.expire-direct': 'maintenance',
   'media.expire-resumable': 'maintenance',
@@ -124,6 +125,14 @@ export interface JobPayloads {
     onDuplicate: OnDuplicate;
   };
   /**
+   * Reads a direct-to-storage upload's object back from its quarantine key
+   * (`<org>/.tmp/direct/<id>`, the organization's own) for its SHA-256 and
+   * its type detected from the first bytes (POST .../complete waits for it,
+   * so the API never carries the bytes). Its id derives from the upload and
+   * the object's ETag: a repeated completion waits on the same job.
+   */
+  'upload.verify-direct': BasePayload & { key: string; bytes: number };
+  /**
    * Deletes the files kept in the trash past their organization's retention,
    * every organization's (its `organizationId` is 0: no organization's own).
    * Repeatable: the workers taking the maintenance queue schedule it.
@@ -169,6 +178,8 @@ export interface JobResults {
   'media.scan': { scanStatus: ScanStatus | 'gone' };
   /** The new record (or, with `onDuplicate: reuse`, the organization's record of the same bytes). */
   'media.import': { mediaId: number };
+  /** The bytes read, their SHA-256 (hex) and the type detected from the first ones (null: none). */
+  'upload.verify-direct': { bytes: number; sha256: string; mime: string | null };
   'media.purge-trash': { purged: { files: number; bytes: number } };
   'upload.expire-direct': { removed: number };
   'media.expire-resumable': { expired: number };

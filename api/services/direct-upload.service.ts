@@ -20,12 +20,11 @@
  *   (shared/uploads/direct-uploads.ts).
  */
 import { createHash, randomUUID } from 'node:crypto';
-import type { Readable } from 'node:stream';
 import type { Config } from '@shared/config';
 import { Errors, isAppError } from '@shared/errors';
 import type { Logger } from '@shared/logger';
 import type { ApiMetrics } from '@shared/metrics';
-import { DETECTION_BYTES, detectType, normaliseMime } from '@shared/media/media-types';
+import { KNOWN_TYPES, normaliseMime } from '@shared/media/media-types';
 import { buildKey, keyBaseName, safeDisplayName } from '@shared/media/naming';
 import type { MediaCreation, NewFile, OnDuplicate } from '@shared/media-creation';
 import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
@@ -40,6 +39,7 @@ import {
 } from '@shared/uploads/direct-uploads';
 import type { Caller } from '../domain/caller';
 import type { FolderSpec, FoldersService } from './folders.service';
+import type { JobsService } from './jobs.service';
 
 /** S3's bound on a multipart upload's parts. */
 export const MAX_PARTS = 10_000;
@@ -80,6 +80,8 @@ export class DirectUploadService {
       creation: MediaCreation;
       media: Pick<MediaRepository, 'nextIds' | 'findById'>;
       usage: Pick<UsageRepository, 'book' | 'cancel'>;
+      /** The worker job that reads an object back (upload.verify-direct). */
+      jobs: Pick<JobsService, 'runShared'>;
       config: {
         limits: Pick<Config['limits'], 'maxFileSize' | 'acceptedTypes' | 'direct'>;
       };
@@ -265,20 +267,29 @@ export class DirectUploadService {
     }
     if (info === null) throw Errors.uploadIncomplete('The file is not in the store yet');
     if (info.size !== state.bytes) throw Errors.sizeMismatch(state.bytes, info.size);
-    const { acceptedTypes } = this.deps.config.limits;
-    const head = await readAll(
-      await store.get(state.key, { start: 0, end: Math.min(DETECTION_BYTES, info.size) - 1 }),
+    // Read back once, in a worker (the API never carries the bytes): the type from the
+    // first bytes, the SHA-256 of all of them. A repeated completion of the same object
+    // waits on the same job (its id derives from the upload and the object's ETag).
+    const verified = await this.deps.jobs.runShared(
+      'upload.verify-direct',
+      {
+        organizationId: org.id,
+        requestId: caller.requestId,
+        key: state.key,
+        bytes: info.size,
+      },
+      `${state.id}-${createHash('sha256').update(info.etag).digest('hex').slice(0, 16)}`,
     );
-    const type = head.length === 0 ? undefined : await detectType(head);
+    if (verified.bytes !== state.bytes) throw Errors.sizeMismatch(state.bytes, verified.bytes);
+    const { acceptedTypes } = this.deps.config.limits;
+    const type = verified.mime === null ? undefined : KNOWN_TYPES[verified.mime];
     if (!type || !acceptedTypes.includes(type.mime)) {
       throw Errors.unsupportedType(
         `"${state.name}" is not an accepted type (${acceptedTypes.join(', ')}); types are detected from the file's content`,
         [{ name: state.name, message: type ? `${type.mime} is not accepted` : 'unknown type' }],
       );
     }
-    const hash = createHash('sha256');
-    for await (const chunk of await store.get(state.key)) hash.update(chunk as Buffer);
-    const sha256 = hash.digest('hex');
+    const { sha256 } = verified;
     if (state.sha256 !== undefined && state.sha256 !== sha256) {
       throw Errors.directChecksumMismatch();
     }
@@ -351,10 +362,4 @@ export class DirectUploadService {
 export function partSizeFor(size: number, setting: number): number {
   if (Math.ceil(size / setting) <= MAX_PARTS) return setting;
   return Math.ceil(size / MAX_PARTS / MiB) * MiB;
-}
-
-async function readAll(stream: Readable): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of stream) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks);
 }

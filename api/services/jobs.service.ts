@@ -282,7 +282,8 @@ export class JobsService {
       'scanStatus' in result ||
       'purged' in result ||
       'removed' in result ||
-      'expired' in result
+      'expired' in result ||
+      'sha256' in result
     ) {
       return { kind: 'done', data: result, creates: false };
     }

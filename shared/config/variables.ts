@@ -701,7 +701,7 @@ export const VARIABLES = {
   IMPORT_CONCURRENCY: {
     section: 'egress',
     value: integer({ default: 4, min: 1, max: 64 }),
-    doc: "URL imports a worker runs at once (the `import` queue's concurrency, instead of `WORKER_CONCURRENCY`'s: an import mostly waits on the remote server, and never holds an image or PDF slot).",
+    doc: "URL imports and direct uploads' read-backs a worker runs at once (the `import` queue's concurrency, instead of `WORKER_CONCURRENCY`'s: they mostly wait on the network, and never hold an image or PDF slot).",
   },
   // Malware scanning
   CLAMD_URL: {

@@ -12,6 +12,7 @@ import { scanProcessor } from './scan.processor';
 import { purgeTrashProcessor } from './purge-trash.processor';
 import { expireDirectUploadsProcessor } from './expire-direct-uploads.processor';
 import { expireResumableProcessor } from './expire-resumable.processor';
+import { verifyDirectUploadProcessor } from './verify-direct-upload.processor';
 
 export const PROCESSORS: readonly AnyProcessor[] = [
   metadataProcessor,
@@ -26,4 +27,5 @@ export const PROCESSORS: readonly AnyProcessor[] = [
   purgeTrashProcessor,
   expireDirectUploadsProcessor,
   expireResumableProcessor,
+  verifyDirectUploadProcessor,
 ];

@@ -7,11 +7,14 @@
  * image/jpeg: 415, nothing left), checksum mismatch, the quota, another
  * organization's upload (404), a download-scoped token (403), the expiry
  * cleanup (no object, multipart upload or booking left), records = objects.
+ * A worker taking the import queue reads each completed object back
+ * (upload.verify-direct): the API carries no byte of it.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { DirectUploads } from '../../../shared/uploads/direct-uploads';
 import { createLogger } from '../../../shared/logger';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
+import { startWorker, type TestWorker } from '../../support/worker';
 import { eventually } from '../../support/eventually';
 import { fixture } from '../../support/files';
 import { expectMatchesSpec } from '../../support/openapi';
@@ -21,6 +24,7 @@ const PATH = '/media/upload/direct';
 const EXPIRY_MS = 10 * 60_000;
 
 let api: TestApi;
+let worker: TestWorker;
 let org: TestOrg;
 beforeAll(async () => {
   api = await startApi('direct-uploads', {
@@ -30,9 +34,11 @@ beforeAll(async () => {
       DIRECT_UPLOAD_EXPIRY_MS: String(EXPIRY_MS),
     },
   });
+  worker = await startWorker(api.env.env, { WORKER_QUEUES: 'import' });
   org = await api.createOrg();
 });
 afterAll(async () => {
+  await worker.close();
   await api.close();
 });
 

@@ -48,7 +48,7 @@ afterAll(async () => {
 
 const eventsConnection = new Map<QueueEvents, Redis>();
 
-async function queueOf(name: 'image' | 'pdf') {
+async function queueOf(name: 'image' | 'pdf' | 'import') {
   let q = queues.get(name);
   if (!q) {
     const prefix = api.env.config.queuePrefix;
@@ -65,7 +65,11 @@ async function queueOf(name: 'image' | 'pdf') {
 }
 
 /** Adds a job straight to its queue, as someone with Redis access could, and waits for its end. */
-async function forge<N extends JobName>(name: N, queueName: 'image' | 'pdf', data: JobPayloads[N]) {
+async function forge<N extends JobName>(
+  name: N,
+  queueName: 'image' | 'pdf' | 'import',
+  data: JobPayloads[N],
+) {
   const { queue, events } = await queueOf(queueName);
   const job = await queue.add(name, data, { ...JOB_OPTIONS, jobId: newJobId(name, randomUUID()) });
   try {
@@ -176,5 +180,31 @@ describe('a job written into Redis by hand', () => {
     expect(await recordsOf(attacker)).toBe(records);
     // A job that failed for good removes its temporary inputs.
     await api.expectNoObjects(`${attacker.organization.slug}/.tmp/`);
+  });
+
+  it('cannot read back (and learn the checksum of) anything but its own direct uploads', async () => {
+    const victimPdf = await victim.upload(pdf, 'secret.pdf');
+    const victimQuarantined = `${victim.organization.slug}/.tmp/direct/${randomUUID().replaceAll('-', '')}`;
+    await api.ctx.store.put(victimQuarantined, pdf, { contentType: 'application/pdf' });
+    const own = attacker.organization.slug;
+    for (const key of [
+      victimPdf,
+      victimQuarantined,
+      `${own}/.tmp/direct/../../${victimPdf}`,
+      `${own}/.tmp/direct/`,
+    ]) {
+      const outcome = await forge('upload.verify-direct', 'import', {
+        organizationId: attacker.organization.id,
+        requestId: randomUUID(),
+        key,
+        bytes: pdf.length,
+      });
+      expect({ key, state: outcome.state, code: outcome.error?.code }).toEqual({
+        key,
+        state: 'failed',
+        code: 'UPLOAD_NOT_FOUND',
+      });
+    }
+    await api.ctx.store.remove(victimQuarantined);
   });
 });

@@ -240,6 +240,7 @@ describe('queue selection', () => {
       'media.scan',
       'pdf.merge',
       'upload.expire-direct',
+      'upload.verify-direct',
       'webhook.deliver',
     ]);
   });
