@@ -158,6 +158,9 @@ beforeAll(async () => {
       URL_SIGNING_KEYS: 'tenant-matrix-signing-key-0123456789abcdef',
       // Swift's s3api (the harness's store) takes presigned PUTs, not POST policies.
       DIRECT_UPLOAD_SINGLE: 'put',
+      // No worker runs here: a direct upload's completion waits this long for its read-back
+      // job (upload.verify-direct), then answers 504 with the job's id.
+      JOB_WAIT_MS: '1000',
     },
   });
   alpha = await api.createOrg('alpha');
@@ -469,7 +472,8 @@ const REQUESTS: Record<string, (org: TestOrg) => Promise<Answer>> = {
         folderId: owned.folderId,
       }),
     }),
-  // The owner's control completes the upload into a record (201).
+  // The owner's control gets as far as its read-back job (queued; no worker here, so a 504
+  // with the job's id once JOB_WAIT_MS is out): past the tenancy check, which beta's is not.
   'POST /media/upload/direct/{id}/complete id (path)': (org) =>
     viaFetch(`/media/upload/direct/${owned.directId}/complete`, {
       method: 'POST',
@@ -592,8 +596,15 @@ describe("another organization's key, folder id or job id is a 404", () => {
 
     // Control: the owner gets the thing (so the 404 is about tenancy, not a typo).
     const served = await make(alpha);
-    // (A tus termination answers 204, its spec's success.)
-    expect([200, 201, 202, 204]).toContain(served.status);
+    if (row.path === '/media/upload/direct/{id}/complete') {
+      expect([served.status, (JSON.parse(served.text) as Json).error]).toEqual([
+        504,
+        'JOB_TIMEOUT',
+      ]);
+    } else {
+      // (A tus termination answers 204, its spec's success.)
+      expect([200, 201, 202, 204]).toContain(served.status);
+    }
     controls.push(served);
   });
 
@@ -621,6 +632,9 @@ describe("another organization's key, folder id or job id is a 404", () => {
     const alphaJobs = new Set([owned.jobId]);
     for (const c of controls.filter((c) => c.status === 202)) {
       alphaJobs.add((JSON.parse(c.text) as { data: { jobId: string } }).data.jobId);
+    }
+    for (const c of controls.filter((c) => c.status === 504)) {
+      alphaJobs.add((JSON.parse(c.text) as { jobId: string }).jobId);
     }
     expect(alphaJobs.size).toBeGreaterThan(1);
     expect(total).toBe(alphaJobs.size);

@@ -235,6 +235,8 @@ describe('stored variants', () => {
     const first = await render(source.key, { w: 40, h: 40, format: 'webp' });
     expect(first.res.status).toBe(200);
     expect(await renderJobs(source.key)).toHaveLength(1);
+    // The variant a handoff answered is written after the answer: stored, then asked again.
+    await expectStored(source.key, 1);
 
     const second = await render(source.key, { w: 40, h: 40, format: 'webp', fit: 'cover' });
     expect(second.res.status).toBe(200);
