@@ -11,6 +11,11 @@
  * X-Frame-Options too), and a token given to "Authorize" lives only as long
  * as the page (`persistAuthorization: false`; `forget-token.js` removes one
  * an earlier version kept in localStorage).
+ *
+ * The description is read and parsed on its first request, not when the app
+ * is made: parsing its YAML takes a few hundred milliseconds, which every
+ * process start (and every test's API) would otherwise pay. The page fetches
+ * it as JSON (`./openapi.json`) rather than carrying it inline.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -47,25 +52,29 @@ try { window.localStorage.removeItem('authorized'); } catch (e) { /* storage una
 `;
 
 export function docsRoutes(): Router {
-  const text = readFileSync(OPENAPI_FILE, 'utf8');
-  const spec = parse(text) as Record<string, unknown>;
+  let text: string | undefined;
+  let json: string | undefined;
+  const yaml = () => (text ??= readFileSync(OPENAPI_FILE, 'utf8'));
   const router = Router();
   router.use('/docs', pageProtection(DOCS_CSP));
   router.get('/docs/forget-token.js', (_req, res) => {
     res.type('application/javascript').send(FORGET_TOKEN_JS);
   });
   router.get('/docs/openapi.yaml', (_req, res) => {
-    res.type('application/yaml').send(text);
+    res.type('application/yaml').send(yaml());
   });
   router.get('/docs/openapi.json', (_req, res) => {
-    res.json(spec);
+    json ??= JSON.stringify(parse(yaml()));
+    res.type('application/json').send(json);
   });
   router.use(
     '/docs',
     swaggerUi.serve,
-    swaggerUi.setup(spec, {
+    swaggerUi.setup(undefined, {
       customSiteTitle: 'Media storage service API',
       customJs: './forget-token.js',
+      // Relative to the page (/docs/), as the script above.
+      swaggerUrl: './openapi.json',
       swaggerOptions: { persistAuthorization: false, tryItOutEnabled: false, validatorUrl: null },
     }),
   );

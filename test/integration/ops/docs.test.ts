@@ -33,9 +33,13 @@ it('serves an interactive page whose script and styles come from the API itself'
     expect([asset, res.status]).toEqual([asset, 200]);
     expect((await res.arrayBuffer()).byteLength).toBeGreaterThan(0);
   }
-  // The page's init script carries the description itself.
+  // The page's init script points at the description as JSON, beside the page (fetched by
+  // the page, not carried inline: it is parsed on its first request, not at start).
   const init = await (await fetch(`${api.url}/docs/swagger-ui-init.js`)).text();
-  expect(init).toContain('"/media/upload"');
+  expect(init).toContain('"swaggerUrl": "./openapi.json"');
+  const described = await fetch(new URL('./openapi.json', `${api.url}/docs/`));
+  expect(described.status).toBe(200);
+  expect(await described.text()).toContain('"/media/upload"');
   // Without the trailing slash the page is reachable too.
   const bare = await fetch(`${api.url}/docs`);
   expect(bare.status).toBe(200);
