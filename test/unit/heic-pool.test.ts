@@ -63,6 +63,20 @@ it('stops a decode when its signal aborts, ending the thread; the next decode ge
   expect(pool.threadCount).toBe(1);
 });
 
+it('never starts a decode whose signal aborted while it waited for the thread', async () => {
+  await pool.decode(SMALL, undefined);
+  const decodedBefore = pool.decodesAnswered;
+  const stop = new AbortController();
+  const running = pool.decode(PHONE, undefined);
+  const waiting = pool.decode(PHONE, undefined, stop.signal);
+  stop.abort(new Error('time is up'));
+  await expect(waiting).rejects.toThrow('time is up');
+  await expect(running).resolves.toBeInstanceOf(Buffer);
+  // Only the first decode ran: the aborted one was refused when the thread came free.
+  expect(pool.decodesAnswered).toBe(decodedBefore + 1);
+  expect(pool.threadCount).toBe(1);
+});
+
 it('fails the running and the waiting decodes when closed, and refuses new ones', async () => {
   const both = Promise.allSettled([pool.decode(PHONE, undefined), pool.decode(SMALL, undefined)]);
   await new Promise((resolve) => setTimeout(resolve, 50));
