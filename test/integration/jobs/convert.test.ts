@@ -138,11 +138,12 @@ describe('HEIC off the event loop', () => {
    * decodes in WebAssembly at about 0.1 s per megapixel; on the event loop that
    * held up lock renewals, the other job and /readyz for the whole decode. Here
    * API, worker and test share one event loop (the worker runs in the test
-   * process), so any block would show in the loop's delay and in /readyz.
+   * process), so any block would show in the loop's delay (bounded below) and in
+   * /readyz's answers (counted: the probe asks every 25 ms).
    *
    * The target (under 50 ms) is measured by `npm run bench -- --only heic` side by side
    * with a decode on the event loop (docs/hardening/time-limits.md); this test's bound is
-   * looser for shared CI machines (a third of the conversion's time), and still
+   * looser for shared CI machines (half the conversion's time), and still
    * well below what a decode on the event loop costs (most of the conversion).
    */
   it('converts an 8.5 MP HEIC while the event loop and /readyz keep answering', async () => {
@@ -199,8 +200,10 @@ describe('HEIC off the event loop', () => {
     // here, 76%); on a thread, what is left is the jest process's own pauses (its garbage
     // collections after many test files: up to ~180 ms seen in a full run) and, on a
     // loaded machine, scheduling (a /readyz at 0.34 of the conversion seen under load 12).
-    // Half the conversion tells the two apart with room on both sides.
+    // Half the conversion tells the two apart with room on both sides. (The worker runs in
+    // this process: this is its event loop. /readyz's own time also waits on Redis, MongoDB
+    // and the store, which a loaded machine slows whatever the loop does (816 ms once, with
+    // the loop's longest pause at 159 ms): it is printed, and counted, not bounded.)
     expect(maxDelayMs).toBeLessThan(ms / 2);
-    expect(slowestReadyz).toBeLessThan(ms / 2);
   });
 });
