@@ -549,6 +549,15 @@ export const Errors = {
       undefined,
       { headers: { Location: statusUrl }, extra: { jobId } },
     ),
+  /** A direct upload's completion whose read-back job did not finish within JOB_WAIT_MS. */
+  directUploadStillChecking: (jobId: string) =>
+    new AppError(
+      'JOB_TIMEOUT',
+      504,
+      'The upload is still being checked (its read-back job did not finish in time); complete it again for its record',
+      undefined,
+      { extra: { jobId } },
+    ),
   internal: (cause?: unknown) =>
     new AppError('INTERNAL', 500, 'Internal server error', undefined, { cause }),
 } as const;

@@ -19,9 +19,10 @@
  * - What is never completed, the scheduled cleanup removes
  *   (shared/uploads/direct-uploads.ts).
  */
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { Config } from '@shared/config';
 import { Errors, isAppError } from '@shared/errors';
+import { derivedUuid, newJobId } from '@shared/jobs';
 import type { Logger } from '@shared/logger';
 import type { ApiMetrics } from '@shared/metrics';
 import { KNOWN_TYPES, normaliseMime } from '@shared/media/media-types';
@@ -270,16 +271,20 @@ export class DirectUploadService {
     // Read back once, in a worker (the API never carries the bytes): the type from the
     // first bytes, the SHA-256 of all of them. A repeated completion of the same object
     // waits on the same job (its id derives from the upload and the object's ETag).
-    const verified = await this.deps.jobs.runShared(
-      'upload.verify-direct',
-      {
-        organizationId: org.id,
-        requestId: caller.requestId,
-        key: state.key,
-        bytes: info.size,
-      },
-      `${state.id}-${createHash('sha256').update(info.etag).digest('hex').slice(0, 16)}`,
-    );
+    const jobUuid = derivedUuid(`direct-upload:${state.id}:${info.etag}`);
+    const verified = await this.deps.jobs
+      .runShared(
+        'upload.verify-direct',
+        { organizationId: org.id, requestId: caller.requestId, key: state.key, bytes: info.size },
+        jobUuid,
+      )
+      .catch((err: unknown) => {
+        // Its status URL would answer the read-back, not the record: the client completes again.
+        if (isAppError(err) && err.code === 'JOB_TIMEOUT') {
+          throw Errors.directUploadStillChecking(newJobId('upload.verify-direct', jobUuid));
+        }
+        throw err;
+      });
     if (verified.bytes !== state.bytes) throw Errors.sizeMismatch(state.bytes, verified.bytes);
     const { acceptedTypes } = this.deps.config.limits;
     const type = verified.mime === null ? undefined : KNOWN_TYPES[verified.mime];

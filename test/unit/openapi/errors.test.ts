@@ -78,6 +78,8 @@ const sampleErrors: Record<keyof typeof Errors, () => AppError> = {
   tooManyResults: () => Errors.tooManyResults(256 * 1024 * 1024, 1800),
   unavailable: () => Errors.unavailable('storage'),
   jobTimeout: () => Errors.jobTimeout('17', 'http://localhost:3000/jobs/17'),
+  directUploadStillChecking: () =>
+    Errors.directUploadStillChecking('import-6f0e3c2a-9b1d-5e47-8c3f-2a9d7b4e1c60'),
   processingTimeout: () => Errors.processingTimeout(120_000),
   outputTooLarge: () =>
     Errors.outputTooLarge('GIF', 4032, 3024, 4_194_304, 'MAX_GIF_OUTPUT_PIXELS'),
