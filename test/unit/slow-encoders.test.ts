@@ -158,11 +158,13 @@ describe('the job’s time', () => {
     const stop = new AbortController();
     stop.abort(Errors.processingTimeout(1000));
     const before = sharp.counters();
+    // One after another, each awaited as it starts (a second one started beside the first
+    // would reject before anything awaits it: an unhandled rejection).
     for (const work of [
-      adapter.convert(small, 'gif', { signal: stop.signal }),
-      adapter.render(small, options({ width: 32 }), { signal: stop.signal }),
+      () => adapter.convert(small, 'gif', { signal: stop.signal }),
+      () => adapter.render(small, options({ width: 32 }), { signal: stop.signal }),
     ]) {
-      const err: unknown = await work.catch((e: unknown) => e);
+      const err: unknown = await work().catch((e: unknown) => e);
       expect(err).toBeInstanceOf(AppError);
       expect(err).toMatchObject({ code: 'PROCESSING_TIMEOUT', status: 422 });
     }
