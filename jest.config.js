@@ -59,4 +59,9 @@ module.exports = {
     '<rootDir>/dev/swift-s3',
   ],
   testTimeout: 60_000,
+  // Two files at a time, the machine's two cores (jest's default is one fewer
+  // than the cores: one file at a time here), longest first
+  // (test/support/sequencer.js). docs/testing.md says what this asks of a test.
+  maxWorkers: 2,
+  testSequencer: '<rootDir>/test/support/sequencer.js',
 };
