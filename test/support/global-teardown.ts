@@ -44,9 +44,9 @@ export default async function globalTeardown(): Promise<void> {
 }
 
 /**
- * How long the run may linger after the teardown. On a 2-core machine jest runs
- * the tests in its own process (maxWorkers is 1), so one socket, timer or child
- * process a test forgot keeps the run alive until CI's time limit. After this
+ * How long the run may linger after the teardown. A socket, timer or child
+ * process a test forgot (in jest's process, or one a run in band, one file
+ * alone, keeps) would keep the run alive until CI's time limit. After this
  * long the watchdog names what is still open and ends the process with the
  * exit code jest has already set (the tests' result).
  */
