@@ -257,15 +257,7 @@ export class DirectUploadService {
   private async check(caller: Caller, state: DirectUploadState): Promise<MediaRecord> {
     const { store } = this.deps;
     const org = caller.organization;
-    let info = await store.stat(state.key);
-    if (info === null && state.uploadId) {
-      // The parts the store holds (listed there, not taken from the client).
-      const parts = await store.multipart.parts(state.key, state.uploadId);
-      if (!parts?.length)
-        throw Errors.uploadIncomplete('No part of this upload is in the store yet');
-      await store.multipart.complete(state.key, state.uploadId, parts);
-      info = await store.stat(state.key);
-    }
+    const info = await this.stored(state);
     if (info === null) throw Errors.uploadIncomplete('The file is not in the store yet');
     if (info.size !== state.bytes) throw Errors.sizeMismatch(state.bytes, info.size);
     // Read back once, in a worker (the API never carries the bytes): the type from the
@@ -339,6 +331,33 @@ export class DirectUploadService {
     );
     await this.finish(state, record!);
     return record!;
+  }
+
+  /**
+   * The object's size and ETag, or null when it is not in the store. A
+   * multipart upload still open is completed first, from the parts the store
+   * lists (not the client's word): the object's size is then theirs added up
+   * and its ETag the completion's answer, with no request more to the store.
+   * One no longer open was completed by an earlier completion (cut off
+   * before its record): its object is looked at.
+   */
+  private async stored(state: DirectUploadState): Promise<{ size: number; etag: string } | null> {
+    const { store } = this.deps;
+    if (!state.uploadId) return store.stat(state.key);
+    const parts = await store.multipart.parts(state.key, state.uploadId);
+    const noPart = () => Errors.uploadIncomplete('No part of this upload is in the store yet');
+    if (parts === null) {
+      const info = await store.stat(state.key);
+      if (info === null) throw noPart();
+      return info;
+    }
+    if (parts.length === 0) throw noPart();
+    const { etag } = await store.multipart.complete(
+      state.key,
+      state.uploadId,
+      parts.map(({ part, etag }) => ({ part, etag })),
+    );
+    return { size: parts.reduce((sum, p) => sum + p.size, 0), etag };
   }
 
   /** The upload is recorded: its quarantined object goes, its state says so. */

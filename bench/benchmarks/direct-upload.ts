@@ -133,10 +133,12 @@ CPU is not counted here.`,
         target('direct API CPU ÷ POST /media/upload API CPU', stat(ratio), '<=', 0.05, '×', {
           digits: 3,
           why: `What is left in the API process: the request (signing the part URLs), the
-completion (completing the multipart upload, a stat, queueing the read-back
-job and waiting for it, a server-side copy, the record) and its HTTP and
-database round trips, beside a streamed upload's receive, multipart parse,
-hash and send to the store.`,
+completion (listing the parts and completing the multipart upload, queueing the
+read-back job and waiting for it, a server-side copy, the record) and its HTTP,
+Redis and database round trips, and what the idle process spends while the
+client sends the parts and the worker reads them back (the MongoDB driver's
+pool check every 100 ms, heartbeats), beside a streamed upload's receive,
+multipart parse, hash and send to the store.`,
         }),
       ],
     };

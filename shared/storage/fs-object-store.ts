@@ -454,7 +454,8 @@ export class FsObjectStore implements ObjectStore {
       const parts = [];
       for (const part of numbers.sort((x, y) => x - y)) {
         const file = path.join(this.partsDir(uploadId), String(part));
-        parts.push({ part, etag: etagOf(await fsp.stat(file)) });
+        const st = await fsp.stat(file);
+        parts.push({ part, etag: etagOf(st), size: st.size });
       }
       return parts;
     },
@@ -469,6 +470,9 @@ export class FsObjectStore implements ObjectStore {
         .catch(() => DEFAULT_CONTENT_TYPE);
       await this.put(key, Readable.from(joined()), { contentType });
       await fsp.rm(dir, { recursive: true, force: true });
+      const info = await this.stat(key);
+      if (!info) throw new Error(`${key} is missing right after its multipart completion`);
+      return { etag: info.etag };
     },
     abort: async (_key, uploadId) => {
       await fsp.rm(this.partsDir(uploadId), { recursive: true, force: true });

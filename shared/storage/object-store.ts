@@ -80,6 +80,11 @@ export interface UploadedPart {
   etag: string;
 }
 
+/** A part of a multipart upload as the store lists it: with its size. */
+export interface ListedPart extends UploadedPart {
+  size: number;
+}
+
 /**
  * A multipart upload held open across requests (a resumable upload's parts,
  * api/services/resumable.service.ts): S3's own (parts of at least 5 MiB but
@@ -94,12 +99,16 @@ export interface MultipartUploads {
   /** Part `partNumber` copied from the whole stored object `sourceKey` by the store itself (UploadPartCopy). */
   copyPart(key: string, uploadId: string, partNumber: number, sourceKey: string): Promise<string>;
   /**
-   * The parts the store holds, in order (a direct upload's client sent them
-   * itself), or null when the upload is gone (completed or aborted).
+   * The parts the store holds, in order, with their sizes (a direct upload's
+   * client sent them itself), or null when the upload is gone (completed or
+   * aborted).
    */
-  parts(key: string, uploadId: string): Promise<UploadedPart[] | null>;
-  /** The parts, in order, become the object at `key` (no byte passes through the caller). */
-  complete(key: string, uploadId: string, parts: UploadedPart[]): Promise<void>;
+  parts(key: string, uploadId: string): Promise<ListedPart[] | null>;
+  /**
+   * The parts, in order, become the object at `key` (no byte passes through
+   * the caller); answers the object's ETag, as `stat` would.
+   */
+  complete(key: string, uploadId: string, parts: UploadedPart[]): Promise<{ etag: string }>;
   /** Removes the upload and its parts; one already gone (completed or aborted) is not an error. */
   abort(key: string, uploadId: string): Promise<void>;
 }

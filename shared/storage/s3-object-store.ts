@@ -449,18 +449,26 @@ export class S3ObjectStore implements ObjectStore {
       this.call(async () => {
         // listParts is protected in minio's typings; it pages through every part.
         const lister = this.client as unknown as {
-          listParts(b: string, k: string, u: string): Promise<{ part: number; etag: string }[]>;
+          listParts(
+            b: string,
+            k: string,
+            u: string,
+          ): Promise<{ part: number; etag: string; size: number }[]>;
         };
         try {
           const parts = await lister.listParts(this.bucket, key, uploadId);
-          return parts.map((p) => ({ part: p.part, etag: p.etag }));
+          return parts.map((p) => ({ part: p.part, etag: p.etag, size: p.size }));
         } catch (err) {
           if ((err as { code?: unknown } | null)?.code === 'NoSuchUpload') return null;
           throw err;
         }
       }),
     complete: async (key, uploadId, parts: UploadedPart[]) => {
-      await this.call(() => this.client.completeMultipartUpload(this.bucket, key, uploadId, parts));
+      // The completion's answer names the object's ETag (quotes taken off, as statObject does).
+      const { etag } = await this.call(() =>
+        this.client.completeMultipartUpload(this.bucket, key, uploadId, parts),
+      );
+      return { etag };
     },
     abort: (key, uploadId) => this.abortIncompleteUpload({ key, uploadId, initiated: new Date() }),
   };

@@ -15,6 +15,7 @@
  * (the presigned requests name that key and no other), never to a key a
  * record could have; `reconcile` leaves that prefix alone until the expiry.
  */
+import type { ChainableCommander } from 'ioredis';
 import { Errors } from '../errors';
 import type { Logger } from '../logger';
 import { waitForRedis, type RedisConnection } from '../queue/redis';
@@ -112,12 +113,15 @@ export class DirectUploads {
     return this.redis.zcount(this.orgKey(organizationId), String(now), '+inf');
   }
 
-  /** Records a new upload (and its place in both sets). */
+  /** Records a new upload (and its place in both sets), in one round trip. */
   async add(state: DirectUploadState): Promise<void> {
-    const redis = this.redis;
-    await this.save(state);
-    await redis.zadd(this.orgKey(state.organizationId), state.expiresAt, state.id);
-    await redis.zadd(this.expiriesKey, state.expiresAt, state.id);
+    await exec(
+      this.redis
+        .multi()
+        .set(this.stateKey(state.id), JSON.stringify(state), 'PX', this.ttlOf(state))
+        .zadd(this.orgKey(state.organizationId), state.expiresAt, state.id)
+        .zadd(this.expiriesKey, state.expiresAt, state.id),
+    );
   }
 
   async get(id: string): Promise<DirectUploadState | null> {
@@ -129,18 +133,24 @@ export class DirectUploads {
   /** Marks the upload completed (its record written): kept a day for a repeated completion. */
   async completed(state: DirectUploadState, mediaId: number): Promise<void> {
     state.completed = { mediaId };
-    const redis = this.redis;
-    await redis.set(this.stateKey(state.id), JSON.stringify(state), 'PX', COMPLETED_KEPT_MS);
-    await redis.zrem(this.orgKey(state.organizationId), state.id);
-    await redis.zrem(this.expiriesKey, state.id);
+    await exec(
+      this.redis
+        .multi()
+        .set(this.stateKey(state.id), JSON.stringify(state), 'PX', COMPLETED_KEPT_MS)
+        .zrem(this.orgKey(state.organizationId), state.id)
+        .zrem(this.expiriesKey, state.id),
+    );
   }
 
   /** Forgets an upload that ended without a record (refused at completion, or expired). */
   async forget(state: DirectUploadState): Promise<void> {
-    const redis = this.redis;
-    await redis.del(this.stateKey(state.id));
-    await redis.zrem(this.orgKey(state.organizationId), state.id);
-    await redis.zrem(this.expiriesKey, state.id);
+    await exec(
+      this.redis
+        .multi()
+        .del(this.stateKey(state.id))
+        .zrem(this.orgKey(state.organizationId), state.id)
+        .zrem(this.expiriesKey, state.id),
+    );
   }
 
   /**
@@ -166,7 +176,8 @@ export class DirectUploads {
     try {
       return { value: await work() };
     } finally {
-      if ((await redis.get(this.lockKey(id))) === token) await redis.del(this.lockKey(id));
+      // Released only if still ours (not taken over after its expiry), in one round trip.
+      await redis.eval(RELEASE_LOCK, 1, this.lockKey(id), token);
     }
   }
 
@@ -221,8 +232,25 @@ export class DirectUploads {
   }
 
   private async save(state: DirectUploadState): Promise<void> {
-    // Kept a while past the expiry, so that the cleanup (or a late completion: 410) finds it.
-    const ttl = Math.max(1000, state.expiresAt - Date.now() + COMPLETED_KEPT_MS);
-    await this.redis.set(this.stateKey(state.id), JSON.stringify(state), 'PX', ttl);
+    await this.redis.set(this.stateKey(state.id), JSON.stringify(state), 'PX', this.ttlOf(state));
   }
+
+  /** Kept a while past the expiry, so that the cleanup (or a late completion: 410) finds it. */
+  private ttlOf(state: DirectUploadState): number {
+    return Math.max(1000, state.expiresAt - Date.now() + COMPLETED_KEPT_MS);
+  }
+}
+
+/** Deletes the lock (KEYS[1]) if it holds the token (ARGV[1]). */
+const RELEASE_LOCK = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`;
+
+/**
+ * Runs a transaction (one round trip; on a Redis Cluster every key shares
+ * QUEUE_PREFIX's hash tag, which comes first in them): a command's error
+ * rejects, as it would on its own.
+ */
+async function exec(transaction: ChainableCommander): Promise<void> {
+  const results = await transaction.exec();
+  if (results === null) throw new Error('Redis discarded the transaction');
+  for (const [err] of results) if (err) throw err;
 }
