@@ -9,14 +9,15 @@
  * bounds not reached; a refused render is stopped and dropped.
  *
  * A variant the handoff takes (at most RENDER_HANDOFF_MAX_BYTES) is answered
- * before it is written: its bytes are reserved against the quota (413
- * QUOTA_EXCEEDED past it), the record books it (a variant with
+ * before it is written: at once, its bytes are reserved against the quota
+ * (413 QUOTA_EXCEEDED past it), the record books it (a variant with
  * `pendingUntil`: the update that checks RENDER_MAX_VARIANTS, 400 past it)
- * while the bytes go to Redis for the waiting API requests, and the job
- * completes; then, off the answer's path (the worker's background tasks,
- * drained on shutdown), the object is written and the booking settled (the
- * variant served from storage from then on). Every refusal comes before the
- * answer. A write that fails gives the booking and its bytes back; a worker
+ * and the bytes go to Redis for the waiting API requests (a refused
+ * reservation takes the booking back), and the job completes; then, off the
+ * answer's path (the worker's background tasks, drained on shutdown), the
+ * object is written and the booking settled (the variant served from
+ * storage from then on). Every refusal comes before the answer. A write that
+ * fails gives the booking and its bytes back; a worker
  * that dies before settling leaves a booking whose hold runs out
  * (HANDOFF_TTL_MS): the next request's render takes it over, and reconcile
  * lists and removes it, so records and objects stay in step (the answer
@@ -145,9 +146,11 @@ export const renderProcessor: Processor<
     // has failed already: nothing of it is written.
     job.signal.throwIfAborted();
     const counted = { bytes: variant.bytes, files: 0, variantBytes: variant.bytes };
-    if (!(await ctx.usage.reserve(organizationId, counted, quota))) {
-      throw Errors.quotaExceeded(quota ?? 0);
-    }
+    const reserve = async () => {
+      if (!(await ctx.usage.reserve(organizationId, counted, quota))) {
+        throw Errors.quotaExceeded(quota ?? 0);
+      }
+    };
     const giveBack = () =>
       ctx.usage
         .release(organizationId, counted)
@@ -163,8 +166,9 @@ export const renderProcessor: Processor<
       await giveBack();
     };
     if (ctx.handoff.accepts(variant.bytes)) {
-      return answerThenWrite(job, ctx, { variant, data: output.data, giveBack, times });
+      return answerThenWrite(job, ctx, { variant, data: output.data, reserve, giveBack, times });
     }
+    await reserve();
     // The waiting API requests take the bytes from Redis rather than read them back from
     // storage (shared/queue/handoff.ts); storage stays the truth, written before the record.
     try {
@@ -297,6 +301,8 @@ async function answerThenWrite(
   run: {
     variant: StoredVariant;
     data: Buffer;
+    /** Reserves the variant's bytes against the quota (413 QUOTA_EXCEEDED past it). */
+    reserve: () => Promise<void>;
     giveBack: () => Promise<void>;
     times: Times;
   },
@@ -305,21 +311,37 @@ async function answerThenWrite(
   const { variant, data, giveBack } = run;
   const max = ctx.render.maxVariants;
   const pendingUntil = new Date(Date.now() + HANDOFF_TTL_MS);
-  let added: AddVariantOutcome;
-  let offered: boolean;
-  try {
-    [added, offered] = await Promise.all([
-      ctx.variants.add(organizationId, key, variant, max, pendingUntil),
-      ctx.handoff.offer(job.id, data),
-    ]);
-  } catch (err) {
+  // The bytes reserved, the variant booked and its bytes handed over at once (one round
+  // trip to each store, not three in turn): a refusal of either undoes the other.
+  const [reserved, booked, handedOver] = await Promise.allSettled([
+    run.reserve(),
+    ctx.variants.add(organizationId, key, variant, max, pendingUntil),
+    ctx.handoff.offer(job.id, data),
+  ]);
+  const offered = handedOver.status === 'fulfilled' && handedOver.value;
+  if (reserved.status === 'rejected') {
+    // Not counted (over the quota, or MongoDB failed): a booking made beside it is taken back
+    // (this one only: booked until `pendingUntil`; a lost reply may have made it). Should that
+    // fail too, its hold runs out and the next render or reconcile takes it over (giving back
+    // bytes never counted: reconcile --fix sets the usage counter, as after a failed giveBack).
+    if (booked.status === 'rejected' || booked.value === 'added') {
+      await ctx.variants
+        .dropBooking(organizationId, key, variant.id, pendingUntil)
+        .catch((err: unknown) =>
+          job.log.warn({ err, key: variant.key }, 'could not take back a booking not counted'),
+        );
+    }
+    throw reserved.reason;
+  }
+  if (booked.status === 'rejected') {
     // A lost reply may have booked it: only a variant certainly not booked gives its bytes back.
     const now = await ctx.variants.find(organizationId, key, variant.id).catch(() => undefined);
     if (now !== undefined && now?.pendingUntil?.getTime() !== pendingUntil.getTime()) {
       await giveBack();
     }
-    throw err;
+    throw booked.reason;
   }
+  const added: AddVariantOutcome = booked.value;
   switch (added) {
     case 'added':
       break;
