@@ -4,7 +4,11 @@
  * worker before anything is read or removed: the job fails with
  * MEDIA_NOT_FOUND, the other organization's objects and records remain and
  * serve the same bytes, the forging organization gets no record, and the
- * worker goes on with the next job.
+ * worker goes on with the next job. (A render that names the source's
+ * checksum reads it ahead, beside its lookup of the record, into the
+ * worker's own cache under that key and checksum, and may start rendering
+ * it; nothing of it is stored or answered unless the record is the job's
+ * organization's.)
  */
 import { randomUUID } from 'node:crypto';
 import { Queue, QueueEvents } from 'bullmq';
