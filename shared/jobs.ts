@@ -65,7 +65,16 @@ export interface JobPayloads {
    * Renders a variant of a stored image (GET /media/render); its job id is
    * derived from the variant's key, so identical first requests share it.
    */
-  'image.render': BasePayload & { key: string; options: RenderOptions };
+  'image.render': BasePayload & {
+    key: string;
+    options: RenderOptions;
+    /**
+     * The source's checksum, as the API read its record: the worker reads
+     * and renders the source beside its own lookups (its cache of sources is
+     * keyed by checksum and key). Absent in jobs queued by an older API.
+     */
+    checksum?: string;
+  };
   'pdf.merge': CreatingPayload & {
     /**
      * In merge order; an input may appear more than once. An uploaded input

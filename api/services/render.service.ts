@@ -208,7 +208,7 @@ export class RenderService {
       );
       const { variant } = await this.deps.jobs.runShared(
         'image.render',
-        { organizationId, requestId, key: record.key, options },
+        { organizationId, requestId, key: record.key, options, checksum: record.checksum },
         uuid,
         { heavy: renderIsHeavy(options, record) },
       );

@@ -226,9 +226,10 @@ export const renderPeers: Benchmark = {
           0.9,
           `ipx renders in its request; a first render here is a job: the API
 authenticates, looks the source up and queues, a worker reads the source
-from S3 (or its cache), renders, reserves the bytes and books the variant
-on its record, and hands the bytes back through Redis; the variant's S3
-write and its record's last update follow the answer. The CPU table shows
+from S3 (or its cache) and renders it beside its own lookups, then at once
+reserves the bytes, books the variant on its record and hands the bytes
+back through Redis; the variant's S3 write and its record's last update
+follow the answer. The CPU table shows
 what each process spends per render.`,
         );
       }

@@ -3,15 +3,21 @@
  * stores it beside its source: the object under `.variants/<key>/`, and the
  * variant on the source's record.
  *
+ * The source is read and rendered beside the job's lookups when the job
+ * names its checksum (the API read the record): what was read is used only
+ * once the lookups have found the record live with that checksum and the
+ * bounds not reached; a refused render is stopped and dropped.
+ *
  * A variant the handoff takes (at most RENDER_HANDOFF_MAX_BYTES) is answered
- * before it is written: its bytes are reserved against the quota (413
- * QUOTA_EXCEEDED past it), the record books it (a variant with
+ * before it is written: at once, its bytes are reserved against the quota
+ * (413 QUOTA_EXCEEDED past it), the record books it (a variant with
  * `pendingUntil`: the update that checks RENDER_MAX_VARIANTS, 400 past it)
- * while the bytes go to Redis for the waiting API requests, and the job
- * completes; then, off the answer's path (the worker's background tasks,
- * drained on shutdown), the object is written and the booking settled (the
- * variant served from storage from then on). Every refusal comes before the
- * answer. A write that fails gives the booking and its bytes back; a worker
+ * and the bytes go to Redis for the waiting API requests (a refused
+ * reservation takes the booking back), and the job completes; then, off the
+ * answer's path (the worker's background tasks, drained on shutdown), the
+ * object is written and the booking settled (the variant served from
+ * storage from then on). Every refusal comes before the answer. A write that
+ * fails gives the booking and its bytes back; a worker
  * that dies before settling leaves a booking whose hold runs out
  * (HANDOFF_TTL_MS): the next request's render takes it over, and reconcile
  * lists and removes it, so records and objects stay in step (the answer
@@ -32,7 +38,10 @@ import { Errors } from '@shared/errors';
 import type { StoredVariant } from '@shared/jobs';
 import { variantId, variantKey } from '@shared/media/render-options';
 import { HANDOFF_TTL_MS } from '@shared/queue/handoff';
-import type { AddVariantOutcome } from '@shared/repositories/variants.repository';
+import type {
+  AddVariantOutcome,
+  RecordWithVariant,
+} from '@shared/repositories/variants.repository';
 import type { JobContext } from '../context';
 import type { Processor, ProcessorJob } from '../registry';
 import { requireOrganization } from './inputs';
@@ -53,38 +62,70 @@ export const renderProcessor: Processor<
 > = {
   name: 'image.render',
   async process(job, ctx) {
-    const { organizationId, key, options } = job.data;
+    const { organizationId, key, options, checksum } = job.data;
     const id = variantId(options);
     const max = ctx.render.maxVariants;
     const t0 = performance.now();
+    /** The source read (through the worker's cache of recently read sources) and rendered. */
+    const renderOf = async (source: { key: string; checksum: string }, signal: AbortSignal) => {
+      // A burst of widths reads the source once.
+      const reading = performance.now();
+      const input = await ctx.results.readSource(source, ctx.limits.maxFileSize);
+      signal.throwIfAborted();
+      const read = performance.now();
+      const output = await ctx.images.render(input, options, {
+        signal,
+        timeoutMs: job.remainingMs(),
+      });
+      return { output, reading, read };
+    };
+    // The source's checksum came with the job (the API read the record): the source is read
+    // and rendered beside the lookups below, not after them. A render they refuse is stopped
+    // and its output dropped; nothing of it is written.
+    const ahead = new AbortController();
+    const early =
+      checksum === undefined
+        ? undefined
+        : renderOf({ key, checksum }, AbortSignal.any([job.signal, ahead.signal]));
+    early?.catch(() => undefined);
     // The API checked the source and the bounds before queueing, but renders queued at once all
-    // passed that check: checked again before the work (the record's update decides).
-    const [found, organization, usage] = await Promise.all([
-      ctx.variants.find(organizationId, key, id),
-      requireOrganization(ctx, organizationId),
-      ctx.usage.get(organizationId),
-    ]);
-    if (!found) throw Errors.mediaNotFound(key);
-    // An earlier attempt recorded it.
-    if (found.variant) return { variant: found.variant };
-    let variants = found.variants;
-    // Booked by a render whose worker died before writing it (its hold ran out): taken over.
-    if (found.booked && found.pendingUntil && found.pendingUntil.getTime() <= Date.now()) {
-      if (await dropBooking(job, ctx, found.booked, found.pendingUntil)) variants--;
+    // passed that check: checked again before anything is written (the record's update decides).
+    let found: RecordWithVariant;
+    let quota: number | null;
+    try {
+      const [looked, organization, usage] = await Promise.all([
+        ctx.variants.find(organizationId, key, id),
+        requireOrganization(ctx, organizationId),
+        ctx.usage.get(organizationId),
+      ]);
+      if (!looked) throw Errors.mediaNotFound(key);
+      found = looked;
+      // An earlier attempt recorded it.
+      if (found.variant) {
+        ahead.abort();
+        return { variant: found.variant };
+      }
+      let variants = found.variants;
+      // Booked by a render whose worker died before writing it (its hold ran out): taken over.
+      if (found.booked && found.pendingUntil && found.pendingUntil.getTime() <= Date.now()) {
+        if (await dropBooking(job, ctx, found.booked, found.pendingUntil)) variants--;
+      }
+      if (variants >= max) throw Errors.tooManyVariants(key, variants, max);
+      quota = organization.quotaBytes;
+      if (quota !== null && usage.bytes >= quota) throw Errors.quotaExceeded(quota);
+    } catch (err) {
+      ahead.abort(err);
+      throw err;
     }
-    if (variants >= max) throw Errors.tooManyVariants(key, variants, max);
-    const quota = organization.quotaBytes;
-    if (quota !== null && usage.bytes >= quota) throw Errors.quotaExceeded(quota);
-
-    // Through the worker's cache of recently read sources (a burst of widths reads it once).
-    const input = await ctx.results.readSource(found.record, ctx.limits.maxFileSize);
-    job.signal.throwIfAborted();
     const t1 = performance.now();
-    const output = await ctx.images.render(input, options, {
-      signal: job.signal,
-      timeoutMs: job.remainingMs(),
-    });
+    // Rendered here when the job came without the source's checksum (queued by an older API)
+    // or named another one than the record's (which the record's key makes the same bytes).
+    if (early && found.record.checksum !== checksum) ahead.abort();
+    const { output, reading, read } = await (early && found.record.checksum === checksum
+      ? early
+      : renderOf(found.record, job.signal));
     const t2 = performance.now();
+    const times: Times = { t0, t1, reading, read, t2 };
     // A PDF's page count, read as its page was rendered: kept on its record (once).
     // Off the answer's path: the answer does not depend on it.
     const pages = output.pages;
@@ -105,9 +146,11 @@ export const renderProcessor: Processor<
     // has failed already: nothing of it is written.
     job.signal.throwIfAborted();
     const counted = { bytes: variant.bytes, files: 0, variantBytes: variant.bytes };
-    if (!(await ctx.usage.reserve(organizationId, counted, quota))) {
-      throw Errors.quotaExceeded(quota ?? 0);
-    }
+    const reserve = async () => {
+      if (!(await ctx.usage.reserve(organizationId, counted, quota))) {
+        throw Errors.quotaExceeded(quota ?? 0);
+      }
+    };
     const giveBack = () =>
       ctx.usage
         .release(organizationId, counted)
@@ -123,8 +166,9 @@ export const renderProcessor: Processor<
       await giveBack();
     };
     if (ctx.handoff.accepts(variant.bytes)) {
-      return answerThenWrite(job, ctx, { variant, data: output.data, giveBack, t0, t1, t2 });
+      return answerThenWrite(job, ctx, { variant, data: output.data, reserve, giveBack, times });
     }
+    await reserve();
     // The waiting API requests take the bytes from Redis rather than read them back from
     // storage (shared/queue/handoff.ts); storage stays the truth, written before the record.
     try {
@@ -171,10 +215,10 @@ export const renderProcessor: Processor<
         key: variant.key,
         bytes: variant.bytes,
         added,
-        // Where the job's time went (ms): lookups and source read, render, variant write, record update.
+        // Where the job's time went (ms): lookups, source read and render (after the lookups, or
+        // beside them), variant write, record update.
         phases: {
-          read: ms(t0, t1),
-          render: ms(t1, t2),
+          ...phases(times),
           write: ms(t2, t3),
           record: ms(t3, performance.now()),
         },
@@ -257,31 +301,47 @@ async function answerThenWrite(
   run: {
     variant: StoredVariant;
     data: Buffer;
+    /** Reserves the variant's bytes against the quota (413 QUOTA_EXCEEDED past it). */
+    reserve: () => Promise<void>;
     giveBack: () => Promise<void>;
-    t0: number;
-    t1: number;
-    t2: number;
+    times: Times;
   },
 ): Promise<{ variant: StoredVariant }> {
   const { organizationId, key } = job.data;
   const { variant, data, giveBack } = run;
   const max = ctx.render.maxVariants;
   const pendingUntil = new Date(Date.now() + HANDOFF_TTL_MS);
-  let added: AddVariantOutcome;
-  let offered: boolean;
-  try {
-    [added, offered] = await Promise.all([
-      ctx.variants.add(organizationId, key, variant, max, pendingUntil),
-      ctx.handoff.offer(job.id, data),
-    ]);
-  } catch (err) {
+  // The bytes reserved, the variant booked and its bytes handed over at once (one round
+  // trip to each store, not three in turn): a refusal of either undoes the other.
+  const [reserved, booked, handedOver] = await Promise.allSettled([
+    run.reserve(),
+    ctx.variants.add(organizationId, key, variant, max, pendingUntil),
+    ctx.handoff.offer(job.id, data),
+  ]);
+  const offered = handedOver.status === 'fulfilled' && handedOver.value;
+  if (reserved.status === 'rejected') {
+    // Not counted (over the quota, or MongoDB failed): a booking made beside it is taken back
+    // (this one only: booked until `pendingUntil`; a lost reply may have made it). Should that
+    // fail too, its hold runs out and the next render or reconcile takes it over (giving back
+    // bytes never counted: reconcile --fix sets the usage counter, as after a failed giveBack).
+    if (booked.status === 'rejected' || booked.value === 'added') {
+      await ctx.variants
+        .dropBooking(organizationId, key, variant.id, pendingUntil)
+        .catch((err: unknown) =>
+          job.log.warn({ err, key: variant.key }, 'could not take back a booking not counted'),
+        );
+    }
+    throw reserved.reason;
+  }
+  if (booked.status === 'rejected') {
     // A lost reply may have booked it: only a variant certainly not booked gives its bytes back.
     const now = await ctx.variants.find(organizationId, key, variant.id).catch(() => undefined);
     if (now !== undefined && now?.pendingUntil?.getTime() !== pendingUntil.getTime()) {
       await giveBack();
     }
-    throw err;
+    throw booked.reason;
   }
+  const added: AddVariantOutcome = booked.value;
   switch (added) {
     case 'added':
       break;
@@ -324,8 +384,9 @@ async function answerThenWrite(
         bytes: variant.bytes,
         added,
         written: where,
-        // Where the job's time went (ms): lookups and source read, render, booking and handoff.
-        phases: { read: ms(run.t0, run.t1), render: ms(run.t1, run.t2), book: ms(run.t2, t3) },
+        // Where the job's time went (ms): lookups, source read and render (after the lookups, or
+        // beside them), booking and handoff.
+        phases: { ...phases(run.times), book: ms(run.times.t2, t3) },
       },
       'rendered',
     );
@@ -340,4 +401,23 @@ async function answerThenWrite(
   ctx.background.run('write a rendered variant', write, { key: variant.key });
   logWritten('after the answer');
   return { variant };
+}
+
+/** When a render's steps began and ended (performance.now()). */
+interface Times {
+  /** The job began. */
+  t0: number;
+  /** The lookups and checks were done. */
+  t1: number;
+  /** The source's read began, and ended. */
+  reading: number;
+  read: number;
+  /** The render was done. */
+  t2: number;
+}
+
+/** The job's time (ms) in lookups, source read and render; the last two may overlap the first. */
+function phases(t: Times): { lookups: number; read: number; render: number } {
+  const ms = (a: number, b: number) => Math.round(b - a);
+  return { lookups: ms(t.t0, t.t1), read: ms(t.reading, t.read), render: ms(t.read, t.t2) };
 }

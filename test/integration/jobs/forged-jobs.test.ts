@@ -4,7 +4,11 @@
  * worker before anything is read or removed: the job fails with
  * MEDIA_NOT_FOUND, the other organization's objects and records remain and
  * serve the same bytes, the forging organization gets no record, and the
- * worker goes on with the next job.
+ * worker goes on with the next job. (A render that names the source's
+ * checksum reads it ahead, beside its lookup of the record, into the
+ * worker's own cache under that key and checksum, and may start rendering
+ * it; nothing of it is stored or answered unless the record is the job's
+ * organization's.)
  */
 import { randomUUID } from 'node:crypto';
 import { Queue, QueueEvents } from 'bullmq';
@@ -16,7 +20,9 @@ import {
   type JobName,
   type JobPayloads,
 } from '../../../shared/jobs';
+import { normalizeRenderOptions } from '../../../shared/media/render-options';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
+import { eventually } from '../../support/eventually';
 import { fixture, form, sha256 } from '../../support/files';
 import { startWorker, type TestWorker } from '../../support/worker';
 
@@ -206,5 +212,54 @@ describe('a job written into Redis by hand', () => {
       });
     }
     await api.ctx.store.remove(victimQuarantined);
+  });
+
+  it('renders from its own organization’s record only, whatever checksum it names', async () => {
+    const victimImage = await victim.upload(image, 'other.jpg');
+    const ownImage = await attacker.upload(image, 'own.jpg');
+    const checksumOf = async (key: string) =>
+      (await api.ctx.models.Media.findOne({ key }).lean())!.checksum;
+    const options = (width: number) =>
+      normalizeRenderOptions({
+        width,
+        height: null,
+        fit: 'cover',
+        format: 'webp',
+        quality: null,
+        keepMetadata: false,
+      });
+    const variantsOf = async (key: string) =>
+      ((await api.ctx.models.Media.findOne({ key }).lean())?.variants ?? []).map((v) => v.width);
+    // Another organization's key with its own checksum: read ahead, perhaps, never used.
+    const foreign = await forge('image.render', 'image', {
+      organizationId: attacker.organization.id,
+      requestId: randomUUID(),
+      key: victimImage,
+      options: options(30),
+      checksum: await checksumOf(victimImage),
+    });
+    expect([foreign.state, foreign.error?.code]).toEqual(['failed', 'MEDIA_NOT_FOUND']);
+    expect(await variantsOf(victimImage)).toEqual([]);
+    // Its own key without a checksum (an older API's job), or with a wrong one: rendered from
+    // the record's source.
+    for (const [width, checksum] of [
+      [31, undefined],
+      [32, 'f'.repeat(64)],
+      [33, await checksumOf(ownImage)],
+    ] as const) {
+      const own = await forge('image.render', 'image', {
+        organizationId: attacker.organization.id,
+        requestId: randomUUID(),
+        key: ownImage,
+        options: options(width),
+        ...(checksum === undefined ? {} : { checksum }),
+      });
+      expect([width, own.state]).toEqual([width, 'completed']);
+    }
+    await eventually(async () => {
+      expect((await variantsOf(ownImage)).sort()).toEqual([31, 32, 33]);
+      expect(await api.objectKeys(`.variants/${ownImage}/`)).toHaveLength(3);
+    }, 10_000);
+    expect(await api.objectKeys(`.variants/${victimImage}/`)).toEqual([]);
   });
 });

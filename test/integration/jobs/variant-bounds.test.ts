@@ -177,6 +177,16 @@ it('counts a variant’s bytes against the quota: past it 413 and nothing stored
   }, 5_000);
   expect((await usageOf(org)).variantBytes).toBe(thumbBytes);
 
+  // A variant the handoff would take (under RENDER_HANDOFF_MAX_BYTES), over what is left: its
+  // reservation is refused beside its booking, which is taken back (no record, no object).
+  await api.ctx.organizations.setQuota(org.organization.id, source.bytes + thumbBytes + 10);
+  const over = await render(org, source.key, { w: 200, format: 'webp' });
+  expect([over.status, over.body?.error]).toEqual([413, 'QUOTA_EXCEEDED']);
+  expect(await recordedVariants(source.key)).toHaveLength(1);
+  expect((await usageOf(org)).variantBytes).toBe(thumbBytes);
+  expect(await api.objectKeys(`.variants/${source.key}/`)).toHaveLength(1);
+  await api.ctx.organizations.setQuota(org.organization.id, quota);
+
   // The variants alone go: their bytes come back, the file stays.
   const removed = await fetch(`${api.url}/media/variants?media=${encodeURIComponent(source.key)}`, {
     method: 'DELETE',
