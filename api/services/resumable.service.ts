@@ -35,7 +35,7 @@ import type { Logger } from '@shared/logger';
 import { DETECTION_BYTES, detectType } from '@shared/media/media-types';
 import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
 import type { UsageRepository } from '@shared/repositories/usage.repository';
-import type { RedisConnection } from '@shared/queue/redis';
+import { releaseLock, type RedisConnection } from '@shared/queue/redis';
 import {
   removeResumableBytes,
   resumableKeys,
@@ -91,7 +91,6 @@ const LOCK_WAIT_MS = 4_000;
 /** Parts of one PATCH being stored while the next fills. */
 const PARTS_IN_FLIGHT = 2;
 
-const RELEASE_LOCK = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end`;
 const RENEW_LOCK = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end`;
 /** The state written only while the writer's lock is still its own (`KEYS[1]` lock, `KEYS[2]` state). */
 const SAVE_IF_LOCKED = `if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('set', KEYS[2], ARGV[2], 'PX', ARGV[3]) return 1 else return 0 end`;
@@ -801,11 +800,9 @@ export class ResumableService {
     } finally {
       clearInterval(renew);
       if (this.held.get(id) === token) this.held.delete(id);
-      await redis
-        .eval(RELEASE_LOCK, 1, lockKey, token)
-        .catch((err: unknown) =>
-          this.deps.logger.warn({ err, upload: id }, 'could not release a resumable upload lock'),
-        );
+      await releaseLock(redis, lockKey, token).catch((err: unknown) =>
+        this.deps.logger.warn({ err, upload: id }, 'could not release a resumable upload lock'),
+      );
     }
   }
 }

@@ -106,3 +106,17 @@ export async function waitForRedis(redis: RedisConnection, timeoutMs = 5_000): P
     redis.on('ready', onReady);
   });
 }
+
+/** Deletes the lock `key` if it still holds `token` (not taken over after its expiry), in one round trip. */
+export async function releaseLock(
+  redis: RedisConnection,
+  key: string,
+  token: string,
+): Promise<void> {
+  await redis.eval(
+    `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`,
+    1,
+    key,
+    token,
+  );
+}

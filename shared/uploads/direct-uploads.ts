@@ -18,7 +18,7 @@
 import type { ChainableCommander } from 'ioredis';
 import { Errors } from '../errors';
 import type { Logger } from '../logger';
-import { waitForRedis, type RedisConnection } from '../queue/redis';
+import { releaseLock, waitForRedis, type RedisConnection } from '../queue/redis';
 import type { Booking, UsageRepository } from '../repositories/usage.repository';
 import type { ObjectStore } from '../storage/object-store';
 
@@ -176,8 +176,7 @@ export class DirectUploads {
     try {
       return { value: await work() };
     } finally {
-      // Released only if still ours (not taken over after its expiry), in one round trip.
-      await redis.eval(RELEASE_LOCK, 1, this.lockKey(id), token);
+      await releaseLock(redis, this.lockKey(id), token);
     }
   }
 
@@ -240,9 +239,6 @@ export class DirectUploads {
     return Math.max(1000, state.expiresAt - Date.now() + COMPLETED_KEPT_MS);
   }
 }
-
-/** Deletes the lock (KEYS[1]) if it holds the token (ARGV[1]). */
-const RELEASE_LOCK = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`;
 
 /**
  * Runs a transaction (one round trip; on a Redis Cluster every key shares
