@@ -5,6 +5,7 @@
  * proxy in front of the real service).
  */
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { request } from 'node:http';
 import {
   startApi,
@@ -56,14 +57,27 @@ function streamingUpload(api: TestApi, org: TestOrg, total: number) {
     req.on('error', reject);
   });
   response.catch(() => undefined);
+  // Writing stops, as a real client's does, once the answer has come or the
+  // connection is gone: the server answers an early 413 and reads on for only
+  // LINGER_MS, and a socket it then closes never emits 'drain' again.
+  let stopped = false;
+  const stop = new Promise<void>((resolve) => {
+    const settle = () => {
+      stopped = true;
+      resolve();
+    };
+    req.once('close', settle);
+    req.once('error', settle);
+    response.then(settle, settle);
+  });
   req.write(head);
   let sent = 0;
   const chunk = randomBytes(MB);
   const write = async (bytes: number) => {
-    while (sent < bytes) {
+    while (sent < bytes && !stopped) {
       const piece = sent === 0 ? Buffer.concat([jpegHead, chunk.subarray(jpegHead.length)]) : chunk;
       const n = Math.min(piece.length, bytes - sent);
-      if (!req.write(piece.subarray(0, n))) await new Promise((r) => req.once('drain', r));
+      if (!req.write(piece.subarray(0, n))) await Promise.race([once(req, 'drain'), stop]);
       sent += n;
     }
   };
@@ -73,7 +87,7 @@ function streamingUpload(api: TestApi, org: TestOrg, total: number) {
     sendUntil: write,
     finish: async () => {
       await write(total);
-      req.end(tail);
+      if (!stopped) req.end(tail);
       return response;
     },
   };
