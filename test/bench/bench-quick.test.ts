@@ -83,7 +83,12 @@ const isStat = (v: unknown): v is Stat =>
   typeof v === 'object' && v !== null && 'median' in v && 'runs' in v;
 
 it('runs every benchmark and exits 0', () => {
-  if (run.code !== 0) throw new Error(`bench exited ${run.code}:\n${run.stderr.slice(-4000)}`);
+  if (run.code !== 0) {
+    // Each failed benchmark's own error (its stack), which later benchmarks'
+    // log lines would push out of the stderr's tail.
+    const failed = result?.failures.map((f) => `${f.id}: ${f.error}`).join('\n') ?? '';
+    throw new Error(`bench exited ${run.code}:\n${failed}\n…\n${run.stderr.slice(-3000)}`);
+  }
   expect(result.mode).toBe('quick');
   expect(result.failures).toEqual([]);
   expect(result.benchmarks.map((b) => b.id)).toEqual(IDS);
