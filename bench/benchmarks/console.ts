@@ -31,8 +31,11 @@ export const consolePage: Benchmark = {
     // Full mode: signed render URLs on (the thumbnails) and a worker for their renders. Quick
     // mode keeps the stack as it is (no restart): records only, no thumbnails.
     if (!ctx.quick) {
-      await stack.setApiEnv({ URL_SIGNING_KEYS: 'bench-console-signing-key-0123456789abcdef' });
-      await stack.setWorkers(1);
+      // The API and the workers restart side by side.
+      await Promise.all([
+        stack.setApiEnv({ URL_SIGNING_KEYS: 'bench-console-signing-key-0123456789abcdef' }),
+        stack.setWorkers(1),
+      ]);
     }
     const probe = await fetch(`${stack.url}/console/`);
     if (probe.status !== 200) {
@@ -163,8 +166,8 @@ export const consolePage: Benchmark = {
     } finally {
       await browser.close();
       if (!ctx.quick) {
-        await stack.setWorkers(0);
-        await stack.setApiEnv({});
+        // The API and the workers restart side by side.
+        await Promise.all([stack.setWorkers(0), stack.setApiEnv({})]);
       }
     }
 

@@ -64,8 +64,8 @@ export const importUrl: Benchmark = {
     const uploads: number[] = [];
     const imports: number[] = [];
     try {
-      await stack.setApiEnv(env);
-      await stack.setWorkers(1, env);
+      // The API and the workers restart side by side.
+      await Promise.all([stack.setApiEnv(env), stack.setWorkers(1, env)]);
       // Warm-up both paths (JIT, connections).
       await uploadOnce(ctx, bytes);
       await importOnce(ctx, url);
@@ -90,8 +90,8 @@ export const importUrl: Benchmark = {
     } finally {
       source.closeAllConnections();
       source.close();
-      await stack.setWorkers(0);
-      await stack.setApiEnv({});
+      // The API and the workers restart side by side.
+      await Promise.all([stack.setWorkers(0), stack.setApiEnv({})]);
     }
     const ratio = stat(ratios(imports, uploads));
     const upload = stat(uploads);

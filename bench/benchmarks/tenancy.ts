@@ -130,10 +130,10 @@ export const tenancy: Benchmark = {
     // Clients wait as they would in production: a job not done in 30 s answers 504. Every
     // width of the flood is a new variant: no cap on a source's variants stops it early.
     const apiEnv = { JOB_WAIT_MS: '30000', RENDER_MAX_VARIANTS: '10000' };
-    await stack.setApiEnv(apiEnv);
     // As docker-compose runs them: two workers at the default concurrency (2 jobs each).
     const workerEnv = { RENDER_MAX_VARIANTS: apiEnv.RENDER_MAX_VARIANTS };
-    await stack.setWorkers(2, workerEnv);
+    // The API and the workers restart side by side.
+    await Promise.all([stack.setApiEnv(apiEnv), stack.setWorkers(2, workerEnv)]);
 
     const [photo] = await uploadPhotos(ctx, [photoName]);
     const metadataPath = `/media/metadata?mediaKey=${encodeURIComponent(photo!)}`;
@@ -199,8 +199,11 @@ export const tenancy: Benchmark = {
         ['gated', {}, gated],
         ['fifo', { JOB_QUEUED_PER_SLOT: '100000' }, fifo],
       ] as const) {
-        await stack.setApiEnv({ ...apiEnv, ...env });
-        await stack.setWorkers(2, { ...workerEnv, ...env });
+        // The API and the workers restart side by side.
+        await Promise.all([
+          stack.setApiEnv({ ...apiEnv, ...env }),
+          stack.setWorkers(2, { ...workerEnv, ...env }),
+        ]);
         ctx.log(`tenancy: order, ${name}, round ${r + 1}/${orderRounds}`);
         const run = await loop(orderClients, forMs(orderMs), mix);
         into.push(percentile(run.latencies, 99));
@@ -209,8 +212,8 @@ export const tenancy: Benchmark = {
         }
       }
     }
-    await stack.setApiEnv({});
-    await stack.setWorkers(0, {});
+    // The API and the workers restart side by side.
+    await Promise.all([stack.setApiEnv({}), stack.setWorkers(0, {})]);
     await resetQueues(stack);
 
     const q99 = percentile(quiet.latencies, 99);

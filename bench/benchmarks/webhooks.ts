@@ -145,8 +145,8 @@ async function scenario(
     EGRESS_ALLOWED_PORTS: ports,
     ...(ctx.quick ? { WEBHOOK_TIMEOUT_MS: String(QUICK_TIMEOUT_MS) } : {}),
   };
-  await stack.setApiEnv(env);
-  await stack.setWorkers(1, env);
+  // The API and the workers restart side by side.
+  await Promise.all([stack.setApiEnv(env), stack.setWorkers(1, env)]);
   const stamp = `${Date.now()}`;
   const other = await organization(ctx, `hooks-other-${stamp}`, hang ? urls.slow : urls.fast);
   const measured = await organization(ctx, `hooks-measured-${stamp}`, urls.fast);
