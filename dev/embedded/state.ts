@@ -106,27 +106,39 @@ export function readRunningState(dataDir: string): RunningState | undefined {
 export async function stopLeftovers(dataDir: string): Promise<string[]> {
   const state = readState(dataDir);
   if (!state || sameProcess(state.pid, state.pidStartTime)) return [];
-  const stopped: string[] = [];
+  // The processes that use the services (the API, the worker) together, then the
+  // services (redis-server): nothing is left talking to a service that is gone.
+  const leftovers: { name: string; ref: ProcessRef; service: boolean }[] = [];
   for (const [name, ref] of Object.entries(state.children ?? {})) {
     if (!stillThere(ref)) continue;
-    const { pid, startTime } = ref;
     let cmdline: string;
     try {
-      cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+      cmdline = readFileSync(`/proc/${ref.pid}/cmdline`, 'utf8');
     } catch {
       continue; // gone (or no /proc: nothing we can check safely)
     }
     if (!/redis-server|main\.(js|ts)/.test(cmdline)) continue;
-    try {
-      process.kill(pid, 'SIGTERM');
-    } catch {
-      continue;
-    }
-    const same = () => alive(pid) && processStartTime(pid) === startTime;
-    for (let i = 0; i < 100 && same(); i++) await new Promise((r) => setTimeout(r, 100));
-    if (same()) process.kill(pid, 'SIGKILL');
-    stopped.push(name);
+    leftovers.push({ name, ref, service: /redis-server/.test(cmdline) });
+  }
+  const stopped = new Set<string>();
+  for (const wave of [leftovers.filter((l) => !l.service), leftovers.filter((l) => l.service)]) {
+    await Promise.all(
+      wave.map(async ({ name, ref }) => {
+        const { pid, startTime } = ref;
+        try {
+          if (!stillThere(ref)) return; // ended meanwhile: nothing to signal
+          process.kill(pid, 'SIGTERM');
+        } catch {
+          return;
+        }
+        const same = () => alive(pid) && processStartTime(pid) === startTime;
+        for (let i = 0; i < 100 && same(); i++) await new Promise((r) => setTimeout(r, 100));
+        if (same()) process.kill(pid, 'SIGKILL');
+        stopped.add(name);
+      }),
+    );
   }
   await removeState(dataDir);
-  return stopped;
+  // In the state file's order (the order they were recorded in).
+  return leftovers.map((l) => l.name).filter((name) => stopped.has(name));
 }

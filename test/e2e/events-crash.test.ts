@@ -26,10 +26,15 @@ afterAll(async () => {
 
 it('uploads whose API and worker were killed: every event recorded once and dispatched after a restart', async () => {
   const env = { ...harness.env.env, RATE_LIMIT_MAX: '0', MAX_UPLOADS_IN_FLIGHT: '100' };
-  const api = await startApiProcess(env);
-  started.push(api);
-  const worker = await startWorkerProcess(env);
-  started.push(worker);
+  // Side by side; each is kept as it comes up, so that afterAll stops it whatever the other did.
+  const kept = (p: ServiceProcess) => {
+    started.push(p);
+    return p;
+  };
+  const [api, worker] = await Promise.all([
+    startApiProcess(env).then(kept),
+    startWorkerProcess(env).then(kept),
+  ]);
 
   const file = fixture('xmp-BlueSquare.jpg');
   const ids: number[] = [];

@@ -1,6 +1,7 @@
 /**
  * Operator surfaces are closed in production unless opened on purpose: the
- * real API and worker processes (tsx entry points) with NODE_ENV=production
+ * real API and worker processes (from dist/ when it is current, else through
+ * tsx: test/support/processes.ts) with NODE_ENV=production
  * and every service configured refuse to start without METRICS_TOKEN, naming
  * it and METRICS_PUBLIC (exit code 1, nothing listening); the CLI, which
  * serves neither, is not asked; with METRICS_PUBLIC=true the API starts and
@@ -10,13 +11,13 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import { isolatedEnv } from '../support/context';
-import { startApiProcess, type ServiceProcess } from '../support/processes';
+import { entryArgs, startApiProcess, type ServiceProcess } from '../support/processes';
 
 const root = join(__dirname, '..', '..');
 
 /** Runs an entry point to its end (it is expected to stop by itself): exit code and output. */
 async function runToExit(entry: string, env: NodeJS.ProcessEnv, args: string[] = []) {
-  const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], {
+  const child = spawn(process.execPath, [...entryArgs(entry), ...args], {
     cwd: root,
     env: { ...process.env, ...env, LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],

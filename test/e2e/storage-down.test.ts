@@ -111,6 +111,8 @@ it('storage going away: uploads answer 503 and record nothing; back, they work w
   await eventually(async () =>
     expect(await harness.ctx.store.listIncompleteUploads('s3down/')).toHaveLength(1),
   );
+  // Its multipart upload was started by now (reconcile below needs it a second old).
+  const multipartSeenAt = Date.now();
   await proxy.cut();
   inFlight.release();
   const cut = await inFlight.response;
@@ -158,7 +160,9 @@ it('storage going away: uploads answer 503 and record nothing; back, they work w
   // The cut-off upload could not be aborted while storage was away: its open
   // multipart upload is what `reconcile` is for.
   expect(await harness.ctx.store.listIncompleteUploads('s3down/')).toHaveLength(1);
-  await sleep(1_100); // storage times have one-second granularity
+  // Storage times have one-second granularity: a second and a margin after the multipart
+  // upload began (what the steps since took counts toward it).
+  await sleep(Math.max(0, multipartSeenAt + 1_100 - Date.now()));
   const { stdout } = await run(
     'npm',
     ['run', '--silent', 'cli', '--', 'reconcile', '--org', 's3down', '--older-than', '0', '--fix'],

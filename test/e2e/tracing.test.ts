@@ -112,8 +112,11 @@ beforeAll(async () => {
     OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
     SHUTDOWN_TIMEOUT_MS: '5000',
   };
-  api = await startApiProcess(env);
-  worker = await startWorkerProcess(env);
+  // Side by side; each is kept as it comes up, so that afterAll stops it whatever the other did.
+  await Promise.all([
+    startApiProcess(env).then((p) => (api = p)),
+    startWorkerProcess(env).then((p) => (worker = p)),
+  ]);
 }, 120_000);
 
 afterAll(async () => {
@@ -132,8 +135,9 @@ it('one trace from the HTTP request through the queue to the worker, with storag
   await fetch(`${api.url!}/metrics`);
 
   // SIGTERM: each process exports what its batch still holds before it exits.
-  expect(await worker.kill('SIGTERM')).toBe(0);
-  expect(await api.kill('SIGTERM')).toBe(0);
+  const [workerCode, apiCode] = await Promise.all([worker.kill('SIGTERM'), api.kill('SIGTERM')]);
+  expect(workerCode).toBe(0);
+  expect(apiCode).toBe(0);
   await eventually(() =>
     Promise.resolve().then(() => expect(spans.some((s) => s.name === 'process image')).toBe(true)),
   );

@@ -1,8 +1,8 @@
 /**
  * End to end with the real processes: an API and two workers. One worker is
  * killed with SIGKILL while it converts the largest corpus image to GIF (its
- * pixel bound raised: about 3 s of one core at effort 1); the job is
- * taken over by the other worker once its lock expires, the request still
+ * pixel bound raised: about 3 s of one core at effort 1), then a second
+ * worker starts; the job is taken over by it once the lock expires, the request still
  * succeeds (or, past the wait limit, the status URL shows success later), and
  * exactly one record and one object come out of it.
  */
@@ -29,11 +29,14 @@ beforeAll(async () => {
     // A GIF of the 12 MP photo is refused by default (2048 × 2048): here it is the slow job.
     MAX_GIF_OUTPUT_PIXELS: '100000000',
   };
-  api = await startApiProcess(env);
-  workers.push(await startWorkerProcess(env));
+  // Side by side; each is kept as it comes up, so that afterAll stops it whatever the other did.
+  await Promise.all([
+    startApiProcess(env).then((p) => (api = p)),
+    startWorkerProcess(env).then((p) => workers.push(p)),
+  ]);
 }, 120_000);
 afterAll(async () => {
-  for (const p of [...workers, api]) await p.kill('SIGTERM');
+  for (const p of [...workers, api]) await p?.kill('SIGTERM');
   await harness.close();
 }, 60_000);
 
@@ -46,7 +49,8 @@ it('a worker killed mid-job: the job completes once, elsewhere', async () => {
     headers: { ...org.auth, 'Content-Type': 'application/json' },
     body: JSON.stringify({ mediaKey: source.key, format: 'gif' }),
   });
-  // The only worker takes the job; once it is at work, a second worker joins and the first dies.
+  // The only worker takes the job; once it is at work, it dies, and a second worker starts
+  // (its start-up runs while the dead worker's lock runs out, not before the kill).
   const [first] = workers;
   await first!.waitForLog(/"job":"image.convert"|"msg":"taking jobs"/);
   await eventually(
@@ -54,6 +58,7 @@ it('a worker killed mid-job: the job completes once, elsewhere', async () => {
     5_000,
     50,
   );
+  await first!.kill('SIGKILL');
   workers.push(
     await startWorkerProcess({
       ...harness.env.env,
@@ -62,7 +67,6 @@ it('a worker killed mid-job: the job completes once, elsewhere', async () => {
       MAX_GIF_OUTPUT_PIXELS: '100000000',
     }),
   );
-  await first!.kill('SIGKILL');
 
   const res = await convert;
   const body = (await res.json()) as Body<{ id: number; key: string; mimetype: string }>;
@@ -78,8 +82,11 @@ it('a worker killed mid-job: the job completes once, elsewhere', async () => {
   expect(results[0]!.jobId).toMatch(/^image-/);
   const gifObjects = (await harness.objectKeys('crash/')).filter((k) => k.endsWith('.gif'));
   expect(gifObjects).toEqual([results[0]!.key]);
-  // The second worker is the one that finished it.
-  expect(workers[1]!.logs.some((l) => l.includes('"msg":"job completed"'))).toBe(true);
+  // The second worker is the one that finished it: the first died mid-job.
+  const convertedBy = (w: ServiceProcess) =>
+    w.logs.some((l) => l.includes('"msg":"job completed"') && l.includes('image.convert'));
+  expect(convertedBy(first!)).toBe(false);
+  expect(convertedBy(workers[1]!)).toBe(true);
 }, 120_000);
 
 it('a worker sent SIGTERM mid-job finishes the job, then exits cleanly', async () => {

@@ -17,7 +17,7 @@ const root = join(__dirname, '..', '..');
 const fromDist = staleness(root) === undefined;
 
 /** How to run `entry` (`api/main.ts`): its build in dist/ when current, else through tsx. */
-function entryArgs(entry: string): string[] {
+export function entryArgs(entry: string): string[] {
   return fromDist
     ? ['--enable-source-maps', join('dist', entry.replace(/\.ts$/, '.js'))]
     : ['--import', 'tsx', entry];
