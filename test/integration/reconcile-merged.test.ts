@@ -4,10 +4,13 @@
  * gone shows as an object without a record, one whose object is gone as a
  * record without its object, for the whole bucket and for its organization
  * (attributed through its record, or its key claim when the record is gone),
- * never for another organization; `--fix` leaves a clean store.
+ * never for another organization; `--fix` leaves a clean store. The commands
+ * run one after another in one CLI process (`cliSession()`, the CLI's own
+ * `runCli()`); test/integration/reconcile.test.ts runs `reconcile` in a
+ * process of its own too.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { runCli } from '../support/cli';
+import { cliSession, type CliSession } from '../support/cli';
 import { startApi, type TestApi, type TestOrg } from '../support/api';
 import { fixture, form } from '../support/files';
 import { startWorker, type TestWorker } from '../support/worker';
@@ -20,6 +23,8 @@ interface Report {
 }
 
 let api: TestApi;
+let starting: Promise<CliSession> | undefined;
+let session: CliSession;
 let worker: TestWorker;
 let acme: TestOrg;
 let globex: TestOrg;
@@ -31,7 +36,7 @@ const merged: Record<'orphan' | 'missing' | 'good' | 'theirs', string> = {
 };
 
 async function reconcile(...args: string[]): Promise<Report> {
-  const out = await runCli(api.env.env, 'reconcile', '--older-than', '0', ...args);
+  const out = await session.run('reconcile', '--older-than', '0', ...args);
   if (out.code !== 0) throw new Error(`reconcile ${args.join(' ')} failed: ${out.stderr}`);
   return JSON.parse(out.stdout) as Report;
 }
@@ -50,6 +55,9 @@ async function merge(org: TestOrg): Promise<string> {
 
 beforeAll(async () => {
   api = await startApi('reconcile-merged');
+  // The CLI process starts while the merges below are made.
+  starting = cliSession(api.env.env);
+  starting.catch(() => undefined);
   worker = await startWorker(api.env.env);
   acme = await api.createOrg('acme');
   globex = await api.createOrg('globex');
@@ -60,10 +68,12 @@ beforeAll(async () => {
   await api.ctx.store.remove(merged.missing);
   // Storage times have one-second granularity: let a second pass for --older-than 0.
   await sleep(1_100);
+  session = await starting;
 }, 60_000);
 afterAll(async () => {
-  await worker.close();
-  await api.close();
+  await (await starting?.catch(() => undefined))?.close();
+  await worker?.close();
+  await api?.close();
 });
 
 it('finds both over the whole bucket', async () => {

@@ -1,16 +1,19 @@
 /**
- * The `reconcile` operator command, run as operators run it (a child process,
- * JSON on stdout), against a bucket and a database holding one orphan of each
- * kind, made directly behind the API: an object without a record, a job's
- * temporary input without its job, a record whose object is gone, and a
- * multipart upload left open. It reports them; `--org` narrows it to one
- * organization; `--fix` leaves a clean store and database and good files as
- * they were; the grace period keeps an upload in flight safe, and a queued
- * job keeps its temporary input.
+ * The `reconcile` operator command against a bucket and a database holding
+ * one orphan of each kind, made directly behind the API: an object without a
+ * record, a job's temporary input without its job, a record whose object is
+ * gone, and a multipart upload left open. It reports them; `--org` narrows it
+ * to one organization; `--fix` leaves a clean store and database and good
+ * files as they were; the grace period keeps an upload in flight safe, and a
+ * queued job keeps its temporary input. The first report runs as operators
+ * run it (`npm run cli`, a process of its own: JSON on stdout, and the
+ * process ends); the other commands run one after another in one CLI process
+ * (`cliSession()`), through the same `runCli()`, answering the exit code,
+ * stdout and stderr their process would.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { runCli } from '../support/cli';
+import { cliSession, runCli, type CliSession } from '../support/cli';
 import { startApi, type TestApi, type TestOrg } from '../support/api';
 import { eventually } from '../support/eventually';
 import { fixture, form } from '../support/files';
@@ -29,17 +32,23 @@ interface Report {
 }
 
 let api: TestApi;
+let starting: Promise<CliSession> | undefined;
+let session: CliSession;
 let mine: TestOrg;
 let other: TestOrg;
 const good: { key: string; bytes: Buffer; org: TestOrg }[] = [];
 
-const cli = (...args: string[]) => runCli(api.env.env, ...args);
+/** A command in its own process, as an operator runs it. */
+const spawned = (...args: string[]) => runCli(api.env.env, ...args);
+/** A command in the file's one CLI process. */
+const cli = (...args: string[]) => session.run(...args);
 
-async function reconcile(...args: string[]): Promise<Report> {
-  const out = await cli('reconcile', ...args);
+function reportOf(args: string[], out: { code: number; stdout: string; stderr: string }): Report {
   if (out.code !== 0) throw new Error(`reconcile ${args.join(' ')} failed: ${out.stderr}`);
   return JSON.parse(out.stdout) as Report;
 }
+
+const reconcile = async (...args: string[]) => reportOf(args, await cli('reconcile', ...args));
 
 /** Opens a multipart upload with one part, as a put cut off by an outage leaves it. */
 async function openMultipartUpload(key: string): Promise<void> {
@@ -64,6 +73,9 @@ const orphans = {
 beforeAll(async () => {
   // S3_SINGLE_PUT_MAX=0: an upload past one part is a multipart upload at once (one is cut below).
   api = await startApi('reconcile', { env: { S3_SINGLE_PUT_MAX: '0' } });
+  // The CLI process starts while the files below are made.
+  starting = cliSession(api.env.env);
+  starting.catch(() => undefined);
   mine = await api.createOrg('recon');
   other = await api.createOrg('elsewhere');
   // Good files, in both organizations.
@@ -89,11 +101,17 @@ beforeAll(async () => {
   // Storage times have one-second granularity (Swift rounds them up): let a
   // second pass, so "--older-than 0" sees everything made above.
   await sleep(1_100);
+  session = await starting;
 }, 60_000);
-afterAll(() => api.close());
+afterAll(async () => {
+  await (await starting?.catch(() => undefined))?.close();
+  await api?.close();
+});
 
 it('reports each kind of orphan as JSON, and changes nothing', async () => {
-  const report = await reconcile('--older-than', '0');
+  // As an operator runs it: a process of its own.
+  const args = ['--older-than', '0'];
+  const report = reportOf(args, await spawned('reconcile', ...args));
   expect(report.scope).toMatchObject({ organization: null, prefix: '', olderThanMs: 0 });
   expect(report).toMatchObject({ fixed: false, clean: false });
   expect(report.objectsWithoutRecord.map((o) => [o.key, o.temporary]).sort()).toEqual(

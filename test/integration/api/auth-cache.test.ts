@@ -3,13 +3,14 @@
  * changes reaching every replica through Redis pub/sub: two API replicas on
  * one database and Redis, each holding a token it has accepted, refuse it
  * as soon as the operator revokes it, narrows its scopes or deletes its
- * organization (through the CLI, as operators do), and show a new quota; the
+ * organization (through the CLI's commands, as operators do: one after
+ * another in one CLI process, `cliSession()`), and show a new quota; the
  * cache lives 60 s here, so only the invalidation can make that happen in
  * time. A third replica reaching Redis through a proxy that the test cuts
  * misses the message and refuses the revoked token once its (short) cache
  * bound has passed.
  */
-import { runCli } from '../../support/cli';
+import { cliSession, type CliSession } from '../../support/cli';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { redisUrl } from '../../support/context';
 import { eventually } from '../../support/eventually';
@@ -22,9 +23,14 @@ const PROPAGATION_MS = 5_000;
 
 let a: TestApi;
 let b: TestApi;
+let starting: Promise<CliSession> | undefined;
+let session: CliSession;
 
 beforeAll(async () => {
   a = await startApi('authcache', { env: LONG_CACHE });
+  // The CLI process starts while the second replica does.
+  starting = cliSession(a.env.env);
+  starting.catch(() => undefined);
   // The same database, queue prefix (so the same channel) and bucket: another replica.
   b = await startApi('authcache-b', {
     store: a.ctx.store,
@@ -35,13 +41,15 @@ beforeAll(async () => {
       S3_BUCKET: a.env.bucket,
     },
   });
+  session = await starting;
 });
 afterAll(async () => {
+  await (await starting?.catch(() => undefined))?.close();
   await b?.close();
   await a?.close();
 });
 
-const cli = (...args: string[]) => runCli(a.env.env, ...args);
+const cli = (...args: string[]) => session.run(...args);
 
 const get = (api: TestApi, token: string, path = '/media') =>
   fetch(`${api.url}${path}`, { headers: { Authorization: `Bearer ${token}` } });

@@ -8,7 +8,7 @@
  * a job with progress), usage, and the indexes behind every list filter.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { runCli } from '../../support/cli';
+import { cliSession, type CliSession } from '../../support/cli';
 import { startApi, type TestApi, type TestOrg, type UploadedMedia } from '../../support/api';
 import { eventually } from '../../support/eventually';
 import { fixture } from '../../support/files';
@@ -225,6 +225,18 @@ describe('one record: get and delete', () => {
   });
 
   it('finishes, with reconcile --fix, a delete cut off after each step', async () => {
+    // reconcile's runs go one after another through one CLI process (the CLI's own
+    // runCli), which starts while the cut-off deletes are made.
+    const starting = cliSession(api.env.env);
+    starting.catch(() => undefined);
+    try {
+      await cutOffDeletes(starting);
+    } finally {
+      await (await starting.catch(() => undefined))?.close();
+    }
+  });
+
+  async function cutOffDeletes(session: Promise<CliSession>) {
     const { media, usage } = api.ctx.repositories;
     const a = await upload('cut-after-mark.jpg');
     const b = await upload('cut-after-object.jpg');
@@ -239,15 +251,8 @@ describe('one record: get and delete', () => {
     for (const m of [a, b]) expect((await call('GET', `/media/${m.id}`)).status).toBe(404);
 
     const reconcile = async (...args: string[]) => {
-      const out = await runCli(
-        api.env.env,
-        'reconcile',
-        '--org',
-        'keeper',
-        '--older-than',
-        '0',
-        ...args,
-      );
+      const cli = await session;
+      const out = await cli.run('reconcile', '--org', 'keeper', '--older-than', '0', ...args);
       expect(out.code).toBe(0);
       return JSON.parse(out.stdout) as {
         clean: boolean;
@@ -270,7 +275,7 @@ describe('one record: get and delete', () => {
       bytes: live.reduce((n, r) => n + r.bytes, 0),
       files: live.length,
     });
-  });
+  }
 
   /** A conversion queued (no worker runs yet), then its source deleted. */
   async function convertOfDeleted(name: string) {

@@ -167,16 +167,14 @@ describe('queues stay fair', () => {
     } finally {
       await worker.close();
     }
-    // Drained by a second worker so the test leaves no queued jobs behind.
-    const drain = await startWorker(api.env.env);
-    try {
-      await eventually(async () => {
-        const left = await unfinished();
-        if (left > 0) throw new Error(`${left} left`);
-      }, 120_000);
-    } finally {
-      await drain.close();
-    }
+    // The flood's jobs not started are removed (as an organization's offboarding removes
+    // them: the API's own removeUnstartedOf), so the test leaves no queued jobs behind
+    // without running the rest of the 200. The closed worker finished its active one.
+    await eventually(async () => {
+      await api.ctx.queue.removeUnstartedOf(flood.organization.id);
+      const left = await unfinished();
+      if (left > 0) throw new Error(`${left} left`);
+    }, 30_000);
   }, 240_000);
 });
 

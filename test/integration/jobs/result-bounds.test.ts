@@ -37,7 +37,8 @@ const settings = (ttlMs: number) => ({
   RESULT_MAX_BYTES: String(RESULT_MAX),
   RESULTS_MAX_BYTES_PER_ORG: String(PER_ORG_MAX),
   // Long enough for any synchronous answer here, on a loaded machine too (a 1 MB XMP
-  // read took over 5 s beside other test files); the 504 test runs without a worker.
+  // read took over 5 s beside other test files); the 504 test asks a replica of its own
+  // with a short one, and no worker.
   JOB_WAIT_MS: '15000',
 });
 
@@ -59,8 +60,13 @@ async function xmpPng(mb: number): Promise<Buffer> {
     .toBuffer();
 }
 
-async function metadata(org: TestOrg, key: string, headers: Record<string, string> = {}) {
-  const res = await fetch(`${api.url}/media/metadata?mediaKey=${encodeURIComponent(key)}`, {
+async function metadata(
+  org: TestOrg,
+  key: string,
+  headers: Record<string, string> = {},
+  via: TestApi = api,
+) {
+  const res = await fetch(`${via.url}/media/metadata?mediaKey=${encodeURIComponent(key)}`, {
     headers: { ...org.auth, ...headers },
   });
   const body = (await res.json()) as Body<Metadata & { jobId?: string }>;
@@ -190,8 +196,26 @@ it('leaves nothing past expiry of a request that answered 504', async () => {
   const org = await api.createOrg('rb-timeout');
   const key = await org.upload(await xmpPng(1), 'xmp.png');
   // No worker: the request waits JOB_WAIT_MS, then 504 with the job id; the job stays queued.
+  // Asked of another replica of the API (the same database, queues and bucket) whose
+  // JOB_WAIT_MS is one second: with no worker nothing can answer in time, so the file's
+  // 15 s (for the synchronous answers above) would only be waited out.
   await worker.close();
-  const timedOut = await metadata(org, key);
+  const shortWait = await startApi('result-bounds-504', {
+    store: api.ctx.store,
+    env: {
+      ...settings(TTL_MS),
+      JOB_WAIT_MS: '1000',
+      MONGODB_URI: api.env.env.MONGODB_URI,
+      QUEUE_PREFIX: api.env.queuePrefix,
+      S3_BUCKET: api.env.bucket,
+    },
+  });
+  let timedOut: Awaited<ReturnType<typeof metadata>>;
+  try {
+    timedOut = await metadata(org, key, {}, shortWait);
+  } finally {
+    await shortWait.close();
+  }
   expect([timedOut.status, timedOut.body.error]).toEqual([504, 'JOB_TIMEOUT']);
   const jobId = timedOut.body.jobId!;
   worker = await startWorker(api.env.env);
