@@ -363,7 +363,6 @@ export async function createApiContext(
           logger,
         }),
         folders,
-        creation,
         media,
         usage,
         jobs,

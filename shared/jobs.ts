@@ -134,13 +134,23 @@ export interface JobPayloads {
     onDuplicate: OnDuplicate;
   };
   /**
-   * Reads a direct-to-storage upload's object back from its quarantine key
-   * (`<org>/.tmp/direct/<id>`, the organization's own) for its SHA-256 and
-   * its type detected from the first bytes (POST .../complete waits for it,
-   * so the API never carries the bytes). Its id derives from the upload and
-   * the object's ETag: a repeated completion waits on the same job.
+   * Completes a direct-to-storage upload whose object the API found whole in
+   * its quarantine key (`<org>/.tmp/direct/<id>`): reads it back once for its
+   * SHA-256 and its type detected from the first bytes, checks them against
+   * what was declared, copies it to its final key and records it (POST
+   * .../complete waits for it, so the API neither carries the bytes nor does
+   * the storage and database work of the record). The upload is named by its
+   * id and must be the organization's own. Its job id derives from the upload
+   * and the object's ETag: a repeated completion waits on the same job.
    */
-  'upload.verify-direct': BasePayload & { key: string; bytes: number };
+  'upload.verify-direct': CreatingPayload & {
+    uploadId: string;
+    /** The object's size as the store listed it (the read-back must find as many bytes). */
+    bytes: number;
+    /** Resolved by the API (a name found or created); checked again here. */
+    folderId: number | null;
+    onDuplicate: OnDuplicate;
+  };
   /**
    * Deletes the files kept in the trash past their organization's retention,
    * every organization's (its `organizationId` is 0: no organization's own).
@@ -187,8 +197,8 @@ export interface JobResults {
   'media.scan': { scanStatus: ScanStatus | 'gone' };
   /** The new record (or, with `onDuplicate: reuse`, the organization's record of the same bytes). */
   'media.import': { mediaId: number };
-  /** The bytes read, their SHA-256 (hex) and the type detected from the first ones (null: none). */
-  'upload.verify-direct': { bytes: number; sha256: string; mime: string | null };
+  /** The upload's record (or, with `onDuplicate: reuse`, the organization's record of the same bytes). */
+  'upload.verify-direct': { mediaId: number };
   'media.purge-trash': { purged: { files: number; bytes: number } };
   'upload.expire-direct': { removed: number };
   'media.expire-resumable': { expired: number };

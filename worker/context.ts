@@ -32,6 +32,7 @@ import { ResultsService } from './services/results.service';
 import { WebhookDeliveries } from './services/webhook-deliveries.service';
 import { ScanService } from './services/scan.service';
 import { ImportService } from './services/import.service';
+import { DirectCompletionService } from './services/direct-completion.service';
 import { DirectUploads } from '@shared/uploads/direct-uploads';
 
 /** Image work (over sharp): what the image processors need. */
@@ -98,6 +99,8 @@ export interface JobContext {
   imports: ImportService;
   /** Direct-to-storage uploads' state (in Redis): their expiry cleanup. */
   directUploads: DirectUploads;
+  /** Direct-to-storage uploads' completion: read back, checked, copied, recorded. */
+  directCompletions: DirectCompletionService;
   /** Resumable uploads past their expiry removed (shared/resumable-uploads.ts); answers how many. */
   resumable: { expire(): Promise<number> };
 }
@@ -181,6 +184,17 @@ export async function createWorkerContext(
       background: (what, task) => background.run(what, task),
       scanning: config.scan.clamdUrl !== undefined,
     });
+    const directUploads = new DirectUploads({
+      redis: () =>
+        redisUrl ? (directRedis ??= createRedis(redisUrl, 'producer', logger)) : undefined,
+      store,
+      usage,
+      queuePrefix: config.queuePrefix,
+      logger,
+      ...(metrics?.directExpiredCleaned
+        ? { metrics: { directExpiredCleaned: metrics.directExpiredCleaned } }
+        : {}),
+    });
     const scan: ScanSettings = {
       enabled: config.scan.clamdUrl !== undefined,
       defaultPolicy: config.scan.defaultPolicy,
@@ -263,16 +277,15 @@ export async function createWorkerContext(
       }),
       scan,
       scans,
-      directUploads: new DirectUploads({
-        redis: () =>
-          redisUrl ? (directRedis ??= createRedis(redisUrl, 'producer', logger)) : undefined,
+      directUploads,
+      directCompletions: new DirectCompletionService({
         store,
-        usage,
-        queuePrefix: config.queuePrefix,
+        uploads: directUploads,
+        creation,
+        media,
+        folders,
+        limits: config.limits,
         logger,
-        ...(metrics?.directExpiredCleaned
-          ? { metrics: { directExpiredCleaned: metrics.directExpiredCleaned } }
-          : {}),
       }),
       imports: new ImportService({
         store,

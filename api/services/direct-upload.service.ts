@@ -10,9 +10,11 @@
  *   presigned POST policy or PUT (a file of at most one part) or presigned
  *   multipart part URLs, every one for the upload's quarantine key
  *   (`<org>/.tmp/direct/<id>`), expiring with the upload.
- * - `complete`: the object checked (its size as declared, its type detected
- *   from its first bytes with a ranged GET, its SHA-256 read back and compared
- *   with the declared one), copied to its final key and recorded through
+ * - `complete`: the multipart upload completed and the object's size checked
+ *   as declared, the folder resolved; then a worker (the upload.verify-direct
+ *   job, worker/services/direct-completion.service.ts) reads the object back
+ *   once (its type from the first bytes, its SHA-256 compared with the
+ *   declared one), copies it to its final key and records it through
  *   shared/media-creation.ts (quota, record, `media.created`), the quarantine
  *   emptied. A refused object is removed with its booking; a repeated
  *   completion answers the same record.
@@ -25,14 +27,13 @@ import { Errors, isAppError } from '@shared/errors';
 import { derivedUuid, newJobId } from '@shared/jobs';
 import type { Logger } from '@shared/logger';
 import type { ApiMetrics } from '@shared/metrics';
-import { KNOWN_TYPES, normaliseMime } from '@shared/media/media-types';
-import { buildKey, keyBaseName, safeDisplayName } from '@shared/media/naming';
-import type { MediaCreation, NewFile, OnDuplicate } from '@shared/media-creation';
+import { normaliseMime } from '@shared/media/media-types';
+import { safeDisplayName } from '@shared/media/naming';
+import type { OnDuplicate } from '@shared/media-creation';
 import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
 import type { UsageRepository } from '@shared/repositories/usage.repository';
 import type { ObjectStore, PresignedUploads } from '@shared/storage/object-store';
 import {
-  bookingOf,
   quarantineKey,
   type DirectUploadMethod,
   type DirectUploadState,
@@ -78,10 +79,9 @@ export class DirectUploadService {
       store: ObjectStore;
       uploads: DirectUploads;
       folders: Pick<FoldersService, 'resolve'>;
-      creation: MediaCreation;
       media: Pick<MediaRepository, 'nextIds' | 'findById'>;
       usage: Pick<UsageRepository, 'book' | 'cancel'>;
-      /** The worker job that reads an object back (upload.verify-direct). */
+      /** The worker job that reads an object back and records it (upload.verify-direct). */
       jobs: Pick<JobsService, 'runShared'>;
       config: {
         limits: Pick<Config['limits'], 'maxFileSize' | 'acceptedTypes' | 'direct'>;
@@ -254,93 +254,49 @@ export class DirectUploadService {
     if (done === null) throw Errors.conflict('This upload is being completed; retry shortly');
   }
 
+  /**
+   * The object found whole (the multipart upload completed, its size as
+   * declared) and the folder resolved here; the rest, on a worker: the
+   * object read back and checked, copied to its final key, recorded.
+   */
   private async check(caller: Caller, state: DirectUploadState): Promise<MediaRecord> {
-    const { store } = this.deps;
     const org = caller.organization;
     const info = await this.stored(state);
     if (info === null) throw Errors.uploadIncomplete('The file is not in the store yet');
     if (info.size !== state.bytes) throw Errors.sizeMismatch(state.bytes, info.size);
-    // Read back once, in a worker (the API never carries the bytes): the type from the
-    // first bytes, the SHA-256 of all of them. A repeated completion of the same object
-    // waits on the same job (its id derives from the upload and the object's ETag).
+    // A folder named by the request is found or created now; the worker checks it is still there.
+    const folder = await this.deps.folders.resolve(org, {
+      folder: state.folder,
+      folderId: state.folderId,
+    } satisfies FolderSpec);
+    // A repeated completion of the same object waits on the same job (its id derives from
+    // the upload and the object's ETag).
     const jobUuid = derivedUuid(`direct-upload:${state.id}:${info.etag}`);
-    const verified = await this.deps.jobs
+    const { mediaId } = await this.deps.jobs
       .runShared(
         'upload.verify-direct',
-        { organizationId: org.id, requestId: caller.requestId, key: state.key, bytes: info.size },
+        {
+          organizationId: org.id,
+          requestId: caller.requestId,
+          origin: caller.origin,
+          tokenId: caller.tokenId,
+          uploadId: state.id,
+          bytes: info.size,
+          folderId: folder?.id ?? null,
+          onDuplicate: this.deps.onDuplicate,
+        },
         jobUuid,
       )
       .catch((err: unknown) => {
-        // Its status URL would answer the read-back, not the record: the client completes again.
+        // Its status URL would answer the job, not the record: the client completes again.
         if (isAppError(err) && err.code === 'JOB_TIMEOUT') {
           throw Errors.directUploadStillChecking(newJobId('upload.verify-direct', jobUuid));
         }
         throw err;
       });
-    if (verified.bytes !== state.bytes) throw Errors.sizeMismatch(state.bytes, verified.bytes);
-    const { acceptedTypes } = this.deps.config.limits;
-    const type = verified.mime === null ? undefined : KNOWN_TYPES[verified.mime];
-    if (!type || !acceptedTypes.includes(type.mime)) {
-      throw Errors.unsupportedType(
-        `"${state.name}" is not an accepted type (${acceptedTypes.join(', ')}); types are detected from the file's content`,
-        [{ name: state.name, message: type ? `${type.mime} is not accepted` : 'unknown type' }],
-      );
-    }
-    const { sha256 } = verified;
-    if (state.sha256 !== undefined && state.sha256 !== sha256) {
-      throw Errors.directChecksumMismatch();
-    }
-    const folder = await this.deps.folders.resolve(org, {
-      folder: state.folder,
-      folderId: state.folderId,
-    } satisfies FolderSpec);
-    const finalKey = buildKey({
-      orgSlug: org.slug,
-      folderSlug: folder?.slug ?? null,
-      baseName: keyBaseName(state.name),
-      ext: type.ext,
-    });
-    await store.copy(state.key, finalKey);
-    const booking = bookingOf(state);
-    const file: NewFile = {
-      id: Promise.resolve(state.mediaId),
-      book: () => undefined,
-      booking: Promise.resolve(booking),
-    };
-    // On failure, commit gives the booking back and removes the final key's object.
-    const [record] = await this.deps.creation.commit(
-      org,
-      [
-        {
-          file,
-          record: {
-            key: finalKey,
-            name: state.name,
-            mimetype: type.mime,
-            bytes: info.size,
-            checksum: `sha256:${sha256}`,
-          },
-        },
-      ],
-      {
-        folderId: folder?.id ?? null,
-        origin: caller.origin,
-        createdBy: caller.tokenId,
-        onDuplicate: this.deps.onDuplicate,
-      },
-    );
-    await this.finish(state, record!);
-    return record!;
+    return this.recorded(caller, mediaId);
   }
 
-  /**
-   * The object's size and ETag, or null when it is not in the store. A
-   * multipart upload still open is completed first, from the parts the store
-   * lists (not the client's word): the object's size is then theirs added up
-   * and its ETag the completion's answer, with no request more to the store.
-   * One no longer open was completed by an earlier completion (cut off
-   * before its record): its object is looked at.
-   */
   private async stored(state: DirectUploadState): Promise<{ size: number; etag: string } | null> {
     const { store } = this.deps;
     if (!state.uploadId) return store.stat(state.key);

@@ -20,7 +20,9 @@ import {
   type JobName,
   type JobPayloads,
 } from '../../../shared/jobs';
+import { createLogger } from '../../../shared/logger';
 import { normalizeRenderOptions } from '../../../shared/media/render-options';
+import { DirectUploads, type DirectUploadState } from '../../../shared/uploads/direct-uploads';
 import { startApi, type TestApi, type TestOrg } from '../../support/api';
 import { eventually } from '../../support/eventually';
 import { fixture, form, sha256 } from '../../support/files';
@@ -188,30 +190,60 @@ describe('a job written into Redis by hand', () => {
     await api.expectNoObjects(`${attacker.organization.slug}/.tmp/`);
   });
 
-  it('cannot read back (and learn the checksum of) anything but its own direct uploads', async () => {
-    const victimPdf = await victim.upload(pdf, 'secret.pdf');
-    const victimQuarantined = `${victim.organization.slug}/.tmp/direct/${randomUUID().replaceAll('-', '')}`;
+  it('cannot complete (read back, learn the checksum of, or record) anything but its own direct uploads', async () => {
+    // The victim's direct upload, its bytes in its quarantine key, waiting for its completion.
+    const uploads = new DirectUploads({
+      redis: () => redis,
+      store: api.ctx.store,
+      usage: api.ctx.repositories.usage,
+      queuePrefix: api.env.config.queuePrefix,
+      logger: createLogger({ level: 'warn' }),
+    });
+    const id = randomUUID().replaceAll('-', '');
+    const victimQuarantined = `${victim.organization.slug}/.tmp/direct/${id}`;
     await api.ctx.store.put(victimQuarantined, pdf, { contentType: 'application/pdf' });
-    const own = attacker.organization.slug;
-    for (const key of [
-      victimPdf,
-      victimQuarantined,
-      `${own}/.tmp/direct/../../${victimPdf}`,
-      `${own}/.tmp/direct/`,
-    ]) {
-      const outcome = await forge('upload.verify-direct', 'import', {
-        organizationId: attacker.organization.id,
-        requestId: randomUUID(),
-        key,
-        bytes: pdf.length,
-      });
-      expect({ key, state: outcome.state, code: outcome.error?.code }).toEqual({
-        key,
-        state: 'failed',
-        code: 'UPLOAD_NOT_FOUND',
-      });
+    const now = Date.now();
+    const [mediaId] = await api.ctx.repositories.media.nextIds(1);
+    const state: DirectUploadState = {
+      id,
+      organizationId: victim.organization.id,
+      key: victimQuarantined,
+      name: 'secret.pdf',
+      bytes: pdf.length,
+      contentType: 'application/pdf',
+      method: 'put',
+      mediaId: mediaId!,
+      bookingUntil: now + 60_000,
+      createdAt: now,
+      expiresAt: now + 60_000,
+    };
+    await uploads.add(state);
+    const attackerRecords = await recordsOf(attacker);
+    try {
+      for (const uploadId of [id, `../${id}`, '', 'f'.repeat(32)]) {
+        const outcome = await forge('upload.verify-direct', 'import', {
+          ...base(attacker),
+          uploadId,
+          bytes: pdf.length,
+          onDuplicate: 'allow',
+        });
+        expect({ uploadId, state: outcome.state, code: outcome.error?.code }).toEqual({
+          uploadId,
+          state: 'failed',
+          code: 'UPLOAD_NOT_FOUND',
+        });
+      }
+      // Nothing of it was touched: its bytes are where they were, it is not completed, no record.
+      expect(await api.ctx.store.stat(victimQuarantined)).toMatchObject({ size: pdf.length });
+      expect((await uploads.get(id))?.completed).toBeUndefined();
+      expect(
+        await api.ctx.repositories.media.findById(victim.organization.id, mediaId!),
+      ).toBeNull();
+      expect(await recordsOf(attacker)).toBe(attackerRecords);
+    } finally {
+      await uploads.forget(state);
+      await api.ctx.store.remove(victimQuarantined);
     }
-    await api.ctx.store.remove(victimQuarantined);
   });
 
   it('renders from its own organization’s record only, whatever checksum it names', async () => {
