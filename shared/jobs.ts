@@ -27,6 +27,7 @@ export const JOB_QUEUES = {
   'media.scan': 'scan',
   'media.import': 'import',
   'upload.verify-direct': 'import',
+  'upload.complete-direct': 'import',
   'media.purge-trash': 'maintenance',
   'upload.expire-direct': 'maintenance',
   'media.expire-resumable': 'maintenance',
@@ -134,6 +135,15 @@ export interface JobPayloads {
     onDuplicate: OnDuplicate;
   };
   /**
+   * Reads a direct-to-storage upload's object back from its quarantine key
+   * (`<org>/.tmp/direct/<id>`, the organization's own) for its SHA-256 and
+   * its type detected from the first bytes: what API replicas older than
+   * `upload.complete-direct` queue at a completion (they then copy and record
+   * the object themselves). Kept so that workers upgraded first serve them
+   * during a rolling upgrade (docs/jobs.md); nothing queues it any more.
+   */
+  'upload.verify-direct': BasePayload & { key: string; bytes: number };
+  /**
    * Completes a direct-to-storage upload whose object the API found whole in
    * its quarantine key (`<org>/.tmp/direct/<id>`): reads it back once for its
    * SHA-256 and its type detected from the first bytes, checks them against
@@ -143,7 +153,7 @@ export interface JobPayloads {
    * id and must be the organization's own. Its job id derives from the upload
    * and the object's ETag: a repeated completion waits on the same job.
    */
-  'upload.verify-direct': CreatingPayload & {
+  'upload.complete-direct': CreatingPayload & {
     uploadId: string;
     /** The object's size as the store listed it (the read-back must find as many bytes). */
     bytes: number;
@@ -197,8 +207,10 @@ export interface JobResults {
   'media.scan': { scanStatus: ScanStatus | 'gone' };
   /** The new record (or, with `onDuplicate: reuse`, the organization's record of the same bytes). */
   'media.import': { mediaId: number };
+  /** The bytes read, their SHA-256 (hex) and the type detected from the first ones (null: none). */
+  'upload.verify-direct': { bytes: number; sha256: string; mime: string | null };
   /** The upload's record (or, with `onDuplicate: reuse`, the organization's record of the same bytes). */
-  'upload.verify-direct': { mediaId: number };
+  'upload.complete-direct': { mediaId: number };
   'media.purge-trash': { purged: { files: number; bytes: number } };
   'upload.expire-direct': { removed: number };
   'media.expire-resumable': { expired: number };

@@ -11,7 +11,7 @@
  *   multipart part URLs, every one for the upload's quarantine key
  *   (`<org>/.tmp/direct/<id>`), expiring with the upload.
  * - `complete`: the multipart upload completed and the object's size checked
- *   as declared, the folder resolved; then a worker (the upload.verify-direct
+ *   as declared, the folder resolved; then a worker (the upload.complete-direct
  *   job, worker/services/direct-completion.service.ts) reads the object back
  *   once (its type from the first bytes, its SHA-256 compared with the
  *   declared one), copies it to its final key and records it through
@@ -81,7 +81,7 @@ export class DirectUploadService {
       folders: Pick<FoldersService, 'resolve'>;
       media: Pick<MediaRepository, 'nextIds' | 'findById'>;
       usage: Pick<UsageRepository, 'book' | 'cancel'>;
-      /** The worker job that reads an object back and records it (upload.verify-direct). */
+      /** The worker job that reads an object back and records it (upload.complete-direct). */
       jobs: Pick<JobsService, 'runShared'>;
       config: {
         limits: Pick<Config['limits'], 'maxFileSize' | 'acceptedTypes' | 'direct'>;
@@ -274,7 +274,7 @@ export class DirectUploadService {
     const jobUuid = derivedUuid(`direct-upload:${state.id}:${info.etag}`);
     const { mediaId } = await this.deps.jobs
       .runShared(
-        'upload.verify-direct',
+        'upload.complete-direct',
         {
           organizationId: org.id,
           requestId: caller.requestId,
@@ -290,7 +290,7 @@ export class DirectUploadService {
       .catch((err: unknown) => {
         // Its status URL would answer the job, not the record: the client completes again.
         if (isAppError(err) && err.code === 'JOB_TIMEOUT') {
-          throw Errors.directUploadStillChecking(newJobId('upload.verify-direct', jobUuid));
+          throw Errors.directUploadStillChecking(newJobId('upload.complete-direct', jobUuid));
         }
         throw err;
       });

@@ -2,7 +2,7 @@
  * Direct-to-storage uploads: the API process's CPU time per upload of one
  * file sent straight to the store (presigned multipart parts, then the
  * completion: the multipart upload completed and its size checked by the
- * API, then a worker's upload.verify-direct job reads the type and SHA-256
+ * API, then a worker's upload.complete-direct job reads the type and SHA-256
  * back, copies the object and writes the record) beside the same file
  * through `POST /media/upload`, alternating which goes first in each round.
  */
@@ -115,7 +115,7 @@ in parallel by the benchmark, then the completion), in alternating order.
 Measured: the API process's CPU time (its threads' run time, /proc schedstat,
 to the nanosecond) from the first request to the record. The completion has a worker (one, taking every queue)
 read the object back once for its SHA-256 and type, copy it to its final key
-and write its record (the upload.verify-direct job), so no byte of the file
+and write its record (the upload.complete-direct job), so no byte of the file
 passes through the API process; the worker's CPU is not counted here.`,
       tables: [table],
       charts: [

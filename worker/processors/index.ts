@@ -13,6 +13,7 @@ import { purgeTrashProcessor } from './purge-trash.processor';
 import { expireDirectUploadsProcessor } from './expire-direct-uploads.processor';
 import { expireResumableProcessor } from './expire-resumable.processor';
 import { verifyDirectUploadProcessor } from './verify-direct-upload.processor';
+import { completeDirectUploadProcessor } from './complete-direct-upload.processor';
 
 export const PROCESSORS: readonly AnyProcessor[] = [
   metadataProcessor,
@@ -28,4 +29,5 @@ export const PROCESSORS: readonly AnyProcessor[] = [
   expireDirectUploadsProcessor,
   expireResumableProcessor,
   verifyDirectUploadProcessor,
+  completeDirectUploadProcessor,
 ];

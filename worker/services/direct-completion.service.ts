@@ -1,6 +1,6 @@
 /**
  * A direct-to-storage upload's completion, on a worker (the
- * upload.verify-direct job; docs/direct-uploads.md): the API found the
+ * upload.complete-direct job; docs/direct-uploads.md): the API found the
  * object whole in the upload's quarantine key (the multipart upload
  * completed, its size as declared) and resolved the folder; here the object
  * is read back once (its type from the first bytes, the SHA-256 of all of
@@ -49,7 +49,7 @@ export class DirectCompletionService {
   async complete(
     job: { id: string; signal: AbortSignal },
     org: Organization,
-    input: JobPayloads['upload.verify-direct'],
+    input: JobPayloads['upload.complete-direct'],
   ): Promise<MediaRecord> {
     const { uploads, media } = this.deps;
     const state = await uploads.get(input.uploadId);

@@ -8,7 +8,7 @@
  * organization's upload (404), a download-scoped token (403), the expiry
  * cleanup (no object, multipart upload or booking left), records = objects.
  * A worker taking the import queue reads each completed object back, copies
- * and records it (upload.verify-direct): the API carries no byte of it.
+ * and records it (upload.complete-direct): the API carries no byte of it.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { DirectUploads } from '../../../shared/uploads/direct-uploads';

@@ -159,7 +159,7 @@ beforeAll(async () => {
       // Swift's s3api (the harness's store) takes presigned PUTs, not POST policies.
       DIRECT_UPLOAD_SINGLE: 'put',
       // No worker runs here: a direct upload's completion waits this long for its read-back
-      // job (upload.verify-direct), then answers 504 with the job's id.
+      // job (upload.complete-direct), then answers 504 with the job's id.
       JOB_WAIT_MS: '1000',
     },
   });

@@ -19,6 +19,7 @@ import {
   JOB_OPTIONS,
   type JobName,
   type JobPayloads,
+  type JobResults,
 } from '../../../shared/jobs';
 import { createLogger } from '../../../shared/logger';
 import { normalizeRenderOptions } from '../../../shared/media/render-options';
@@ -81,8 +82,8 @@ async function forge<N extends JobName>(
   const { queue, events } = await queueOf(queueName);
   const job = await queue.add(name, data, { ...JOB_OPTIONS, jobId: newJobId(name, randomUUID()) });
   try {
-    await job.waitUntilFinished(events, 30_000);
-    return { state: 'completed' as const, error: undefined };
+    const result = (await job.waitUntilFinished(events, 30_000)) as JobResults[N];
+    return { state: 'completed' as const, error: undefined, result };
   } catch (err) {
     return { state: 'failed' as const, error: decodeJobError((err as Error).message) };
   }
@@ -190,7 +191,51 @@ describe('a job written into Redis by hand', () => {
     await api.expectNoObjects(`${attacker.organization.slug}/.tmp/`);
   });
 
-  it('cannot complete (read back, learn the checksum of, or record) anything but its own direct uploads', async () => {
+  it('cannot read back (and learn the checksum of) anything but its own direct uploads (upload.verify-direct, what older API replicas queue)', async () => {
+    const victimPdf = await victim.upload(pdf, 'secret.pdf');
+    const victimQuarantined = `${victim.organization.slug}/.tmp/direct/${randomUUID().replaceAll('-', '')}`;
+    await api.ctx.store.put(victimQuarantined, pdf, { contentType: 'application/pdf' });
+    const own = attacker.organization.slug;
+    for (const key of [
+      victimPdf,
+      victimQuarantined,
+      `${own}/.tmp/direct/../../${victimPdf}`,
+      `${own}/.tmp/direct/`,
+    ]) {
+      const outcome = await forge('upload.verify-direct', 'import', {
+        organizationId: attacker.organization.id,
+        requestId: randomUUID(),
+        key,
+        bytes: pdf.length,
+      });
+      expect({ key, state: outcome.state, code: outcome.error?.code }).toEqual({
+        key,
+        state: 'failed',
+        code: 'UPLOAD_NOT_FOUND',
+      });
+    }
+    // Its own upload's object, for an older API replica: read back, its SHA-256 and type answered.
+    const ownQuarantined = `${own}/.tmp/direct/${randomUUID().replaceAll('-', '')}`;
+    await api.ctx.store.put(ownQuarantined, pdf, { contentType: 'application/pdf' });
+    const outcome = await forge('upload.verify-direct', 'import', {
+      organizationId: attacker.organization.id,
+      requestId: randomUUID(),
+      key: ownQuarantined,
+      bytes: pdf.length,
+    });
+    expect(outcome).toMatchObject({
+      state: 'completed',
+      result: {
+        bytes: pdf.length,
+        sha256: sha256(pdf).replace(/^sha256:/, ''),
+        mime: 'application/pdf',
+      },
+    });
+    await api.ctx.store.remove(ownQuarantined);
+    await api.ctx.store.remove(victimQuarantined);
+  });
+
+  it('cannot complete (read back, learn the checksum of, or record) anything but its own direct uploads (upload.complete-direct)', async () => {
     // The victim's direct upload, its bytes in its quarantine key, waiting for its completion.
     const uploads = new DirectUploads({
       redis: () => redis,
@@ -221,7 +266,7 @@ describe('a job written into Redis by hand', () => {
     const attackerRecords = await recordsOf(attacker);
     try {
       for (const uploadId of [id, `../${id}`, '', 'f'.repeat(32)]) {
-        const outcome = await forge('upload.verify-direct', 'import', {
+        const outcome = await forge('upload.complete-direct', 'import', {
           ...base(attacker),
           uploadId,
           bytes: pdf.length,

@@ -239,6 +239,7 @@ describe('queue selection', () => {
       'media.purge-trash',
       'media.scan',
       'pdf.merge',
+      'upload.complete-direct',
       'upload.expire-direct',
       'upload.verify-direct',
       'webhook.deliver',
