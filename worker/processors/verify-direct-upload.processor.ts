@@ -10,11 +10,10 @@
  * kept so that workers upgraded first serve them during a rolling upgrade
  * (docs/jobs.md). Nothing queues it any more; it can go in a later release.
  */
-import { createHash } from 'node:crypto';
 import { Errors } from '@shared/errors';
-import { DETECTION_BYTES, detectType } from '@shared/media/media-types';
 import { DIRECT_SEGMENT } from '@shared/uploads/direct-uploads';
 import type { Processor } from '../registry';
+import { readBack } from '../services/direct-completion.service';
 import { requireOrganization } from './inputs';
 
 export const verifyDirectUploadProcessor: Processor<
@@ -29,21 +28,6 @@ export const verifyDirectUploadProcessor: Processor<
       ? key.slice(org.slug.length + DIRECT_SEGMENT.length)
       : '';
     if (!/^[A-Za-z0-9-]+$/.test(rest)) throw Errors.uploadNotFound();
-    const hash = createHash('sha256');
-    const head: Buffer[] = [];
-    let headBytes = 0;
-    let bytes = 0;
-    for await (const chunk of await ctx.store.get(key)) {
-      job.signal.throwIfAborted();
-      const buffer = chunk as Buffer;
-      hash.update(buffer);
-      bytes += buffer.length;
-      if (headBytes < DETECTION_BYTES) {
-        head.push(buffer.subarray(0, DETECTION_BYTES - headBytes));
-        headBytes += Math.min(buffer.length, DETECTION_BYTES - headBytes);
-      }
-    }
-    const type = headBytes === 0 ? undefined : await detectType(Buffer.concat(head));
-    return { bytes, sha256: hash.digest('hex'), mime: type?.mime ?? null };
+    return readBack(ctx.store, key, job.signal);
   },
 };

@@ -73,7 +73,7 @@ export class DirectCompletionService {
       await this.finish(state, earlier);
       return earlier;
     }
-    const verified = await this.readBack(state.key, job.signal);
+    const verified = await readBack(this.deps.store, state.key, job.signal);
     if (verified.bytes !== state.bytes || verified.bytes !== input.bytes) {
       throw Errors.sizeMismatch(state.bytes, verified.bytes);
     }
@@ -131,32 +131,36 @@ export class DirectCompletionService {
     return record!;
   }
 
-  /** The object once: its size, its SHA-256 as the bytes stream by, its type from the first bytes. */
-  private async readBack(
-    key: string,
-    signal: AbortSignal,
-  ): Promise<{ bytes: number; sha256: string; mime: string | null }> {
-    const hash = createHash('sha256');
-    const head: Buffer[] = [];
-    let headBytes = 0;
-    let bytes = 0;
-    for await (const chunk of await this.deps.store.get(key)) {
-      signal.throwIfAborted();
-      const buffer = chunk as Buffer;
-      hash.update(buffer);
-      bytes += buffer.length;
-      if (headBytes < DETECTION_BYTES) {
-        head.push(buffer.subarray(0, DETECTION_BYTES - headBytes));
-        headBytes += Math.min(buffer.length, DETECTION_BYTES - headBytes);
-      }
-    }
-    const type = headBytes === 0 ? undefined : await detectType(Buffer.concat(head));
-    return { bytes, sha256: hash.digest('hex'), mime: type?.mime ?? null };
-  }
-
   /** The upload is recorded: its quarantined object goes, its state says so. */
   private async finish(state: DirectUploadState, record: MediaRecord): Promise<void> {
     await this.deps.store.remove(state.key);
     await this.deps.uploads.completed(state, record.id);
   }
+}
+
+/**
+ * A quarantined object read once: its size, its SHA-256 (hex) as the bytes
+ * stream by, its type detected from the first bytes (null: none).
+ */
+export async function readBack(
+  store: Pick<ObjectStore, 'get'>,
+  key: string,
+  signal: AbortSignal,
+): Promise<{ bytes: number; sha256: string; mime: string | null }> {
+  const hash = createHash('sha256');
+  const head: Buffer[] = [];
+  let headBytes = 0;
+  let bytes = 0;
+  for await (const chunk of await store.get(key)) {
+    signal.throwIfAborted();
+    const buffer = chunk as Buffer;
+    hash.update(buffer);
+    bytes += buffer.length;
+    if (headBytes < DETECTION_BYTES) {
+      head.push(buffer.subarray(0, DETECTION_BYTES - headBytes));
+      headBytes += Math.min(buffer.length, DETECTION_BYTES - headBytes);
+    }
+  }
+  const type = headBytes === 0 ? undefined : await detectType(Buffer.concat(head));
+  return { bytes, sha256: hash.digest('hex'), mime: type?.mime ?? null };
 }
