@@ -90,7 +90,11 @@ export function FilesView({ can }: { can: Abilities }) {
   }, []);
 
   const cursor = cursors[cursors.length - 1];
+  // The newest listing asked for; an answer to an earlier one (another sort, folder, search or
+  // page) that comes in after it is dropped, never shown over it.
+  const newestLoad = useRef(0);
   const loadPage = useCallback(async () => {
+    const load = ++newestLoad.current;
     const { data, error, response } = await api.GET('/media', {
       params: {
         query: {
@@ -103,11 +107,14 @@ export function FilesView({ can }: { can: Abilities }) {
         },
       },
     });
+    if (load !== newestLoad.current) return;
     if (!data) return say(problem(error, response), true);
     setPage({ media: data.data.media, next: data.data.nextCursor });
     // One request signs the page's thumbnails (images, and PDFs' first pages).
     const keys = data.data.media.filter(hasThumb).map((m) => m.key);
-    if (keys.length > 0) setThumbs(await signRenders(keys, THUMB));
+    if (keys.length === 0) return;
+    const signed = await signRenders(keys, THUMB);
+    if (load === newestLoad.current) setThumbs(signed);
   }, [sort, folderId, query, type, cursor]);
 
   useEffect(() => {
