@@ -285,7 +285,6 @@ export async function createWorkerContext(
         media,
         folders,
         limits: config.limits,
-        logger,
       }),
       imports: new ImportService({
         store,

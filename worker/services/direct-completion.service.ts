@@ -19,7 +19,6 @@ import type { Config } from '@shared/config';
 import type { Organization } from '@shared/repositories/organizations.repository';
 import { Errors } from '@shared/errors';
 import type { JobPayloads } from '@shared/jobs';
-import type { Logger } from '@shared/logger';
 import { DETECTION_BYTES, detectType, KNOWN_TYPES } from '@shared/media/media-types';
 import { buildKey, keyBaseName } from '@shared/media/naming';
 import type { MediaCreation, NewFile } from '@shared/media-creation';
@@ -42,7 +41,6 @@ export class DirectCompletionService {
       media: Pick<MediaRepository, 'findById'>;
       folders: Pick<FoldersRepository, 'findById'>;
       limits: Pick<Config['limits'], 'acceptedTypes'>;
-      logger: Logger;
     },
   ) {}
 
