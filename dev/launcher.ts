@@ -201,10 +201,14 @@ async function repairAfterKill(
 
 function spawnRole(role: 'api' | 'worker', env: NodeJS.ProcessEnv, fromSource: boolean): Child {
   const { args } = entryPoint(role, fromSource);
-  return spawnChild(role, role === 'api' ? ['--max-semi-space-size=2', ...args] : args, {
-    MALLOC_ARENA_MAX: '2',
-    ...env,
-  });
+  return spawnChild(
+    role,
+    role === 'api' ? ['--max-semi-space-size=2', '--expose-gc', ...args] : args,
+    {
+      MALLOC_ARENA_MAX: '2',
+      ...env,
+    },
+  );
 }
 
 /** Until `url`/healthz answers; a death of any child first fails the start, naming it and its cause. */

@@ -12,6 +12,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Request, Response } from 'express';
 import { Errors } from '@shared/errors';
+import { streamed } from '@shared/gc-pacer';
 import type { ApiMetrics } from '@shared/metrics';
 import type { ByteRange } from '@shared/storage/object-store';
 
@@ -75,7 +76,10 @@ export async function sendStoredBytes(
     return;
   }
   let sent = 0;
-  body.on('data', (chunk: Buffer) => (sent += chunk.length));
+  body.on('data', (chunk: Buffer) => {
+    sent += chunk.length;
+    streamed(chunk.length);
+  });
   try {
     await pipeline(body, res);
   } catch (err) {

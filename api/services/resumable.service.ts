@@ -44,6 +44,7 @@ import {
   type StoredPart,
   type UploadMetadata,
 } from '@shared/resumable-uploads';
+import { streamed } from '@shared/gc-pacer';
 import { BufferPool } from '@shared/storage/buffer-pool';
 import type { ObjectStore } from '@shared/storage/object-store';
 import type { Caller } from '../domain/caller';
@@ -483,6 +484,7 @@ export class ResumableService {
         if (next.done) break;
         let chunk = next.value;
         received += chunk.length;
+        streamed(chunk.length);
         const total = start + received;
         if (state.length !== null && total > state.length) {
           throw Errors.payloadTooLarge(`The upload's length is ${state.length} bytes`);

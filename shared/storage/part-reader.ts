@@ -4,6 +4,7 @@
  * parts of a large one are filled into pooled buffers (buffer-pool.ts).
  */
 import type { Readable } from 'node:stream';
+import { streamed } from '../gc-pacer';
 import type { BufferPool } from './buffer-pool';
 
 export interface Part {
@@ -50,7 +51,11 @@ export class PartReader {
       this.ended = true;
       return undefined;
     }
-    return Buffer.isBuffer(result.value) ? result.value : Buffer.from(result.value as Uint8Array);
+    const chunk = Buffer.isBuffer(result.value)
+      ? result.value
+      : Buffer.from(result.value as Uint8Array);
+    streamed(chunk.length);
+    return chunk;
   }
 
   /** The next part; `done` when nothing follows it. */
