@@ -146,13 +146,18 @@ this machine (read from Swift's socket and parsed, written to the client's).
 The benchmark's client and the API together spent ${mApi.toFixed(1)} ms of CPU per MiB
 through the API against ${mStore.toFixed(1)} ms for the store's own get (the API process
 ${stat(cpu).median.toFixed(1)} ms per download); Swift serves both alike. On 2 cores shared by
-Swift (Python), MongoDB, the benchmark and, in this run, other engineers'
-work, that CPU is the bound: what the API spends is taken from Swift's share.
-The API's profile of 10 MiB downloads (docs/performance.md, "Downloads") shows
-where it goes: garbage collection, copying into sockets and parsing the
-store's answer; the body is not buffered (it streams with backpressure) and
-not compressed, and a larger young generation for the API measured slower,
-not faster (same page).`,
+Swift (Python), MongoDB and the benchmark, that CPU is the bound: what the API
+spends is taken from Swift's share. ${
+              size === 1
+                ? `At 1 MiB the request's own work weighs most: the
+bearer token, the record's read from MongoDB and the signed request to the
+store come before the first byte, and the store's get pays none of them.`
+                : `The API's CPU per MiB fell by about two thirds
+when it began to collect its socket chunks while they are young (a scavenge
+every 4 MiB streamed, shared/gc-pacer.ts; docs/performance.md, "API: streamed
+bytes and the garbage collector"); what is left is copying into sockets and
+parsing the store's answer.`
+            } The body is not buffered (it streams with backpressure) and not compressed.`,
           }),
         );
       }
