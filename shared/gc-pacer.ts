@@ -10,7 +10,7 @@
  * the other core) every few MiB to give it back: measured, about a third of
  * the API's CPU on a download (docs/performance.md, "API: streamed bytes and
  * the garbage collector"). A young-generation collection (a scavenge of a
- * 2 MB semi-space, well under a millisecond) every `STEP` bytes frees the
+ * 2 MB semi-space, 0.5-1 ms in --trace-gc) every `STEP` bytes frees the
  * chunks while they are still young, at a fraction of that cost, and keeps
  * the process's memory lower too.
  *
