@@ -71,25 +71,36 @@ export function downloadRoutes(deps: {
       // A revalidation of a key this process has served: 304 without reading the record.
       const known = deps.downloads.known(caller, { key: query.media });
       if (known && sendNotModified(req, res, validatorsOf(known, caller.signedUntil))) return;
-      const record = await deps.downloads.find(caller, { key: query.media });
-      const inline = query.disposition === 'inline' && showsInline(record.mimetype);
-      await sendStoredBytes(
-        req,
-        res,
-        {
-          ...validatorsOf(fileValidators(record), caller.signedUntil),
-          length: record.bytes,
-          contentType: record.mimetype,
-          disposition: contentDisposition(record.name, { type: inline ? 'inline' : 'attachment' }),
-          headers:
-            inline && record.mimetype === 'application/pdf'
-              ? { 'Content-Security-Policy': PDF_INLINE_CSP }
-              : {},
-          open: (range) => deps.downloads.open(record, range),
-          interrupted: { message: 'download interrupted', key: query.media },
-        },
-        deps.metrics,
-      );
+      // A plain GET (no range, no validator) will want the whole object: its read starts now,
+      // beside the record's lookup, and its bytes go out only once the record allows them.
+      const plain = req.method === 'GET' && !req.headers.range && !req.headers['if-none-match'];
+      const early = plain ? deps.downloads.prefetch(caller, query.media) : undefined;
+      try {
+        const record = await deps.downloads.find(caller, { key: query.media });
+        const inline = query.disposition === 'inline' && showsInline(record.mimetype);
+        await sendStoredBytes(
+          req,
+          res,
+          {
+            ...validatorsOf(fileValidators(record), caller.signedUntil),
+            length: record.bytes,
+            contentType: record.mimetype,
+            disposition: contentDisposition(record.name, {
+              type: inline ? 'inline' : 'attachment',
+            }),
+            headers:
+              inline && record.mimetype === 'application/pdf'
+                ? { 'Content-Security-Policy': PDF_INLINE_CSP }
+                : {},
+            open: (range) =>
+              range === undefined && early ? early.take() : deps.downloads.open(record, range),
+            interrupted: { message: 'download interrupted', key: query.media },
+          },
+          deps.metrics,
+        );
+      } finally {
+        early?.discard();
+      }
     },
   );
 

@@ -56,4 +56,42 @@ export class DownloadService {
   open(record: MediaRecord, range?: ByteRange): Promise<Readable> {
     return this.deps.store.get(record.key, range);
   }
+
+  /**
+   * Starts reading the whole of `key` while its record is still being looked
+   * up, so that the store's first byte and the record arrive together rather
+   * than one after the other (docs/performance.md, "Downloads"). Only a key
+   * under the caller's organization's prefix is read (another tenant's object
+   * is never opened); its bytes are the caller's only through `take`, after
+   * `find` answered the record, and a prefetch not taken is `discard`ed.
+   */
+  prefetch(caller: Pick<Caller, 'organization'>, key: string): Prefetch | undefined {
+    if (!key.startsWith(`${caller.organization.slug}/`)) return undefined;
+    const opened = this.deps.store.get(key);
+    // A failure is the download's only when taken (its own open would fail alike).
+    opened.catch(() => undefined);
+    let taken = false;
+    return {
+      take: () => {
+        taken = true;
+        return opened;
+      },
+      discard: () => {
+        if (taken) return;
+        taken = true;
+        opened.then(
+          (body) => body.destroy(),
+          () => undefined,
+        );
+      },
+    };
+  }
+}
+
+/** A read of an object started before its record was found (`DownloadService.prefetch`). */
+export interface Prefetch {
+  /** The object's bytes, once the record allows them. */
+  take(): Promise<Readable>;
+  /** The read ended unused (the record missing, refused, or not a plain download after all). */
+  discard(): void;
 }
