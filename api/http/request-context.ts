@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Request, RequestHandler } from 'express';
 import { Errors } from '@shared/errors';
+import type { Logger } from '@shared/logger';
 import type { RequestOrigin } from '@shared/repositories/media.repository';
 import type { Caller } from '../domain/caller';
 import type { Principal } from '../services/tokens.service';
@@ -26,6 +27,12 @@ export interface RequestContext {
   signedUrl?: { expiresAt: Date } | undefined;
   /** Set on a request that holds its `Idempotency-Key` (middleware/idempotency.ts). */
   idempotency?: IdempotentRequest | undefined;
+  /**
+   * The request's logger, bound to its id, method and URL and, once known,
+   * who is asking: set by the request log (middleware/request-log.ts), made
+   * when first read. Read it with `logOf(req)`.
+   */
+  readonly log?: Logger | undefined;
 }
 
 /** What a request holding its `Idempotency-Key` tells the key's entry. */
@@ -59,6 +66,11 @@ export function contextOf(req: IncomingMessage): RequestContext {
 /** The request's id, or `unknown` for a request that never reached `beginRequest`. */
 export function requestIdOf(req: IncomingMessage): string {
   return contexts.get(req)?.requestId ?? 'unknown';
+}
+
+/** The request's logger (`RequestContext.log`); undefined before the request log ran. */
+export function logOf(req: IncomingMessage): Logger | undefined {
+  return contexts.get(req)?.log;
 }
 
 /** The authenticated principal (routes behind authentication only; else 401). */

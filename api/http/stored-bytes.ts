@@ -15,6 +15,7 @@ import { Errors } from '@shared/errors';
 import { streamed } from '@shared/gc-pacer';
 import type { ApiMetrics } from '@shared/metrics';
 import type { ByteRange } from '@shared/storage/object-store';
+import { logOf } from './request-context';
 
 export interface StoredBytes {
   /** The strong validator, quoted. */
@@ -84,7 +85,7 @@ export async function sendStoredBytes(
     await pipeline(body, res);
   } catch (err) {
     // Headers are gone; the error handler can only cut the connection.
-    req.log.warn({ err, key: answer.interrupted.key }, answer.interrupted.message);
+    logOf(req)?.warn({ err, key: answer.interrupted.key }, answer.interrupted.message);
     res.destroy();
   } finally {
     metrics?.bytesServed(sent);

@@ -9,7 +9,7 @@ import type { Duplex } from 'node:stream';
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import type { Logger } from '@shared/logger';
 import { errorBody, Errors, isAppError, type AppError } from '@shared/errors';
-import { requestIdOf } from '../http/request-context';
+import { logOf, requestIdOf } from '../http/request-context';
 
 /** Translates errors thrown by libraries into AppErrors; everything else is a 500. */
 export function toAppError(err: unknown): AppError {
@@ -37,9 +37,9 @@ export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
   const appError = toAppError(err);
   const requestId = requestIdOf(req);
   if (appError.status >= 500) {
-    req.log?.error({ err: appError.cause ?? err, code: appError.code }, appError.message);
+    logOf(req)?.error({ err: appError.cause ?? err, code: appError.code }, appError.message);
   } else {
-    req.log?.info({ code: appError.code, status: appError.status }, appError.message);
+    logOf(req)?.info({ code: appError.code, status: appError.status }, appError.message);
   }
   if (res.headersSent) {
     // Too late for an envelope: cut the response so the client sees a failure.

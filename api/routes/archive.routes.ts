@@ -13,6 +13,7 @@ import type { Request, Response } from 'express';
 import { Router } from 'express';
 import { create as contentDisposition } from 'content-disposition';
 import { z } from 'zod';
+import { logOf } from '../http/request-context';
 import { success } from '../http/respond';
 import { parseInput } from '../http/validate';
 import type { Caller } from '../domain/caller';
@@ -102,7 +103,7 @@ export function archiveRoutes(deps: { archives: ArchiveService; guards: RouteGua
     try {
       await pipeline(deps.archives.open(plan), res);
     } catch (err) {
-      req.log.warn({ err, entries: plan.entries.length }, 'archive interrupted');
+      logOf(req)?.warn({ err, entries: plan.entries.length }, 'archive interrupted');
       res.destroy();
     }
   };

@@ -2,14 +2,15 @@
  * The request log (api/middleware/request-log.ts) over a bare Express app and
  * real HTTP: at `info`, one line per request with its id, method, URL and
  * status; above `info` (LOG_LEVEL=warn), no line for an answer below 500 but
- * still the error line of a 500; probes never logged.
+ * still the error line of a 500; probes never logged; the request's own
+ * logger (`logOf(req)`) bound to the same.
  */
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import express from 'express';
 import type { Config } from '@shared/config';
 import { createLogger } from '@shared/logger';
-import { beginRequest } from '../../api/http/request-context';
+import { beginRequest, logOf } from '../../api/http/request-context';
 import { requestLog } from '../../api/middleware/request-log';
 
 async function withApp(
@@ -30,6 +31,10 @@ async function withApp(
   app.get('/missing', (_req, res) => void res.status(404).json({ ok: false }));
   app.get('/fail', (_req, res) => void res.status(500).json({ ok: false }));
   app.get('/healthz', (_req, res) => void res.json({ ok: true }));
+  app.get('/warns', (req, res) => {
+    logOf(req)?.warn({ detail: 1 }, 'something to say');
+    res.json({ ok: true });
+  });
   const server = app.listen(0, '127.0.0.1');
   await new Promise((resolve) => server.once('listening', resolve));
   const { port } = server.address() as AddressInfo;
@@ -71,6 +76,20 @@ it('writes no line below the level (warn), and still the error line of a 500', a
     level: 'error',
     req: { method: 'GET', url: '/fail' },
     res: { statusCode: 500 },
+  });
+  expect(typeof lines[0]!.requestId).toBe('string');
+});
+
+it("binds the request's own logger to its id, method and URL", async () => {
+  const lines = await withApp('warn', async (get) => {
+    expect(await get('/warns')).toBe(200);
+  });
+  expect(lines).toHaveLength(1);
+  expect(lines[0]).toMatchObject({
+    level: 'warn',
+    msg: 'something to say',
+    detail: 1,
+    req: { method: 'GET', url: '/warns' },
   });
   expect(typeof lines[0]!.requestId).toBe('string');
 });
