@@ -42,6 +42,7 @@ import { redisServerBinary, startRedisServer } from './embedded/redis';
 import { processStartTime } from '@api/dev-state';
 import { bootstrapOrganization, DEV_TOKEN_DAYS, mayBootstrap } from './dev-org';
 import { buildIfStale } from './build-if-stale';
+import { startEnv, startFlags } from './start-scripts';
 import { developmentDefaults, PRODUCTION_RATE_LIMIT, type DevDefaults } from './dev-defaults';
 import { describeDeath, freePortPreferring, spawnChild, type Child, type Death } from './children';
 import {
@@ -200,15 +201,11 @@ async function repairAfterKill(
 }
 
 function spawnRole(role: 'api' | 'worker', env: NodeJS.ProcessEnv, fromSource: boolean): Child {
+  // Node's flags and malloc's tuning as production's start scripts give them (package.json).
+  const script = role === 'api' ? 'start:api' : 'start:worker';
   const { args } = entryPoint(role, fromSource);
-  return spawnChild(
-    role,
-    role === 'api' ? ['--max-semi-space-size=2', '--expose-gc', ...args] : args,
-    {
-      MALLOC_ARENA_MAX: '2',
-      ...env,
-    },
-  );
+  const flags = startFlags(script).filter((flag) => !args.includes(flag));
+  return spawnChild(role, [...flags, ...args], { ...startEnv(script), ...env });
 }
 
 /** Until `url`/healthz answers; a death of any child first fails the start, naming it and its cause. */

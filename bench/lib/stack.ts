@@ -10,7 +10,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Client } from 'minio';
 import { createDataContext, type DataContext } from '../../api/context';
@@ -19,6 +18,7 @@ import { createLogger } from '../../shared/logger';
 import { createRedis, type RedisConnection } from '../../shared/queue/redis';
 import { createS3Client } from '../../shared/storage/s3-client';
 import { S3ObjectStore } from '../../shared/storage/s3-object-store';
+import { startEnv, startFlags } from '../../dev/start-scripts';
 import { freePort, stopProcess, waitFor } from '../../test/support/services/process';
 import type { BenchServices } from '../services';
 
@@ -32,26 +32,7 @@ export interface ServiceProc {
   pid: number;
 }
 
-type StartScript = 'start:api' | 'start:worker';
-
-function startScript(script: StartScript): string[] {
-  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
-    scripts: Record<string, string>;
-  };
-  return pkg.scripts[script]!.split(/\s+/);
-}
-
-/** Node's flags in an npm start script of package.json (what production starts the process with). */
-export function startFlags(script: StartScript): string[] {
-  return startScript(script).filter((arg) => arg.startsWith('--'));
-}
-
-/** The environment an npm start script sets before `node` (glibc's malloc tuning). */
-export function startEnv(script: StartScript): Record<string, string> {
-  const words = startScript(script);
-  const assignments = words.slice(0, words.indexOf('node'));
-  return Object.fromEntries(assignments.map((a) => a.split('=', 2) as [string, string]));
-}
+export { startEnv, startFlags };
 
 /** Node's flags for a worker, as `npm run start:worker` gives them (Dockerfile.worker too). */
 export const WORKER_NODE_FLAGS = startFlags('start:worker');
