@@ -69,12 +69,36 @@ it('never starts a decode whose signal aborted while it waited for the thread', 
   const stop = new AbortController();
   const running = pool.decode(PHONE, undefined);
   const waiting = pool.decode(PHONE, undefined, stop.signal);
+  let settled = false;
+  void running.then(() => (settled = true));
   stop.abort(new Error('time is up'));
+  // It leaves the line at its abort, while the decode ahead of it still runs.
   await expect(waiting).rejects.toThrow('time is up');
+  expect(settled).toBe(false);
   await expect(running).resolves.toBeInstanceOf(Buffer);
-  // Only the first decode ran: the aborted one was refused when the thread came free.
+  // Only the first decode ran.
   expect(pool.decodesAnswered).toBe(decodedBefore + 1);
   expect(pool.threadCount).toBe(1);
+});
+
+it('starts no thread for a waiting decode that stopped before the running one was stopped', async () => {
+  // The order of a job past its limit waiting behind another one past its own (a render
+  // behind an upload's placeholder): the waiter stops first, then the running decode is
+  // stopped and its thread ended. Nothing is left: no thread started for the waiter.
+  await pool.decode(SMALL, undefined);
+  const decodedBefore = pool.decodesAnswered;
+  const first = new AbortController();
+  const second = new AbortController();
+  const running = pool.decode(PHONE, undefined, first.signal);
+  const waiting = pool.decode(PHONE, undefined, second.signal);
+  await new Promise((resolve) => setTimeout(resolve, 20)); // the first decode is on its thread
+  second.abort(new Error('the waiter’s time is up'));
+  first.abort(new Error('the runner’s time is up'));
+  await expect(waiting).rejects.toThrow('the waiter’s time is up');
+  await expect(running).rejects.toThrow('the runner’s time is up');
+  await new Promise((resolve) => setImmediate(resolve));
+  expect(pool.threadCount).toBe(0);
+  expect(pool.decodesAnswered).toBe(decodedBefore);
 });
 
 it('fails the running and the waiting decodes when closed, and refuses new ones', async () => {

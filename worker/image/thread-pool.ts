@@ -4,7 +4,9 @@
  * event loop. This file owns the mechanics, the same for every codec:
  *
  *  - at most `size` threads, each running one job at a time, started on the
- *    first job and kept for the next; jobs beyond that wait in line;
+ *    first job and kept for the next; jobs beyond that wait in line, and a
+ *    job whose signal aborts while it waits leaves the line at once (no
+ *    thread is ever started or handed to a job that has stopped);
  *  - a thread holds the process open only while it works (idle threads are
  *    unref'd), and `close()` ends them all and fails the waiting jobs;
  *  - a thread that dies (a WebAssembly abort, out of memory) fails its job
@@ -62,10 +64,16 @@ function threadEntry(script: string): { code: string; eval: boolean } {
   return { code: `require('tsx/cjs/api').require(${source}, ${source});`, eval: true };
 }
 
+/** A job waiting for a thread. */
+interface Waiter {
+  resolve(thread: Worker): void;
+  reject(err: Error): void;
+}
+
 export class ThreadPool<Req, Ans, Out = Ans> {
   private readonly idle: Worker[] = [];
   private readonly threads = new Set<Worker>();
-  private readonly waiting: { resolve(thread: Worker): void; reject(err: Error): void }[] = [];
+  private readonly waiting: Waiter[] = [];
   private closed = false;
   private answeredCount = 0;
 
@@ -87,7 +95,7 @@ export class ThreadPool<Req, Ans, Out = Ans> {
   /** Runs one request on a thread (waiting for one when all are busy). */
   async run(request: Req, signal?: AbortSignal): Promise<Out> {
     signal?.throwIfAborted();
-    const thread = await this.acquire();
+    const thread = await this.acquire(signal);
     try {
       return await this.runOn(thread, request, signal);
     } finally {
@@ -109,12 +117,32 @@ export class ThreadPool<Req, Ans, Out = Ans> {
     return new Error(`the ${this.options.name} is closed`);
   }
 
-  private acquire(): Promise<Worker> {
+  private acquire(signal?: AbortSignal): Promise<Worker> {
     if (this.closed) return Promise.reject(this.closedError());
     const ready = this.idle.pop();
     if (ready) return Promise.resolve(ready);
     if (this.threads.size < this.options.size) return Promise.resolve(this.start());
-    return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
+    return new Promise((resolve, reject) => {
+      // Stopped while it waits: out of the line now, not when a thread comes free (which
+      // would then be started, or kept from the next job, for nothing).
+      const onAbort = () => {
+        const at = this.waiting.indexOf(waiter);
+        if (at >= 0) this.waiting.splice(at, 1);
+        reject(signal!.reason as Error);
+      };
+      const waiter: Waiter = {
+        resolve: (thread) => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve(thread);
+        },
+        reject: (err) => {
+          signal?.removeEventListener('abort', onAbort);
+          reject(err);
+        },
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.waiting.push(waiter);
+    });
   }
 
   /** Hands the thread to the next waiting job, or parks it (unref'd) when it is still alive. */
@@ -186,8 +214,8 @@ export class ThreadPool<Req, Ans, Out = Ans> {
         void thread.terminate();
         reject(signal!.reason as Error);
       };
-      // Aborted while it waited for a thread: nothing is sent (an abort listener added
-      // now would never fire, and the work would run to its end on a kept thread).
+      // Aborted as it was handed a thread: nothing is sent (an abort listener added now
+      // would never fire, and the work would run to its end on a kept thread).
       if (signal?.aborted) {
         return reject(signal.reason as Error);
       }
