@@ -265,6 +265,8 @@ function patchInput(req: Request, offset: number) {
     body: req,
     length: optionalInteger(req.get('Upload-Length'), 'Upload-Length'),
     checksum: parseChecksum(req.get('Upload-Checksum')),
+    // Node's parser holds the body to it (absent: chunked).
+    contentLength: optionalInteger(req.get('Content-Length'), 'Content-Length'),
   };
 }
 

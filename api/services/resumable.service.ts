@@ -27,7 +27,8 @@
  *   waits a bounded time, else gets 423.
  */
 import { createHash, randomUUID, type Hash } from 'node:crypto';
-import { Readable } from 'node:stream';
+import { once } from 'node:events';
+import { PassThrough, Readable } from 'node:stream';
 import { LRUCache } from 'lru-cache';
 import type { Config } from '@shared/config';
 import { Errors, isAppError } from '@shared/errors';
@@ -72,6 +73,8 @@ export interface PatchInput {
   /** `Upload-Length`, for a deferred length. */
   length?: number | undefined;
   checksum?: { algorithm: ChecksumAlgorithm; digest: string } | undefined;
+  /** The body's `Content-Length`, when it was sent: a part the body will fill is streamed. */
+  contentLength?: number | undefined;
 }
 
 export interface PatchResult {
@@ -390,7 +393,10 @@ export class ResumableService {
   /**
    * Streams a PATCH body into the upload's parts: the tail first, then the
    * body, each whole part sent to the store (up to PARTS_IN_FLIGHT at once)
-   * while the next fills. At the end, what does not fill a part becomes the
+   * while the next fills. A part the body will fill (its `Content-Length`
+   * says so) goes to the store while it fills, where the store can take it
+   * so (`streamPart`); its bytes are kept too, and become the tail if the
+   * body stops short. At the end, what does not fill a part becomes the
    * new tail, or, when the upload is complete, its last part (or the whole
    * of a small file). `state` is updated, and saved, once everything is
    * stored; the record is answered when this PATCH completed the upload.
@@ -439,29 +445,87 @@ export class ResumableService {
     };
     let current = acquire();
     let filled = 0;
-    /** Sends the full buffer as the next part (made when the first whole part is there). */
-    const flush = async () => {
+    const failed = (err: unknown) =>
+      void (failure ??= err instanceof Error ? err : new Error(String(err)));
+    /** The multipart upload, started (and saved) with the first part that goes to the store. */
+    const ensureMultipart = async () => {
       while (inFlight.size >= PARTS_IN_FLIGHT) await Promise.race(inFlight);
       if (failure) throw failure;
       if (!multipart) {
-        multipart = await this.startMultipart(caller, state, partSize, current);
+        multipart = await this.startMultipart(caller, state, partSize, head);
         // Saved at once: a PATCH that fails from here leaves an upload the cleanup can find.
         await this.save({ ...state, multipart });
       }
-      const { key, uploadId } = multipart;
-      const part = nextPart++;
-      const buffer = current;
-      const sent = store.multipart
-        .putPart(key, uploadId, part, buffer)
-        .then(
-          (etag) => void newParts.push({ part, etag, size: buffer.length }),
-          (err: unknown) => void (failure ??= err instanceof Error ? err : new Error(String(err))),
-        )
-        .finally(() => giveBack(buffer));
-      const tracked = sent.finally(() => inFlight.delete(tracked));
+      return multipart;
+    };
+    /** A part's PUT tracked until it settles; its buffer goes back to the pool then. */
+    const track = (sent: Promise<unknown>, buffer: Buffer) => {
+      const tracked: Promise<void> = sent
+        .then(() => undefined, failed)
+        .finally(() => {
+          giveBack(buffer);
+          inFlight.delete(tracked);
+        });
       inFlight.add(tracked);
       current = acquire();
       filled = 0;
+    };
+    /** Sends the full buffer as the next part (made when the first whole part is there). */
+    const flush = async () => {
+      const { key, uploadId } = await ensureMultipart();
+      const part = nextPart++;
+      const buffer = current;
+      track(
+        store.multipart
+          .putPart(key, uploadId, part, buffer)
+          .then((etag) => void newParts.push({ part, etag, size: buffer.length })),
+        buffer,
+      );
+    };
+
+    // A part streamed while it fills: what the body has of it is written as it comes.
+    const streamPart = store.multipart.streamPart?.bind(store.multipart);
+    const bodyEnd = input.contentLength === undefined ? undefined : start + input.contentLength;
+    let streaming: { body: PassThrough; sent: Promise<void>; part: number } | undefined;
+    /** Where in the file the part filling now starts (the tail's bytes come before `start`). */
+    let partStart = start;
+    const streams = () =>
+      streamPart !== undefined &&
+      bodyEnd !== undefined &&
+      head.length >= DETECTION_BYTES &&
+      partStart + partSize <= bodyEnd;
+    const write = async (data: Buffer) => {
+      const { body, sent } = streaming!;
+      if (!body.write(data)) await Promise.race([once(body, 'drain'), sent]);
+    };
+    const openStream = async () => {
+      const { key, uploadId } = await ensureMultipart();
+      const part = nextPart++;
+      const body = new PassThrough();
+      // Its failure is the part's (`sent`), whenever it comes.
+      body.on('error', () => undefined);
+      const buffer = current;
+      const sent = streamPart!(key, uploadId, part, partSize, body, buffer).then(
+        (etag) => void newParts.push({ part, etag, size: partSize }),
+      );
+      sent.catch(() => undefined);
+      streaming = { body, sent, part };
+      if (filled > 0) await write(current.subarray(0, filled));
+    };
+    const endStream = () => {
+      const { body, sent } = streaming!;
+      streaming = undefined;
+      body.end();
+      track(sent, current);
+    };
+    /** The body stopped short of the streamed part: nothing of it is stored, its bytes stay here. */
+    const stopStream = async () => {
+      if (!streaming) return;
+      const { body, sent, part } = streaming;
+      streaming = undefined;
+      body.destroy(new Error('the PATCH ended before its part was whole'));
+      await sent.catch(() => undefined);
+      nextPart = part;
     };
 
     try {
@@ -469,6 +533,7 @@ export class ResumableService {
         for await (const data of await store.get(state.tail.key)) {
           filled += (data as Buffer).copy(current, filled);
         }
+        partStart = start - filled;
       }
       const iterator = input.body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
       for (;;) {
@@ -506,15 +571,23 @@ export class ResumableService {
           }
         }
         while (chunk.length > 0) {
+          if (!streaming && streams()) await openStream();
           const n = chunk.copy(current, filled);
+          if (streaming) await write(current.subarray(filled, filled + n));
           filled += n;
           chunk = chunk.subarray(n);
-          if (filled === partSize) await flush();
+          if (filled === partSize) {
+            if (streaming) endStream();
+            else await flush();
+            partStart += partSize;
+          }
         }
       }
+      await stopStream();
       await Promise.all(inFlight);
       if (failure) throw failure;
     } catch (err) {
+      await stopStream();
       await Promise.allSettled(inFlight);
       for (const buffer of [...held]) giveBack(buffer);
       if (isAppError(err) && err.status === 415) await this.forget(state);

@@ -139,11 +139,13 @@ export const resumable: Benchmark = {
     const why = `Each PATCH's bytes go into the parts of one S3 multipart upload at the
 file's final key, joined by the store at completion (no copy); parallel parts
 are copied by the store (UploadPartCopy) and read once for the SHA-256
-(docs/resumable-uploads.md, "Decisions"). A PATCH is answered only once its
-bytes are stored, and tus-js-client sends the next PATCH after the answer:
-with PATCHes of one ${partSize / MiB} MiB part each, the part's PUT to the store follows
-its receipt instead of overlapping the next part's, as the parts of one
-\`POST /media/upload\` do. The two sides' own throughput is in the table above.`;
+(docs/resumable-uploads.md, "Decisions"). A part is streamed to the store
+while its PATCH brings it (docs/resumable-uploads.md, "A PATCH's parts
+streamed"), but a PATCH is answered only once its bytes are stored, and
+tus-js-client sends the next PATCH after the answer: with PATCHes of one
+${partSize / MiB} MiB part each, one part is in flight at a time, where the parts of
+one \`POST /media/upload\` go two at a time. The two sides' own throughput is
+in the table above.`;
     return {
       id: this.id,
       title: this.title,

@@ -96,6 +96,22 @@ export interface MultipartUploads {
   create(key: string, contentType: string): Promise<string>;
   /** Stores part `partNumber` (from 1); a part sent again replaces it. Answers its ETag. */
   putPart(key: string, uploadId: string, partNumber: number, data: Buffer): Promise<string>;
+  /**
+   * Part `partNumber` sent while its bytes come: `body` yields exactly `size`
+   * bytes, which the caller also holds, in order, in `bytes` (what is sent
+   * again, signed, when the store's answer does not prove the part arrived
+   * whole). Destroying `body` stops the part: nothing of it is stored.
+   * Answers its ETag. Absent where the store cannot take a part as a stream
+   * (the file system): `putPart` then.
+   */
+  streamPart?(
+    key: string,
+    uploadId: string,
+    partNumber: number,
+    size: number,
+    body: Readable,
+    bytes: Buffer,
+  ): Promise<string>;
   /** Part `partNumber` copied from the whole stored object `sourceKey` by the store itself (UploadPartCopy). */
   copyPart(key: string, uploadId: string, partNumber: number, sourceKey: string): Promise<string>;
   /**

@@ -102,6 +102,21 @@ export function observeObjectStore(
         call('createMultipart', keyed(key), () => store.multipart.create(key, contentType)),
       putPart: (key, uploadId, part, data) =>
         call('putPart', keyed(key), () => store.multipart.putPart(key, uploadId, part, data)),
+      ...(store.multipart.streamPart
+        ? {
+            streamPart: (key, uploadId, part, size, body, bytes) => {
+              // Its body stopped by the caller (the client went away): not a storage failure.
+              let bodyFailed = false;
+              body.once('error', () => (bodyFailed = true));
+              return call(
+                'streamPart',
+                keyed(key),
+                () => store.multipart.streamPart!(key, uploadId, part, size, body, bytes),
+                (err) => !bodyFailed && storageFailed(err),
+              );
+            },
+          }
+        : {}),
       copyPart: (key, uploadId, part, source) =>
         call('copyPart', { 'media.storage.key': key, 'media.storage.source_key': source }, () =>
           store.multipart.copyPart(key, uploadId, part, source),

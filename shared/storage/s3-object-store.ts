@@ -12,9 +12,12 @@
  * a single PUT, and any failure aborts the multipart upload. The body is cut
  * into parts by part-reader.ts, in buffers from buffer-pool.ts.
  */
-import { hash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 import { once } from 'node:events';
-import type { Readable } from 'node:stream';
+import http, { type IncomingMessage } from 'node:http';
+import https from 'node:https';
+import { Transform, type Readable } from 'node:stream';
+import { finished, pipeline } from 'node:stream/promises';
 // A static import on purpose: `await import('minio')` loads the package's ESM build under
 // tsx, whose CopySourceOptions is not the class the (CommonJS) client checks with instanceof.
 import { CopyDestinationOptions, CopySourceOptions, type Client } from 'minio';
@@ -35,6 +38,9 @@ import type {
 import { BufferPool } from './buffer-pool';
 import { PartReader, type Part } from './part-reader';
 import { ensureBucket } from './s3-client';
+
+/** How long a streamed part's presigned URL is valid: its whole PUT starts within it. */
+const PART_URL_SECONDS = 15 * 60;
 
 export interface S3StoreOptions {
   client: Client;
@@ -103,6 +109,13 @@ export class S3ObjectStore implements ObjectStore {
   private readonly singlePutMax: number;
   private readonly pool: BufferPool;
   readonly presigned: PresignedUploads;
+  /** Set once a streamed part's ETag was not its MD5: every later part is sent signed. */
+  private partsSigned = false;
+  /** Kept-alive connections for streamed parts (the client's own calls have theirs). */
+  private readonly agents = {
+    http: new http.Agent({ keepAlive: true }),
+    https: new https.Agent({ keepAlive: true }),
+  };
 
   constructor(private readonly options: S3StoreOptions) {
     this.client = options.client;
@@ -231,6 +244,74 @@ export class S3ObjectStore implements ObjectStore {
       throw new Error(`storage answered the PUT of ${key} without an ETag`);
     }
     return etag.replace(/^"|"$/g, '');
+  }
+
+  /**
+   * A part sent as its bytes come, so that its upload overlaps their arrival
+   * (a resumable upload's PATCH: docs/resumable-uploads.md, "A PATCH's parts
+   * streamed"). SigV4 cannot sign a payload whose SHA-256 is not known before
+   * its first byte, so the part goes to a presigned URL, whose payload is
+   * unsigned (as the client's own calls send every payload over HTTPS, where
+   * TLS guards the bytes). Over HTTP the part's MD5 is taken on the way and
+   * compared with the ETag the store answers, which S3, Swift and MinIO make
+   * the MD5 of a part's bytes: what `Content-MD5` would prove. A store whose
+   * ETag is something else (server-side encryption with KMS or a customer
+   * key) fails the comparison: the part is sent again, signed, from `bytes`,
+   * and this store sends every later part signed.
+   */
+  private async streamPart(
+    key: string,
+    part: { uploadId: string; partNumber: number },
+    size: number,
+    body: Readable,
+    bytes: Buffer,
+  ): Promise<string> {
+    if (this.partsSigned) {
+      body.resume();
+      await finished(body);
+      return this.putBuffer(key, bytes, {}, undefined, part);
+    }
+    const url = new URL(
+      await this.client.presignedUrl('PUT', this.bucket, key, PART_URL_SECONDS, {
+        uploadId: part.uploadId,
+        partNumber: String(part.partNumber),
+      }),
+    );
+    const md5 = this.client.enableSHA256 ? createHash('md5') : undefined;
+    const request = (url.protocol === 'https:' ? https : http).request(url, {
+      method: 'PUT',
+      agent: url.protocol === 'https:' ? this.agents.https : this.agents.http,
+      headers: { 'Content-Length': String(size) },
+    });
+    const answered = once(request, 'response') as Promise<[IncomingMessage]>;
+    answered.catch(() => undefined);
+    const hashing = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        md5?.update(chunk);
+        done(null, chunk);
+      },
+    });
+    await pipeline(body, hashing, request);
+    const [res] = await answered;
+    const chunks: Buffer[] = [];
+    for await (const chunk of res) chunks.push(chunk as Buffer);
+    if (res.statusCode !== 200) {
+      const text = Buffer.concat(chunks).toString('utf8').slice(0, 300);
+      throw new Error(
+        `storage answered ${res.statusCode} to part ${part.partNumber} of ${key}: ${text}`,
+      );
+    }
+    const etag = String(res.headers.etag ?? '').replace(/^"|"$/g, '');
+    if (md5 && etag !== md5.digest('hex')) {
+      this.partsSigned = true;
+      this.options.logger.warn(
+        { key, part: part.partNumber, etag },
+        "the store's ETag of a streamed part is not its MD5: the part is sent again signed, and so are the later parts",
+      );
+      return this.putBuffer(key, bytes, {}, undefined, part);
+    }
+    if (etag === '') throw new Error(`storage answered the PUT of ${key} without an ETag`);
+    return etag;
   }
 
   private async putStream(
@@ -433,6 +514,8 @@ export class S3ObjectStore implements ObjectStore {
       ),
     putPart: (key, uploadId, partNumber, data) =>
       this.call(() => this.putBuffer(key, data, {}, undefined, { uploadId, partNumber })),
+    streamPart: (key, uploadId, partNumber, size, body, bytes) =>
+      this.call(() => this.streamPart(key, { uploadId, partNumber }, size, body, bytes)),
     copyPart: (key, uploadId, partNumber, sourceKey) =>
       this.call(async () => {
         // UploadPartCopy: an UploadPart with the source named and no body.

@@ -8,6 +8,7 @@
  * metadata checks, concatenation, the lock, and the expiry cleanup.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import http from 'node:http';
 import { Readable } from 'node:stream';
 import * as tus from 'tus-js-client';
 import { ReconcileService } from '../../../api/services/reconcile.service';
@@ -136,6 +137,20 @@ async function patch(
   });
 }
 
+/** A metric of the API (`name{labels} value`), 0 when not there yet. */
+async function metric(pattern: RegExp): Promise<number> {
+  const text = await (await fetch(`${api.url}/metrics`)).text();
+  return Number(pattern.exec(text)?.[1] ?? 0);
+}
+const received = () => metric(/^media_resumable_bytes_received_total (\d+)/m);
+/** Parts sent to the store as they came (docs/resumable-uploads.md, "A PATCH's parts streamed"). */
+const streamedParts = () =>
+  metric(
+    /^media_dependency_duration_seconds_count\{dependency="storage",operation="streamPart"\} (\d+)/m,
+  );
+const streamFailures = () =>
+  metric(/^media_dependency_errors_total\{dependency="storage",operation="streamPart"\} (\d+)/m);
+
 async function head(org: TestOrg, url: string) {
   return fetch(new URL(url, api.url), { method: 'HEAD', headers: { ...TUS, ...org.auth } });
 }
@@ -152,7 +167,14 @@ describe('sizes, with tus-js-client, with and without a deferred length', () => 
     for (const size of sizes) {
       it(`${size} bytes${deferred ? ', length deferred' : ''}: the record's bytes are the file's`, async () => {
         const data = pdfOf(size);
+        const streamedBefore = await streamedParts();
         const done = await tusUpload(org, data, { deferred, chunkSize: PART });
+        // Whole parts of a PATCH whose Content-Length is sent (tus-js-client sends it) went
+        // to the store as they came; a deferred length's 5 MiB PATCHes fill no larger part.
+        const whole = Math.floor(size / PART);
+        if (!deferred && size <= 4 * PART) {
+          expect((await streamedParts()) - streamedBefore).toBe(whole);
+        }
         expect(done.mediaKey).toBeDefined();
         expect(done.body?.data).toMatchObject({ key: done.mediaKey, bytes: size });
         expect(done.body?.data?.checksum).toBe(`sha256:${sha256(data)}`);
@@ -439,10 +461,6 @@ describe('resuming', () => {
     const data = pdfOf(6 * MiB);
     const created = await create(org, { 'Upload-Length': String(data.length) });
     const url = new URL(created.headers.get('location')!, api.url).toString();
-    const received = async () => {
-      const text = await (await fetch(`${api.url}/metrics`)).text();
-      return Number(/^media_resumable_bytes_received_total (\d+)/m.exec(text)?.[1] ?? 0);
-    };
     const before = await received();
     const cut = new AbortController();
     let sent = 0;
@@ -471,6 +489,52 @@ describe('resuming', () => {
     expect(done.mediaKey).toBeDefined();
     expect(sha256(await storedBytes(done.mediaKey!))).toBe(sha256(data));
     await api.expectNoObjects(`${org.organization.slug}/.tmp/`);
+  });
+});
+
+describe('resuming a streamed part', () => {
+  it('a PATCH cut mid-part, its Content-Length sent: the part being streamed is not stored, what arrived is kept; tus-js-client resumes', async () => {
+    const org = await api.createOrg();
+    const data = pdfOf(12 * MiB);
+    const created = await create(org, { 'Upload-Length': String(data.length) });
+    const url = new URL(created.headers.get('location')!, api.url).toString();
+    const [before, streamedBefore, failuresBefore] = await Promise.all([
+      received(),
+      streamedParts(),
+      streamFailures(),
+    ]);
+    const request = http.request(url, {
+      method: 'PATCH',
+      headers: {
+        ...TUS,
+        ...org.auth,
+        'Content-Type': 'application/offset+octet-stream',
+        'Upload-Offset': '0',
+        'Content-Length': String(data.length),
+      },
+    });
+    request.on('error', () => undefined);
+    request.write(data.subarray(0, 7 * MiB));
+    // The server has the first part and some of the second, both streamed: now the network goes.
+    await eventually(async () => expect((await received()) - before).toBeGreaterThan(6 * MiB));
+    request.destroy();
+    let kept = 0;
+    await eventually(async () => {
+      kept = Number((await head(org, url)).headers.get('upload-offset'));
+      expect(kept).toBeGreaterThan(6 * MiB);
+    });
+    expect(kept).toBeLessThanOrEqual(7 * MiB);
+    // Two parts were streamed: the first stored, the second stopped (not a storage failure):
+    // its bytes are the upload's tail, sent again by the next PATCH.
+    expect((await streamedParts()) - streamedBefore).toBe(2);
+    expect((await streamFailures()) - failuresBefore).toBe(0);
+    const done = await tusUpload(org, data, { uploadUrl: url });
+    expect(done.mediaKey).toBeDefined();
+    expect(sha256(await storedBytes(done.mediaKey!))).toBe(sha256(data));
+    // Joined from its two whole parts and the last: the stopped part left nothing behind.
+    expect((await api.ctx.store.stat(done.mediaKey!))!.etag).toMatch(/-3$/);
+    await api.expectNoObjects(`${org.organization.slug}/.tmp/`);
+    expect(await api.ctx.store.listIncompleteUploads(`${org.organization.slug}/`)).toEqual([]);
   });
 });
 
