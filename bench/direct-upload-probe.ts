@@ -14,6 +14,7 @@
  *  - idle: the API with nothing to do, per second (what its timers cost).
  *
  *   npx tsx bench/direct-upload-probe.ts [--mib 100] [--n 8] [--env NAME=VALUE ...]
+ *       [--cpu-prof <dir>]   (the API with --cpu-prof: bench/cpu-profile-summary.ts)
  */
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -30,6 +31,7 @@ const { values } = parseArgs({
     mib: { type: 'string', default: '100' },
     n: { type: 'string', default: '8' },
     env: { type: 'string', multiple: true, default: [] },
+    'cpu-prof': { type: 'string' },
   },
 });
 
@@ -48,6 +50,9 @@ runBenchmark(async () => {
   const services = await startServices();
   const stack = await Stack.start(services, 'dist', { LOG_LEVEL: 'warn', ...apiEnv });
   try {
+    if (values['cpu-prof']) {
+      await stack.setApiEnv({ NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${values['cpu-prof']}` });
+    }
     await stack.setWorkers(1);
     const block = jpegLikeBlock();
     const data = Buffer.concat(Array.from({ length: size / MiB }, () => block));
