@@ -308,6 +308,7 @@ export async function createApiContext(
       partSize: config.s3?.partSize ?? 8 * 1024 * 1024,
       metrics,
       logger,
+      background: (what, task) => background.run(what, task),
     });
     made.resumable = resumable;
     if (redis) {

@@ -46,9 +46,19 @@ runBenchmark(async () => {
       for (const hit of text.matchAll(m)) out[hit[1] as 'count' | 'sum'] = Number(hit[2]);
       return out;
     };
+    /** Each request's wall time, by method, in the last tus upload. */
+    let requests: { method: string; ms: number }[] = [];
     const viaTus = () =>
       new Promise<void>((resolve, reject) => {
+        requests = [];
+        const started = new Map<unknown, number>();
         const upload = new tus.Upload(data, {
+          onBeforeRequest: (req) => void started.set(req, performance.now()),
+          onAfterResponse: (req) =>
+            void requests.push({
+              method: req.getMethod(),
+              ms: performance.now() - started.get(req)!,
+            }),
           endpoint: `${stack.url}/media/upload/resumable`,
           headers: { Authorization: `Bearer ${stack.token}` },
           metadata: { filename: 'probe.jpg', filetype: 'image/jpeg' },
@@ -74,6 +84,12 @@ runBenchmark(async () => {
       times.post.push(postMs);
       const per = (a: { count: number; sum: number }, b: { count: number; sum: number }) =>
         `${b.count - a.count} parts, ${(((b.sum - a.sum) / Math.max(1, b.count - a.count)) * 1000).toFixed(1)} ms each`;
+      const patches = requests.filter((q) => q.method === 'PATCH').map((q) => q.ms);
+      const others = requests.filter((q) => q.method !== 'PATCH');
+      print(
+        `  PATCH ms: ${patches.map((m) => m.toFixed(0)).join(' ')}; ` +
+          others.map((q) => `${q.method} ${q.ms.toFixed(0)} ms`).join(', '),
+      );
       print(
         `round ${r}: tus ${tusMs.toFixed(0)} ms, POST ${postMs.toFixed(0)} ms, ratio ${(postMs / tusMs).toFixed(3)}; ` +
           `streamed ${per(before.stream, after.stream)}; put ${per(before.put, after.put)}`,

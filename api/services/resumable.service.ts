@@ -126,6 +126,8 @@ export class ResumableService {
       partSize: number;
       metrics?: ResumableMetrics | undefined;
       logger: Logger;
+      /** Work off the answer's path (a finished upload's leftovers removed); awaited when absent. */
+      background?: ((what: string, task: () => Promise<unknown>) => void) | undefined;
     },
   ) {
     this.keys = resumableKeys(deps.config.queuePrefix);
@@ -486,30 +488,34 @@ export class ResumableService {
     // A part streamed while it fills: what the body has of it is written as it comes.
     const streamPart = store.multipart.streamPart?.bind(store.multipart);
     const bodyEnd = input.contentLength === undefined ? undefined : start + input.contentLength;
-    let streaming: { body: PassThrough; sent: Promise<void>; part: number } | undefined;
+    let streaming:
+      { body: PassThrough; sent: Promise<void>; part: number; size: number } | undefined;
     /** Where in the file the part filling now starts (the tail's bytes come before `start`). */
     let partStart = start;
-    const streams = () =>
-      streamPart !== undefined &&
-      bodyEnd !== undefined &&
-      head.length >= DETECTION_BYTES &&
-      partStart + partSize <= bodyEnd;
+    /** The size of the part filling now, when it can be streamed: this PATCH brings all of it. */
+    const streamable = (): number | undefined => {
+      if (!streamPart || bodyEnd === undefined || head.length < DETECTION_BYTES) return undefined;
+      if (partStart + partSize <= bodyEnd) return partSize;
+      // The upload's last part, shorter, after stored ones (a smaller file is not multipart).
+      const last = state.length !== null && bodyEnd === state.length && multipart !== undefined;
+      return last && bodyEnd > partStart ? bodyEnd - partStart : undefined;
+    };
     const write = async (data: Buffer) => {
       const { body, sent } = streaming!;
       if (!body.write(data)) await Promise.race([once(body, 'drain'), sent]);
     };
-    const openStream = async () => {
+    const openStream = async (size: number) => {
       const { key, uploadId } = await ensureMultipart();
       const part = nextPart++;
       const body = new PassThrough();
       // Its failure is the part's (`sent`), whenever it comes.
       body.on('error', () => undefined);
-      const buffer = current;
-      const sent = streamPart!(key, uploadId, part, partSize, body, buffer).then(
-        (etag) => void newParts.push({ part, etag, size: partSize }),
+      const bytes = current.subarray(0, size);
+      const sent = streamPart!(key, uploadId, part, size, body, bytes).then(
+        (etag) => void newParts.push({ part, etag, size }),
       );
       sent.catch(() => undefined);
-      streaming = { body, sent, part };
+      streaming = { body, sent, part, size };
       if (filled > 0) await write(current.subarray(0, filled));
     };
     const endStream = () => {
@@ -571,14 +577,19 @@ export class ResumableService {
           }
         }
         while (chunk.length > 0) {
-          if (!streaming && streams()) await openStream();
-          const n = chunk.copy(current, filled);
+          if (!streaming) {
+            const size = streamable();
+            if (size !== undefined) await openStream(size);
+          }
+          const n = chunk.copy(current, filled, 0, (streaming?.size ?? partSize) - filled);
           if (streaming) await write(current.subarray(filled, filled + n));
           filled += n;
           chunk = chunk.subarray(n);
-          if (filled === partSize) {
-            if (streaming) endStream();
-            else await flush();
+          if (streaming && filled === streaming.size) {
+            partStart += streaming.size;
+            endStream();
+          } else if (filled === partSize) {
+            await flush();
             partStart += partSize;
           }
         }
@@ -728,13 +739,16 @@ export class ResumableService {
     if (written) return this.done(state, written);
     let record: MediaRecord;
     try {
-      if (!(await store.stat(mp.key))) {
-        await store.multipart.complete(
+      await store.multipart
+        .complete(
           mp.key,
           mp.uploadId,
           mp.parts.map(({ part, etag }) => ({ part, etag })),
-        );
-      }
+        )
+        .catch(async (err: unknown) => {
+          // A crash after the parts were joined left the object (the key is this upload's alone).
+          if (!(await store.stat(mp.key))) throw err;
+        });
       const hex = state.completing?.checksum ?? (await sha256Of(await store.get(mp.key)));
       const { records } = await this.deps.uploads.recordStored(caller, {
         object: {
@@ -764,14 +778,23 @@ export class ResumableService {
     state.multipart = undefined;
     state.tail = undefined;
     await this.save(state, { fenced: false });
-    const redis = this.redis;
-    await redis.zrem(this.keys.org(state.organizationId), state.id);
-    await redis.zrem(this.keys.expiries, state.id);
+    await this.redis
+      .multi()
+      .zrem(this.keys.org(state.organizationId), state.id)
+      .zrem(this.keys.expiries, state.id)
+      .exec();
     this.hashes.delete(state.id);
-    if (tail) await this.deps.store.remove(tail.key);
-    await removeResumableBytes(this.deps.store, { prefix, multipart: undefined }).catch(
-      (err: unknown) => this.deps.logger.warn({ err }, 'could not remove a finished upload’s tail'),
-    );
+    // What may be left under its prefix (its tail; one a lapsed writer stored): after the answer.
+    const leftovers = async () => {
+      if (tail) await this.deps.store.remove(tail.key);
+      await removeResumableBytes(this.deps.store, { prefix, multipart: undefined });
+    };
+    if (this.deps.background)
+      this.deps.background('remove a finished upload’s leftovers', leftovers);
+    else
+      await leftovers().catch((err: unknown) =>
+        this.deps.logger.warn({ err }, 'could not remove a finished upload’s leftovers'),
+      );
     return record;
   }
 
