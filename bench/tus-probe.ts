@@ -6,7 +6,8 @@
  * per upload: the PATCHes' wall time, and how many parts went to the store
  * as they came (`streamPart`) or after (`putPart`), from the API's metrics.
  *
- *   npx tsx bench/tus-probe.ts [--mib 100] [--chunk 8] [--rounds 3] [--env NAME=VALUE ...]
+ *   npx tsx bench/tus-probe.ts [--mib 100] [--chunk 8] [--rounds 3] [--parallel 1]
+ *       [--env NAME=VALUE ...]
  */
 import { parseArgs } from 'node:util';
 import * as tus from 'tus-js-client';
@@ -22,6 +23,7 @@ const { values } = parseArgs({
     mib: { type: 'string', default: '100' },
     chunk: { type: 'string', default: '8' },
     rounds: { type: 'string', default: '3' },
+    parallel: { type: 'string', default: '1' },
     env: { type: 'string', multiple: true, default: [] },
   },
 });
@@ -63,6 +65,7 @@ runBenchmark(async () => {
           headers: { Authorization: `Bearer ${stack.token}` },
           metadata: { filename: 'probe.jpg', filetype: 'image/jpeg' },
           chunkSize: Number(values.chunk) * MiB,
+          ...(Number(values.parallel) > 1 ? { parallelUploads: Number(values.parallel) } : {}),
           retryDelays: [],
           onError: reject,
           onSuccess: () => resolve(),
