@@ -18,6 +18,7 @@
  */
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { putParts, type Ticket } from './benchmarks/direct-upload';
 import { jpegLikeBlock, MiB } from './lib/benchmark';
 import { threadCpuSeconds } from './lib/proc';
 import { Stack } from './lib/stack';
@@ -34,12 +35,6 @@ const { values } = parseArgs({
     'cpu-prof': { type: 'string' },
   },
 });
-
-interface Ticket {
-  parts: { partNumber: number; url: string }[];
-  partSize: number;
-  completeUrl: string;
-}
 
 runBenchmark(async () => {
   const size = Number(values.mib) * MiB;
@@ -78,19 +73,7 @@ runBenchmark(async () => {
         if (asked.status !== 201) throw new Error(`request: ${asked.status}`);
         return ((await asked.json()) as { data: Ticket }).data;
       });
-      await timed('parts', () =>
-        Promise.all(
-          ticket.parts.map(async (part) => {
-            const start = (part.partNumber - 1) * ticket.partSize;
-            const res = await fetch(part.url, {
-              method: 'PUT',
-              body: data.subarray(start, start + ticket.partSize),
-            });
-            if (!res.ok) throw new Error(`part ${part.partNumber}: ${res.status}`);
-            await res.arrayBuffer();
-          }),
-        ),
-      );
+      await timed('parts', () => putParts(ticket, data));
       await timed('complete', async () => {
         const done = await fetch(ticket.completeUrl, { method: 'POST', headers: auth });
         if (done.status !== 201) throw new Error(`complete: ${done.status} ${await done.text()}`);

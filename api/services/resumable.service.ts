@@ -126,8 +126,8 @@ export class ResumableService {
       partSize: number;
       metrics?: ResumableMetrics | undefined;
       logger: Logger;
-      /** Work off the answer's path (a finished upload's leftovers removed); awaited when absent. */
-      background?: ((what: string, task: () => Promise<unknown>) => void) | undefined;
+      /** Work off the answer's path (a finished upload's leftovers removed): the API's background tasks. */
+      background: (what: string, task: () => Promise<unknown>) => void;
     },
   ) {
     this.keys = resumableKeys(deps.config.queuePrefix);
@@ -285,9 +285,9 @@ export class ResumableService {
     await this.save(state);
     // The partials' bytes are the record's now: their objects and states go, after the answer
     // (4 partials took 270-330 ms on Swift); a crash before leaves them to the expiry's cleanup.
-    const forgetPartials = () => Promise.all(partials.map((partial) => this.forget(partial)));
-    if (this.deps.background) this.deps.background('remove concatenated partials', forgetPartials);
-    else await forgetPartials();
+    this.deps.background('remove concatenated partials', () =>
+      Promise.all(partials.map((partial) => this.forget(partial))),
+    );
     return { state, record };
   }
 
@@ -775,7 +775,7 @@ export class ResumableService {
 
   /** The upload has its record: its state says so (HEAD answers Media-Key), its leftovers go. */
   private async done(state: ResumableState, record: MediaRecord): Promise<MediaRecord> {
-    const { prefix, tail } = state;
+    const { prefix } = state;
     state.mediaKey = record.key;
     state.completing = undefined;
     state.multipart = undefined;
@@ -788,16 +788,9 @@ export class ResumableService {
       .exec();
     this.hashes.delete(state.id);
     // What may be left under its prefix (its tail; one a lapsed writer stored): after the answer.
-    const leftovers = async () => {
-      if (tail) await this.deps.store.remove(tail.key);
-      await removeResumableBytes(this.deps.store, { prefix, multipart: undefined });
-    };
-    if (this.deps.background)
-      this.deps.background('remove a finished upload’s leftovers', leftovers);
-    else
-      await leftovers().catch((err: unknown) =>
-        this.deps.logger.warn({ err }, 'could not remove a finished upload’s leftovers'),
-      );
+    this.deps.background('remove a finished upload’s leftovers', () =>
+      removeResumableBytes(this.deps.store, { prefix, multipart: undefined }),
+    );
     return record;
   }
 

@@ -13,12 +13,27 @@ import { threadCpuSeconds } from '../lib/proc';
 import { target, type BenchmarkResult, type Table } from '../lib/report';
 import { ratios, stat } from '../lib/stats';
 
-interface Ticket {
+export interface Ticket {
   id: string;
   method: string;
   partSize: number;
   parts: { partNumber: number; url: string }[];
   completeUrl: string;
+}
+
+/** A direct upload's parts PUT to their presigned URLs, all at once, as a client sends them. */
+export async function putParts(ticket: Ticket, data: Buffer): Promise<void> {
+  await Promise.all(
+    ticket.parts.map(async (part) => {
+      const start = (part.partNumber - 1) * ticket.partSize;
+      const res = await fetch(part.url, {
+        method: 'PUT',
+        body: data.subarray(start, start + ticket.partSize),
+      });
+      if (!res.ok) throw new Error(`part ${part.partNumber}: ${res.status}`);
+      await res.arrayBuffer();
+    }),
+  );
 }
 
 export const directUpload: Benchmark = {
@@ -56,17 +71,7 @@ export const directUpload: Benchmark = {
         });
         if (asked.status !== 201) throw new Error(`direct upload request: ${asked.status}`);
         const ticket = ((await asked.json()) as { data: Ticket }).data;
-        await Promise.all(
-          ticket.parts.map(async (part) => {
-            const start = (part.partNumber - 1) * ticket.partSize;
-            const res = await fetch(part.url, {
-              method: 'PUT',
-              body: data.subarray(start, start + ticket.partSize),
-            });
-            if (!res.ok) throw new Error(`part ${part.partNumber}: ${res.status}`);
-            await res.arrayBuffer();
-          }),
-        );
+        await putParts(ticket, data);
         const done = await fetch(ticket.completeUrl, { method: 'POST', headers: auth });
         if (done.status !== 201) throw new Error(`completion: ${done.status} ${await done.text()}`);
       });
