@@ -65,6 +65,7 @@ function toConfig(env: Env) {
     S3_PART_SIZE,
     S3_UPLOAD_CONCURRENCY,
     S3_SINGLE_PUT_MAX,
+    S3_STREAM_PARTS,
     STORAGE_DIR,
     STORAGE_PUBLIC_ENDPOINT,
     MAX_FILE_SIZE,
@@ -189,6 +190,8 @@ function toConfig(env: Env) {
           uploadConcurrency: S3_UPLOAD_CONCURRENCY,
           /** A body of unknown length up to this many bytes (or one part) goes as one PUT. */
           singlePutMax: S3_SINGLE_PUT_MAX,
+          /** A resumable upload's parts streamed to presigned UploadPart URLs as they come. */
+          streamParts: S3_STREAM_PARTS,
         }
       : undefined,
     bucket: S3_BUCKET,

@@ -266,6 +266,11 @@ export const VARIABLES = {
     value: integer({ default: 16 * MB, min: 0, max: 5 * 1024 * MB, unit: 'bytes' }),
     doc: 'An upload (whose length is known only at its end) of up to this many bytes is sent as one PUT once it has all come in (a body between one part and this bound is held whole); a larger one as a multipart upload of `S3_PART_SIZE` parts. One PUT of 10 MiB was 1.6 times as fast as two parts on Swift ([performance.md](performance.md#choosing-the-part-size)).',
   },
+  S3_STREAM_PARTS: {
+    section: 'storage',
+    value: boolean(true),
+    doc: "A resumable upload's part is sent to the store while its PATCH brings it, to a presigned UploadPart URL (an unsigned payload; over HTTP its MD5 is checked against the ETag the store answers, and a store whose ETag is not the MD5 gets the part again, signed). `false`: each part is sent signed once whole, for a store or bucket policy that refuses presigned requests ([resumable-uploads.md](resumable-uploads.md#a-patchs-parts-streamed)).",
+  },
   STORAGE_DIR: {
     section: 'storage',
     value: text({ type: 'directory' }),

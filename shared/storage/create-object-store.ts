@@ -29,6 +29,7 @@ export function createObjectStore(config: Config, logger: Logger): ObjectStore {
     partSize: s3.partSize,
     queueSize: s3.uploadConcurrency,
     singlePutMax: s3.singlePutMax,
+    streamParts: s3.streamParts,
     description: `S3 ${s3.endpoint} bucket ${s3.bucket}`,
     // Presigned URLs are signed for the host clients reach (S3_PUBLIC_ENDPOINT).
     ...(s3.publicEndpoint !== s3.endpoint.replace(/\/+$/, '')

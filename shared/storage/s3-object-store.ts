@@ -58,6 +58,8 @@ export interface S3StoreOptions {
    * that fits in one part always does); past it, a multipart upload.
    */
   singlePutMax?: number;
+  /** `multipart.streamPart` offered (S3_STREAM_PARTS; the default): false, every part is sent whole. */
+  streamParts?: boolean | undefined;
   description?: string;
   /**
    * The client that signs presigned requests (direct-to-storage uploads): one
@@ -127,6 +129,8 @@ export class S3ObjectStore implements ObjectStore {
     this.pool = new BufferPool(this.partSize, this.queueSize + 1);
     this.description = options.description ?? `s3 bucket ${options.bucket}`;
     this.presigned = this.presignedUploads(options.presigner ?? options.client);
+    if (options.streamParts === false)
+      this.multipart = { ...this.multipart, streamPart: undefined };
   }
 
   private presignedUploads(signer: Client): PresignedUploads {

@@ -6,7 +6,7 @@
  * presigned URL (its payload unsigned) with its Content-Length; over HTTP its
  * MD5 is compared with the ETag answered; a store whose ETag is not the MD5
  * gets the part again, signed, and every later part signed; a body stopped
- * stops the PUT.
+ * stops the PUT; S3_STREAM_PARTS=false offers no streamed parts.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
@@ -28,7 +28,7 @@ interface Seen {
 }
 
 /** The store's HTTP side: answers a part's PUT with `etagOf(body)`. */
-async function fakeStore(etagOf: (body: Buffer) => string) {
+async function fakeStore(etagOf: (body: Buffer) => string, streamParts?: boolean) {
   const seen: Seen[] = [];
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -65,6 +65,7 @@ async function fakeStore(etagOf: (body: Buffer) => string) {
     region: 'us-east-1',
     publicEndpoint: `http://127.0.0.1:${port}`,
     logger: createLogger({ level: 'silent' }),
+    streamParts,
   });
   return {
     seen,
@@ -144,4 +145,15 @@ it('stops the PUT when its body is stopped: the store never gets the whole part'
   await expect(sent).rejects.toThrow();
   expect(fake.seen).toHaveLength(1);
   expect(fake.seen[0]!.complete).toBe(false);
+});
+
+it('offers no streamed parts with S3_STREAM_PARTS=false: each part is sent signed once whole', async () => {
+  const fake = await fakeStore(md5, false);
+  stores.push(fake);
+  expect(fake.store.multipart.streamPart).toBeUndefined();
+  const data = randomBytes(200_000);
+  await expect(fake.store.multipart.putPart('acme/file.pdf', 'upload-1', 1, data)).resolves.toBe(
+    md5(data),
+  );
+  expect(fake.seen.map((s) => s.signed)).toEqual(['header']);
 });
