@@ -490,7 +490,11 @@ export class ResumableService {
 
     // A part streamed while it fills: what the body has of it is written as it comes.
     const streamPart = store.multipart.streamPart?.bind(store.multipart);
-    const bodyEnd = input.contentLength === undefined ? undefined : start + input.contentLength;
+    // Where this PATCH's bytes will end (past the upload's length, the PATCH is refused there).
+    const bodyEnd =
+      input.contentLength === undefined
+        ? undefined
+        : Math.min(start + input.contentLength, state.length ?? Infinity);
     let streaming:
       { body: PassThrough; sent: Promise<void>; part: number; size: number } | undefined;
     /** Where in the file the part filling now starts (the tail's bytes come before `start`). */
