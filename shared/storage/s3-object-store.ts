@@ -301,8 +301,10 @@ export class S3ObjectStore implements ObjectStore {
     for await (const chunk of res) chunks.push(chunk as Buffer);
     if (res.statusCode !== 200) {
       const text = Buffer.concat(chunks).toString('utf8').slice(0, 300);
+      // A store or bucket policy that refuses presigned requests: S3_STREAM_PARTS=false.
+      const hint = res.statusCode === 403 ? ' (presigned requests refused? S3_STREAM_PARTS)' : '';
       throw new Error(
-        `storage answered ${res.statusCode} to part ${part.partNumber} of ${key}: ${text}`,
+        `storage answered ${res.statusCode} to part ${part.partNumber} of ${key}${hint}: ${text}`,
       );
     }
     const etag = String(res.headers.etag ?? '').replace(/^"|"$/g, '');
