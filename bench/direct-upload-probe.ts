@@ -15,13 +15,14 @@
  *
  *   npx tsx bench/direct-upload-probe.ts [--mib 100] [--n 8] [--env NAME=VALUE ...]
  *       [--cpu-prof <dir>]   (the API with --cpu-prof: bench/cpu-profile-summary.ts)
+ *       [--node-flag <flag> ...]   (more of Node's flags for the API, e.g. --trace-gc)
  */
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { putParts, type Ticket } from './benchmarks/direct-upload';
 import { jpegLikeBlock, MiB } from './lib/benchmark';
 import { threadCpuSeconds } from './lib/proc';
-import { Stack } from './lib/stack';
+import { Stack, startFlags } from './lib/stack';
 import { stat } from './lib/stats';
 import { runBenchmark, startServices } from './services';
 
@@ -33,6 +34,7 @@ const { values } = parseArgs({
     n: { type: 'string', default: '8' },
     env: { type: 'string', multiple: true, default: [] },
     'cpu-prof': { type: 'string' },
+    'node-flag': { type: 'string', multiple: true, default: [] },
   },
 });
 
@@ -45,8 +47,15 @@ runBenchmark(async () => {
   const services = await startServices();
   const stack = await Stack.start(services, 'dist', { LOG_LEVEL: 'warn', ...apiEnv });
   try {
-    if (values['cpu-prof']) {
-      await stack.setApiEnv({ NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${values['cpu-prof']}` });
+    const profile = values['cpu-prof']
+      ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${values['cpu-prof']}` }
+      : {};
+    const flags = values['node-flag'];
+    if (values['cpu-prof'] || flags.length > 0) {
+      await stack.setApiEnv(
+        profile,
+        flags.length > 0 ? [...startFlags('start:api'), ...flags] : undefined,
+      );
     }
     await stack.setWorkers(1);
     const block = jpegLikeBlock();

@@ -1,5 +1,6 @@
 import { Schema, type Connection } from 'mongoose';
 import { connectMongo } from '../../../shared/db/connection';
+import { POOL_CHECK_MS, poolCheckIntervals } from '../../../shared/db/pool-checks';
 import { createLogger } from '../../../shared/logger';
 import { isolatedEnv } from '../../support/context';
 
@@ -42,5 +43,15 @@ describe('MongoDB through mongoose (smoke)', () => {
       code: 11000,
     });
     expect(await Things.countDocuments()).toBe(2);
+  });
+
+  // shared/db/pool-checks.ts reaches into the driver's pools: a driver upgrade that moves them
+  // fails here rather than bringing back the 100 ms wake-ups unseen.
+  it('runs each connection pool’s upkeep every 10 s, not every 100 ms', async () => {
+    const intervals = poolCheckIntervals(connection.getClient());
+    expect(intervals.length).toBeGreaterThan(0);
+    expect(intervals.every((ms) => ms === POOL_CHECK_MS)).toBe(true);
+    // The pool still serves.
+    expect(await connection.db!.command({ ping: 1 })).toMatchObject({ ok: 1 });
   });
 });
