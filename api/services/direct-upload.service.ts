@@ -32,7 +32,7 @@ import { safeDisplayName } from '@shared/media/naming';
 import type { OnDuplicate } from '@shared/media-creation';
 import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
 import type { UsageRepository } from '@shared/repositories/usage.repository';
-import type { ObjectStore, PresignedUploads } from '@shared/storage/object-store';
+import type { ListedPart, ObjectStore, PresignedUploads } from '@shared/storage/object-store';
 import {
   quarantineKey,
   type DirectUploadMethod,
@@ -202,14 +202,21 @@ export class DirectUploadService {
       // Read again under the lock: another completion may have finished meanwhile.
       const state = await this.find(caller, id);
       if (state.completed) return this.recorded(caller, state.completed.mediaId);
-      // A completion cut off after the record was written: the record is the upload's.
-      const earlier = await this.deps.media.findById(caller.organization.id, state.mediaId);
-      if (earlier) {
-        await this.finish(state, earlier);
-        return earlier;
+      // The parts of a multipart upload still open (null: none, or it was completed before).
+      const parts = state.uploadId
+        ? await this.deps.store.multipart.parts(state.key, state.uploadId)
+        : null;
+      // A completion cut off after the record was written: the record is the upload's. Its
+      // multipart upload was completed then, so one still open spares the lookup.
+      if (parts === null) {
+        const earlier = await this.deps.media.findById(caller.organization.id, state.mediaId);
+        if (earlier) {
+          await this.finish(state, earlier);
+          return earlier;
+        }
       }
       try {
-        const record = await this.check(caller, state);
+        const record = await this.check(caller, state, parts);
         this.deps.metrics?.directUpload('completed');
         return record;
       } catch (err) {
@@ -259,9 +266,13 @@ export class DirectUploadService {
    * declared) and the folder resolved here; the rest, on a worker: the
    * object read back and checked, copied to its final key, recorded.
    */
-  private async check(caller: Caller, state: DirectUploadState): Promise<MediaRecord> {
+  private async check(
+    caller: Caller,
+    state: DirectUploadState,
+    parts: ListedPart[] | null,
+  ): Promise<MediaRecord> {
     const org = caller.organization;
-    const info = await this.stored(state);
+    const info = await this.stored(state, parts);
     if (info === null) throw Errors.uploadIncomplete('The file is not in the store yet');
     if (info.size !== state.bytes) throw Errors.sizeMismatch(state.bytes, info.size);
     // A folder named by the request is found or created now; the worker checks it is still there.
@@ -297,10 +308,13 @@ export class DirectUploadService {
     return this.recorded(caller, mediaId);
   }
 
-  private async stored(state: DirectUploadState): Promise<{ size: number; etag: string } | null> {
+  /** The object, completed from `parts` (listed by the caller) when its multipart upload is open. */
+  private async stored(
+    state: DirectUploadState,
+    parts: ListedPart[] | null,
+  ): Promise<{ size: number; etag: string } | null> {
     const { store } = this.deps;
     if (!state.uploadId) return store.stat(state.key);
-    const parts = await store.multipart.parts(state.key, state.uploadId);
     const noPart = () => Errors.uploadIncomplete('No part of this upload is in the store yet');
     if (parts === null) {
       const info = await store.stat(state.key);

@@ -372,6 +372,36 @@ describe('direct-to-storage uploads', () => {
     expect(await api.objectKeys(`${org.organization.slug}/`)).toContain(done.body.data!.key);
   });
 
+  it('a completion cut off after its record was written: the next one answers that record and removes what was left', async () => {
+    const data = pdfOf(5 * MiB + 1);
+    const { body } = await requestUpload(org.auth, {
+      name: 'cut.pdf',
+      size: data.length,
+      type: 'application/pdf',
+    });
+    const ticket = body.data!;
+    await send(ticket, data);
+    const first = await complete(org.auth, ticket.id);
+    expect(first.status).toBe(201);
+    // As a completion cut off between the worker's record and its last step leaves it: the
+    // multipart upload completed, its object still in quarantine, the upload not marked done.
+    const uploads = directUploads();
+    const state = (await uploads.get(ticket.id))!;
+    expect(state.completed).toEqual({ mediaId: first.body.data!.id });
+    delete state.completed;
+    const stateKey = `${api.env.config.queuePrefix}:direct:{${ticket.id}}`;
+    await api.ctx.redis!.set(stateKey, JSON.stringify(state), 'PX', EXPIRY_MS);
+    await api.ctx.store.put(state.key, data, { contentType: 'application/pdf' });
+
+    const again = await complete(org.auth, ticket.id);
+    expect(again.status).toBe(201);
+    expect(again.body.data).toEqual(first.body.data);
+    await api.expectNoObjects(quarantine(org));
+    expect((await uploads.get(ticket.id))!.completed).toEqual({ mediaId: first.body.data!.id });
+    const records = await api.ctx.models.Media.countDocuments({ key: first.body.data!.key });
+    expect(records).toBe(1);
+  });
+
   it('records = objects', async () => {
     await cleanupLater();
     const records = await api.ctx.models.Media.find({ organizationId: org.organization.id }).lean();
@@ -380,14 +410,17 @@ describe('direct-to-storage uploads', () => {
   });
 });
 
-/** Runs the expiry cleanup as if its clock were past every upload's expiry. */
-async function cleanupLater(): Promise<number> {
-  const uploads = new DirectUploads({
+function directUploads(): DirectUploads {
+  return new DirectUploads({
     redis: () => api.ctx.redis,
     store: api.ctx.store,
     usage: api.ctx.repositories.usage,
     queuePrefix: api.env.config.queuePrefix,
     logger: createLogger({ level: 'silent' }),
   });
-  return uploads.cleanupExpired(Date.now() + EXPIRY_MS + 60_000);
+}
+
+/** Runs the expiry cleanup as if its clock were past every upload's expiry. */
+async function cleanupLater(): Promise<number> {
+  return directUploads().cleanupExpired(Date.now() + EXPIRY_MS + 60_000);
 }
