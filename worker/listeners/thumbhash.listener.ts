@@ -33,8 +33,13 @@ export const thumbhashListener: Listener = {
       }
     } catch (err) {
       // A refusal (4xx) will not change on a retry; anything else (storage, MongoDB) is retried.
+      // The file's own fault (damaged, too large to decode), not the service's: info, its code
+      // and reason, no stack.
       if (isAppError(err) && err.status < 500) {
-        ctx.log.warn({ err, mediaId: media.id }, 'no placeholder for this image');
+        ctx.log.info(
+          { mediaId: media.id, code: err.code, reason: err.message },
+          'no placeholder for this image',
+        );
         return;
       }
       throw err;
