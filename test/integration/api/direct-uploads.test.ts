@@ -398,7 +398,9 @@ describe('direct-to-storage uploads', () => {
     expect(again.body.data).toEqual(first.body.data);
     await api.expectNoObjects(quarantine(org));
     expect((await uploads.get(ticket.id))!.completed).toEqual({ mediaId: first.body.data!.id });
-    const records = await api.ctx.models.Media.countDocuments({ key: first.body.data!.key as string });
+    const records = await api.ctx.models.Media.countDocuments({
+      key: first.body.data!.key as string,
+    });
     expect(records).toBe(1);
   });
 
