@@ -141,14 +141,19 @@ passes through the API process; the worker's CPU is not counted here.`,
       targets: [
         target('direct API CPU ÷ POST /media/upload API CPU', stat(ratio), '<=', 0.05, '×', {
           digits: 3,
-          why: `What is left in the API process: the request (the folder, the booking,
-starting the multipart upload, signing the part URLs), the completion (listing
-the parts and completing the multipart upload, queueing the worker's job and
-waiting for it, reading the record it wrote) and their HTTP, Redis and
-database round trips, and what the idle process spends while the client sends
-the parts and the worker reads them back (about 4 ms of CPU a second: the
-MongoDB driver's pool checks, heartbeats), beside a streamed upload's receive,
-multipart parse, hash and send to the store.`,
+          why: `What is left in the API process, split by phase with
+\`bench/direct-upload-probe.ts\` (medians of 20 uploads on this machine): the
+request, about 6 ms (the folder, the booking, starting the multipart upload,
+signing the part URLs), the completion, about 11 ms (listing the parts and
+completing the multipart upload, queueing the worker's job and waiting for
+it, reading the record it wrote), and what the idle process spends while the
+client sends the parts and the worker reads them back (about 1 ms of CPU a
+second since the MongoDB driver's pool upkeep runs every 10 s: its event-loop
+sampler and heartbeats), beside a streamed upload's receive, multipart parse,
+hash and send to the store. Each of the completion's dozen round trips to
+Redis, MongoDB and the store costs this virtual machine about 0.5 ms of CPU
+(its system calls and wake-ups), and the request's five as much: fewer round
+trips is what is left to win.`,
         }),
       ],
     };
