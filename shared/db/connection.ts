@@ -6,7 +6,7 @@
 import mongoose, { type Connection } from 'mongoose';
 import type { Logger } from '../logger';
 import type { DependencyMetrics } from '../metrics';
-import { POOL_CHECK_MS, setPoolChecks } from './pool-checks';
+import { setPoolChecks } from './pool-checks';
 
 export interface MongoOptions {
   /** How long to wait for a reachable server before an operation fails. */
@@ -63,7 +63,7 @@ export async function connectMongo(
   connection.on('error', (err: unknown) => log.error({ err }, 'MongoDB connection error'));
   await connection.asPromise();
   // The pools' upkeep every 10 s instead of every 100 ms (shared/db/pool-checks.ts).
-  if (!setPoolChecks(connection.getClient(), POOL_CHECK_MS)) {
+  if (!setPoolChecks(connection.getClient())) {
     log.debug('the driver’s connection pools were not found: their upkeep stays at 100 ms');
   }
   log.info(

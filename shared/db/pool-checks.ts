@@ -14,9 +14,9 @@
  * set on each pool here: on the servers the client has, and on every server
  * it opens later (a replica set's members found by discovery). The pools and
  * their options are the driver's internals: where they are not found (another
- * driver version), nothing is changed and `false` says so; a unit test
- * (test/unit/pool-checks.test.ts) checks they are found on the version
- * installed.
+ * driver version), nothing is changed and `false` says so; the MongoDB smoke
+ * test (test/integration/services/mongodb.smoke.test.ts) checks they are
+ * found on the version installed.
  */
 import type { MongoClient } from 'mongodb';
 
