@@ -14,10 +14,10 @@ import { rateLimiters } from './middleware/rate-limit';
 import { requestLog } from './middleware/request-log';
 import { signedUrlAccess } from './middleware/signed-url';
 import { uploadGuard } from './middleware/upload-guard';
-import { consoleDir, consoleRoutes } from './routes/console.routes';
+import { CONSOLE_PATH, consoleDir, consoleRoutes } from './routes/console.routes';
 import { archiveRoutes } from './routes/archive.routes';
-import { dashboardRoutes } from './routes/dashboard.routes';
-import { docsRoutes } from './routes/docs.routes';
+import { DASHBOARD_PATH, dashboardRoutes } from './routes/dashboard.routes';
+import { DOCS_PATH, docsRoutes } from './routes/docs.routes';
 import { downloadRoutes } from './routes/download.routes';
 import { folderRoutes } from './routes/folders.routes';
 import { webhookRoutes } from './routes/webhooks.routes';
@@ -86,18 +86,23 @@ export function createApp(deps: AppDeps): Express {
     }),
   );
 
-  app.use(docsRoutes());
+  // Each page's router is mounted at its path, so a request elsewhere only tests the path.
+  app.use(DOCS_PATH, docsRoutes());
 
   // The web console's static files (CONSOLE_ENABLED; built by `npm run build`).
   if (deps.config.consoleEnabled) {
     const dir = consoleDir();
-    if (dir) app.use(consoleRoutes({ dir, publicBaseUrl: deps.config.publicBaseUrl }));
-    else deps.logger.warn('the web console is not built (npm run build): /console answers 404');
+    if (dir) {
+      app.use(CONSOLE_PATH, consoleRoutes({ dir, publicBaseUrl: deps.config.publicBaseUrl }));
+    } else {
+      deps.logger.warn('the web console is not built (npm run build): /console answers 404');
+    }
   }
 
   if (deps.config.dashboard && deps.queues) {
     const { failureLimit, lockoutMs, ...dashboard } = deps.config.dashboard;
     app.use(
+      DASHBOARD_PATH,
       dashboardRoutes(deps.queues, dashboard, {
         failureLimit,
         lockoutMs,
@@ -142,14 +147,9 @@ export function createApp(deps: AppDeps): Express {
       logger: deps.logger,
     }),
   };
-  app.use(
-    uploadRoutes({ uploads: deps.uploads, config: deps.config, metrics: deps.metrics, guards }),
-  );
-  app.use(resumableRoutes({ resumable: deps.resumable, config: deps.config, guards }));
-  app.use(directUploadRoutes({ directUploads: deps.directUploads, config: deps.config, guards }));
+  // Reads first: a request passes through each router mounted before its own, and downloads and
+  // renders are most of them (their paths are no other router's, so the order changes no answer).
   app.use(downloadRoutes({ downloads: deps.downloads, metrics: deps.metrics, guards }));
-  app.use(signRoutes({ signedUrls: deps.signedUrls, guards }));
-  app.use(archiveRoutes({ archives: deps.archives, guards }));
   app.use(
     renderRoutes({
       guards,
@@ -158,6 +158,13 @@ export function createApp(deps: AppDeps): Express {
       metrics: deps.metrics,
     }),
   );
+  app.use(
+    uploadRoutes({ uploads: deps.uploads, config: deps.config, metrics: deps.metrics, guards }),
+  );
+  app.use(resumableRoutes({ resumable: deps.resumable, config: deps.config, guards }));
+  app.use(directUploadRoutes({ directUploads: deps.directUploads, config: deps.config, guards }));
+  app.use(signRoutes({ signedUrls: deps.signedUrls, guards }));
+  app.use(archiveRoutes({ archives: deps.archives, guards }));
   app.use(jobRoutes({ jobs: deps.jobs, mediaJobs: deps.mediaJobs, config: deps.config, guards }));
   app.use(folderRoutes({ folders: deps.folders, config: deps.config, guards }));
   app.use(webhookRoutes({ webhooks: deps.webhooks, guards }));

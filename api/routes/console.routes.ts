@@ -46,17 +46,17 @@ export function consoleCsp(origins: readonly string[] = []): string[] {
   ];
 }
 
+/** The console's routes, relative to CONSOLE_PATH, where app.ts mounts them. */
 export function consoleRoutes(deps: { dir: string; publicBaseUrl?: string | undefined }): Router {
   const router = Router();
   const origins = deps.publicBaseUrl ? [new URL(deps.publicBaseUrl).origin] : [];
-  router.use(CONSOLE_PATH, pageProtection(consoleCsp(origins)), (_req, res, next) => {
+  router.use(pageProtection(consoleCsp(origins)), (_req, res, next) => {
     res.setHeader('X-Content-Type-Options', 'nosniff');
     res.setHeader('Referrer-Policy', 'no-referrer');
     res.setHeader('Cross-Origin-Opener-Policy', 'same-origin');
     next();
   });
   router.use(
-    CONSOLE_PATH,
     express.static(deps.dir, {
       index: 'index.html',
       fallthrough: true,

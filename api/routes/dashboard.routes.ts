@@ -30,6 +30,7 @@ const readOnly: RequestHandler = (req, _res, next) => {
   next(Errors.methodNotAllowed('GET, HEAD'));
 };
 
+/** The dashboard's routes, relative to DASHBOARD_PATH, where app.ts mounts them. */
 export function dashboardRoutes(
   queues: Queue[],
   options: { user: string; password: string; write: boolean },
@@ -46,7 +47,6 @@ export function dashboardRoutes(
   });
   const router = Router();
   router.use(
-    DASHBOARD_PATH,
     pageProtection(),
     operatorAuth(options, lockout),
     ...(options.write ? [] : [readOnly]),

@@ -24,6 +24,9 @@ import swaggerUi from 'swagger-ui-express';
 import { parse } from 'yaml';
 import { pageProtection } from '../middleware/page-protection';
 
+/** The URL path the API's documentation is served under (app.ts mounts docsRoutes() there). */
+export const DOCS_PATH = '/docs';
+
 /** api/openapi.yaml beside the routes; the build copies it to dist/api/. */
 export const OPENAPI_FILE = join(__dirname, '..', 'openapi.yaml');
 
@@ -51,24 +54,24 @@ const FORGET_TOKEN_JS = `// Swagger UI no longer keeps the token given to "Autho
 try { window.localStorage.removeItem('authorized'); } catch (e) { /* storage unavailable */ }
 `;
 
+/** The documentation's routes, relative to DOCS_PATH, where app.ts mounts them. */
 export function docsRoutes(): Router {
   let text: string | undefined;
   let json: string | undefined;
   const yaml = () => (text ??= readFileSync(OPENAPI_FILE, 'utf8'));
   const router = Router();
-  router.use('/docs', pageProtection(DOCS_CSP));
-  router.get('/docs/forget-token.js', (_req, res) => {
+  router.use(pageProtection(DOCS_CSP));
+  router.get('/forget-token.js', (_req, res) => {
     res.type('application/javascript').send(FORGET_TOKEN_JS);
   });
-  router.get('/docs/openapi.yaml', (_req, res) => {
+  router.get('/openapi.yaml', (_req, res) => {
     res.type('application/yaml').send(yaml());
   });
-  router.get('/docs/openapi.json', (_req, res) => {
+  router.get('/openapi.json', (_req, res) => {
     json ??= JSON.stringify(parse(yaml()));
     res.type('application/json').send(json);
   });
   router.use(
-    '/docs',
     swaggerUi.serve,
     swaggerUi.setup(undefined, {
       customSiteTitle: 'Media storage service API',
