@@ -146,7 +146,8 @@ export async function createWorkerContext(
     let webhookQueue: BullJobQueue | undefined;
     // Its own fail-fast connection, made on the first handoff (a worker without image jobs never makes it).
     let handoffRedis: RedisConnection | undefined;
-    // Direct uploads' state, read by their cleanup only (connects on its first run).
+    // Direct uploads' state, for their completion jobs and cleanup (made on first use; each
+    // waits until it is ready: DirectUploads.ready).
     let directRedis: RedisConnection | undefined;
     // And one for the resumable uploads' cleanup, made on its first run.
     let resumableRedis: RedisConnection | undefined;

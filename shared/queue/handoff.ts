@@ -17,10 +17,12 @@
  * thumbnails are tens of KB. Nothing is kept past the lifetime.
  */
 import type { Logger } from '../logger';
-import type { RedisConnection } from './redis';
+import { waitForRedis, type RedisConnection } from './redis';
 
 /** How long handed-over bytes wait for the requests of their job (they read them at once). */
 export const HANDOFF_TTL_MS = 10_000;
+/** How long an offer waits for a connection not ready yet (a fresh worker's) before storage is the way. */
+const OFFER_READY_WAIT_MS = 1_000;
 
 export function handoffKey(queuePrefix: string, jobId: string): string {
   return `${queuePrefix}:handoff:${jobId}`;
@@ -50,9 +52,10 @@ export class JobHandoff {
   async offer(jobId: string, data: Buffer): Promise<boolean> {
     if (!this.accepts(data.length)) return false;
     try {
-      await this.deps
-        .redis()
-        .set(handoffKey(this.deps.queuePrefix, jobId), data, 'PX', HANDOFF_TTL_MS);
+      const redis = this.deps.redis();
+      // A worker makes this fail-fast connection on its first offer: ready first, within a bound.
+      await waitForRedis(redis, OFFER_READY_WAIT_MS);
+      await redis.set(handoffKey(this.deps.queuePrefix, jobId), data, 'PX', HANDOFF_TTL_MS);
       return true;
     } catch (err) {
       this.deps.logger.debug({ err, jobId }, 'job output not handed over (read from storage)');

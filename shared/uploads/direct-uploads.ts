@@ -108,6 +108,16 @@ export class DirectUploads {
     return `${this.prefix}:expiries`;
   }
 
+  /**
+   * Resolves once the connection is ready: a worker makes its fail-fast
+   * connection on first use, and a command sent before it is ready fails at
+   * once instead of waiting ("Stream isn't writeable"). The API's connection
+   * is ready from its start, so its requests do not wait on an outage.
+   */
+  async ready(): Promise<void> {
+    await waitForRedis(this.redis);
+  }
+
   /** The organization's uploads requested and neither completed nor expired. */
   incomplete(organizationId: number, now = Date.now()): Promise<number> {
     return this.redis.zcount(this.orgKey(organizationId), String(now), '+inf');
@@ -186,9 +196,8 @@ export class DirectUploads {
    * upload whose completion is running is left to it. Answers how many.
    */
   async cleanupExpired(now = Date.now()): Promise<number> {
+    await this.ready();
     const redis = this.redis;
-    // Its fail-fast connection is made on the first run (a fresh worker's first job).
-    await waitForRedis(redis);
     const ids = await redis.zrangebyscore(this.expiriesKey, 0, now, 'LIMIT', 0, 500);
     let cleaned = 0;
     for (const id of ids) {

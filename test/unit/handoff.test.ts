@@ -12,6 +12,8 @@ import type { RedisConnection } from '../../shared/queue/redis';
 function fakeRedis(fail = false) {
   const values = new Map<string, { value: Buffer; px: number }>();
   const redis = {
+    // A connection that is up (a fresh one's first offer waits for this: the integration tier).
+    status: 'ready',
     set: (key: string, value: Buffer, mode: string, px: number) => {
       if (fail) return Promise.reject(new Error('Redis is away'));
       expect(mode).toBe('PX');

@@ -36,7 +36,7 @@ export class DirectCompletionService {
   constructor(
     private readonly deps: {
       store: ObjectStore;
-      uploads: Pick<DirectUploads, 'get' | 'completed'>;
+      uploads: Pick<DirectUploads, 'ready' | 'get' | 'completed'>;
       creation: Pick<MediaCreation, 'commit'>;
       media: Pick<MediaRepository, 'findById'>;
       folders: Pick<FoldersRepository, 'findById'>;
@@ -50,6 +50,8 @@ export class DirectCompletionService {
     input: JobPayloads['upload.complete-direct'],
   ): Promise<MediaRecord> {
     const { uploads, media } = this.deps;
+    // The state's connection is made on a fresh worker's first use: ready before it is read.
+    await uploads.ready();
     const state = await uploads.get(input.uploadId);
     // Only the organization's own upload, and only its quarantine key is ever read.
     if (

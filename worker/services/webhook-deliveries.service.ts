@@ -186,6 +186,8 @@ export class WebhookDeliveries {
   async attempt(payload: Payload, signal: AbortSignal, log: Logger): Promise<Result> {
     // A slot of the endpoint first (no database read for an attempt that must wait).
     const member = attemptUuid(payload);
+    // The queue's fail-fast connection is made on first use: a fresh worker's first attempt.
+    await this.deps.queue().ready();
     if (!(await this.take(payload, member))) return { outcome: 'waiting', status: null };
     // The slot is given back once the request has ended (logging it and queueing the next
     // attempt need no slot: the next one parked starts meanwhile), or at the latest here.
