@@ -111,8 +111,9 @@ export class DirectUploads {
   /**
    * Resolves once the connection is ready: a worker makes its fail-fast
    * connection on first use, and a command sent before it is ready fails at
-   * once instead of waiting ("Stream isn't writeable"). The API's connection
-   * is ready from its start, so its requests do not wait on an outage.
+   * once instead of waiting ("Stream isn't writeable"). The API does not
+   * call it: its connection is ready from its start, and its requests fail
+   * fast on an outage.
    */
   async ready(): Promise<void> {
     await waitForRedis(this.redis);
