@@ -121,6 +121,14 @@ export class AppError extends Error {
 
 export const isAppError = (e: unknown): e is AppError => e instanceof AppError;
 
+/**
+ * Whether an answer's status is the server's failure, logged at `error` and
+ * counted by the 5xx alert: every 5xx but 501, the answer of a feature this
+ * deployment has switched off (`SIGNED_URLS_DISABLED`,
+ * `DIRECT_UPLOADS_UNSUPPORTED`), which is its configuration working as set.
+ */
+export const isServerFault = (status: number): boolean => status >= 500 && status !== 501;
+
 /** The error envelope, the same from every process: `{ statusCode, message, error, details?, …extra, requestId }`. */
 export interface ErrorBody {
   statusCode: number;

@@ -1,14 +1,15 @@
 /**
  * The one place errors become HTTP responses, in the documented envelope:
  * `{ statusCode, message, error, details?, requestId }`. Unknown errors are a
- * 500 with the request id, logged with their stack.
+ * 500 with the request id, logged with their stack. A refusal (4xx, or the
+ * 501 of a feature switched off) is logged at `info` with its code.
  */
 import { randomUUID } from 'node:crypto';
 import { maxHeaderSize, STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import type { Logger } from '@shared/logger';
-import { errorBody, Errors, isAppError, type AppError } from '@shared/errors';
+import { errorBody, Errors, isAppError, isServerFault, type AppError } from '@shared/errors';
 import { logOf, requestIdOf } from '../http/request-context';
 
 /** Translates errors thrown by libraries into AppErrors; everything else is a 500. */
@@ -36,7 +37,7 @@ export function toAppError(err: unknown): AppError {
 export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
   const appError = toAppError(err);
   const requestId = requestIdOf(req);
-  if (appError.status >= 500) {
+  if (isServerFault(appError.status)) {
     logOf(req)?.error({ err: appError.cause ?? err, code: appError.code }, appError.message);
   } else {
     logOf(req)?.info({ code: appError.code, status: appError.status }, appError.message);

@@ -1,7 +1,7 @@
 /**
  * Request logging: one line per request when its answer ends ("request
- * completed" at `info`; "request errored" at `error` for a 5xx, whose cause
- * the error handler logs beside it), with the request's id, method, URL and
+ * completed" at `info`; "request errored" at `error` for a 5xx other than a
+ * switched-off feature's 501, whose cause the error handler logs beside it), with the request's id, method, URL and
  * status, how long it took, and who made it once authenticated: the
  * organization and the token's public id, never the token. The request's
  * context gets a child logger bound to the same (`logOf(req)`), made when
@@ -13,6 +13,7 @@
  * 7% down without them (docs/performance.md, "The request log").
  */
 import type { RequestHandler } from 'express';
+import { isServerFault } from '@shared/errors';
 import type { Logger } from '@shared/logger';
 import { contextOf } from '../http/request-context';
 
@@ -41,7 +42,7 @@ export function requestLog(logger: Logger): RequestHandler {
       const ended = () => {
         res.off('finish', ended);
         res.off('close', ended);
-        const failed = res.statusCode >= 500;
+        const failed = isServerFault(res.statusCode);
         const level = failed ? 'error' : 'info';
         // Above LOG_LEVEL the line is not even built.
         if (!logger.isLevelEnabled(level)) return;

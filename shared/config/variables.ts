@@ -114,7 +114,7 @@ export const VARIABLES = {
     value: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], {
       default: 'info',
     }),
-    doc: 'The pino level of every process. The API logs each request at `info` (a 5xx at `error`): above `info` those lines are neither written nor built.',
+    doc: 'The pino level of every process. The API logs each request at `info` (a 5xx at `error`, except the 501 of a feature switched off: a refusal, at `info`): above `info` those lines are neither written nor built.',
   },
   PORT: {
     section: 'server',

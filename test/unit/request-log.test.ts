@@ -3,14 +3,17 @@
  * real HTTP: at `info`, one line per request with its id, method, URL and
  * status; above `info` (LOG_LEVEL=warn), no line for an answer below 500 but
  * still the error line of a 500; probes never logged; the request's own
- * logger (`logOf(req)`) bound to the same.
+ * logger (`logOf(req)`) bound to the same. With the error handler: a 500's
+ * cause at `error`, a switched-off feature's 501 at `info` like a refusal.
  */
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import express from 'express';
 import type { Config } from '@shared/config';
 import { createLogger } from '@shared/logger';
+import { Errors } from '@shared/errors';
 import { beginRequest, logOf } from '../../api/http/request-context';
+import { errorHandler } from '../../api/middleware/error-handler';
 import { requestLog } from '../../api/middleware/request-log';
 
 async function withApp(
@@ -35,6 +38,11 @@ async function withApp(
     logOf(req)?.warn({ detail: 1 }, 'something to say');
     res.json({ ok: true });
   });
+  app.get('/off', (_req, _res, next) => next(Errors.signedUrlsDisabled()));
+  app.get('/broken', () => {
+    throw new Error('a bug');
+  });
+  app.use(errorHandler);
   const server = app.listen(0, '127.0.0.1');
   await new Promise((resolve) => server.once('listening', resolve));
   const { port } = server.address() as AddressInfo;
@@ -92,4 +100,22 @@ it("binds the request's own logger to its id, method and URL", async () => {
     req: { method: 'GET', url: '/warns' },
   });
   expect(typeof lines[0]!.requestId).toBe('string');
+});
+
+it("logs a switched-off feature's 501 as a refusal (info), a 500 from the error handler at error", async () => {
+  const quiet = await withApp('warn', async (get) => {
+    expect(await get('/off')).toBe(501);
+    expect(await get('/broken')).toBe(500);
+  });
+  expect(quiet.map((l) => [l.level, l.msg, (l.req as { url: string }).url])).toEqual([
+    ['error', 'Internal server error', '/broken'],
+    ['error', 'request errored', '/broken'],
+  ]);
+  const all = await withApp('info', async (get) => {
+    expect(await get('/off')).toBe(501);
+  });
+  expect(all).toEqual([
+    expect.objectContaining({ level: 'info', code: 'SIGNED_URLS_DISABLED', status: 501 }),
+    expect.objectContaining({ level: 'info', msg: 'request completed', res: { statusCode: 501 } }),
+  ]);
 });
