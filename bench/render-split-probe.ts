@@ -11,7 +11,15 @@
  * after the job finished (the completion event, the hand-off's read, the
  * answer). The first 5 are left out (warm-up).
  *
- *   npx tsx bench/render-split-probe.ts [--n 90] [--pause 100]
+ * With `--photo`, each render names a fresh upload of the render-peers
+ * benchmark's photo (tests-42_IndexError.jpg → 400 px WebP), uploaded
+ * before the renders and its placeholder computed, as that benchmark does;
+ * `--workers` sets how many workers take the jobs (one job each), so with 2
+ * a render finds its source in the worker's cache about half the time. The
+ * workers log each job's own split to stderr (`"msg":"rendered"`, its
+ * `phases`: lookups, source read, render, booking).
+ *
+ *   npx tsx bench/render-split-probe.ts [--n 90] [--pause 100] [--photo] [--workers 1]
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -31,8 +39,11 @@ const { values } = parseArgs({
   options: {
     n: { type: 'string', default: '90' },
     pause: { type: 'string', default: '100' },
+    photo: { type: 'boolean', default: false },
+    workers: { type: 'string', default: '1' },
   },
 });
+const PHOTO = 'tests-42_IndexError.jpg';
 const WARM_UP = 5;
 
 async function hundredPages(): Promise<Buffer> {
@@ -42,6 +53,53 @@ async function hundredPages(): Promise<Buffer> {
     for (const page of await doc.copyPages(source, source.getPageIndices())) doc.addPage(page);
   }
   return Buffer.from(await doc.save());
+}
+
+/** `n` render URLs of page 1 of one 100-page PDF, each with another quality (a first render). */
+async function pageUrls(stack: Stack, n: number): Promise<string[]> {
+  const form = new FormData();
+  form.append('file', new Blob([await hundredPages()], { type: 'application/pdf' }), 'h.pdf');
+  const up = await fetch(`${stack.url}/media/upload`, {
+    method: 'POST',
+    headers: stack.auth,
+    body: form,
+  });
+  const { key } = ((await up.json()) as { data: { key: string } }).data;
+  return Array.from(
+    { length: n },
+    (_, i) =>
+      `${stack.url}/media/render?media=${encodeURIComponent(key)}&w=400&format=webp&q=${1 + (i % 100)}&page=1`,
+  );
+}
+
+/** `n` render URLs, each of a fresh upload of the photo whose placeholder is computed. */
+async function photoUrls(stack: Stack, n: number): Promise<string[]> {
+  const bytes = readFileSync(join(CORPUS, 'images', PHOTO));
+  const keys: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const form = new FormData();
+    form.append('file', new Blob([bytes], { type: 'image/jpeg' }), PHOTO);
+    const up = await fetch(`${stack.url}/media/upload`, {
+      method: 'POST',
+      headers: stack.auth,
+      body: form,
+    });
+    if (up.status !== 201) throw new Error(`upload answered ${up.status}`);
+    keys.push(((await up.json()) as { data: { key: string } }).data.key);
+  }
+  const deadline = performance.now() + 120_000;
+  while (
+    (await stack.data.models.Media.countDocuments({
+      key: { $in: keys },
+      thumbhash: { $exists: false },
+    })) > 0
+  ) {
+    if (performance.now() > deadline) throw new Error('placeholders still missing');
+    await sleep(50);
+  }
+  return keys.map(
+    (key) => `${stack.url}/media/render?media=${encodeURIComponent(key)}&w=400&format=webp`,
+  );
 }
 
 runBenchmark(async () => {
@@ -54,22 +112,13 @@ runBenchmark(async () => {
     prefix: stack.config.queuePrefix,
   });
   try {
-    await stack.setWorkers(1, ONE_JOB_EACH);
-    const form = new FormData();
-    form.append('file', new Blob([await hundredPages()], { type: 'application/pdf' }), 'h.pdf');
-    const up = await fetch(`${stack.url}/media/upload`, {
-      method: 'POST',
-      headers: stack.auth,
-      body: form,
-    });
-    const { key } = ((await up.json()) as { data: { key: string } }).data;
+    // The workers log each job's own split (`rendered`, its `phases`) to this process's stderr.
+    await stack.setWorkers(Number(values.workers), { ...ONE_JOB_EACH, LOG_LEVEL: 'info' });
+    const urls = values.photo ? await photoUrls(stack, n) : await pageUrls(stack, n);
     const spans: { start: number; end: number }[] = [];
-    for (let i = 0; i < n; i++) {
+    for (const url of urls) {
       const start = Date.now();
-      const res = await request(
-        `${stack.url}/media/render?media=${encodeURIComponent(key)}&w=400&format=webp&q=${1 + (i % 100)}&page=1`,
-        { headers: stack.auth, dispatcher: client },
-      );
+      const res = await request(url, { headers: stack.auth, dispatcher: client });
       await res.body.arrayBuffer();
       if (res.statusCode !== 200) throw new Error(`render answered ${res.statusCode}`);
       spans.push({ start, end: Date.now() });
@@ -92,7 +141,8 @@ runBenchmark(async () => {
       parts.worker!.push(job.finishedOn! - job.processedOn!);
       parts.after!.push(end - job.finishedOn!);
     });
-    print(`${n - WARM_UP} first renders of page 1 → 400 px WebP, ms (median, min–max; p95)`);
+    const what = values.photo ? `${PHOTO} → 400 px WebP` : 'page 1 → 400 px WebP';
+    print(`${n - WARM_UP} first renders of ${what}, ms (median, min–max; p95)`);
     for (const [name, xs] of Object.entries(parts)) {
       const s = stat(xs);
       const p95 = [...xs].sort((a, b) => a - b)[Math.floor(xs.length * 0.95)]!;
