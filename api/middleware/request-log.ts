@@ -1,11 +1,11 @@
 /**
  * Request logging: one line per request when its answer ends ("request
  * completed" at `info`; "request errored" at `error` for a 5xx other than a
- * switched-off feature's 501, whose cause the error handler logs beside it), with the request's id, method, URL and
- * status, how long it took, and who made it once authenticated: the
- * organization and the token's public id, never the token. The request's
- * context gets a child logger bound to the same (`logOf(req)`), made when
- * something first logs through it.
+ * switched-off feature's 501, whose cause the error handler logs beside it),
+ * with the request's id, method, URL and status, how long it took, and who
+ * made it once authenticated: the organization and the token's public id,
+ * never the token. The request's context gets a child logger bound to the
+ * same (`logOf(req)`), made when something first logs through it.
  *
  * Written here rather than with pino-http, which this service used before:
  * pino-http makes two child loggers per request (their bindings serialised
