@@ -2,13 +2,21 @@
  * A direct-to-storage upload's completion, on a worker (the
  * upload.complete-direct job; docs/direct-uploads.md): the API found the
  * object whole in the upload's quarantine key (the multipart upload
- * completed, its size as declared) and resolved the folder; here the object
- * is read back once (its type from the first bytes, the SHA-256 of all of
- * them), checked against what was declared and the accepted types, copied to
- * its final key and recorded through shared/media-creation.ts (the record's
- * id and quota booking are the ones the request took), and the quarantine is
+ * completed, its size as declared) and resolved the folder; here the type is
+ * read from the object's first bytes (a type not accepted is refused before
+ * anything is copied), the object is copied to its final key, read back from
+ * there once (its size, type and SHA-256) and checked against what was
+ * declared, then recorded through shared/media-creation.ts (the record's id
+ * and quota booking are the ones the request took), and the quarantine is
  * emptied. So no byte of the file, and none of the record's storage and
  * database work, is on the API process.
+ *
+ * What is checked is what is kept: the bytes are read back from the final
+ * key, which no client can write. A presigned PUT or POST to the quarantine
+ * key stays valid until the upload expires, so bytes read there before the
+ * copy could differ from the bytes copied (a client writing the key again
+ * meanwhile would get a record whose size, type and checksum are not its
+ * object's).
  *
  * A refusal throws; the API then discards the upload (its object, booking
  * and state). A retry of the job (a worker killed mid-way) finds the record
@@ -73,20 +81,16 @@ export class DirectCompletionService {
       await this.finish(state, earlier);
       return earlier;
     }
-    const verified = await readBack(this.deps.store, state.key, job.signal);
-    if (verified.bytes !== state.bytes || verified.bytes !== input.bytes) {
-      throw Errors.sizeMismatch(state.bytes, verified.bytes);
-    }
+    const { store } = this.deps;
     const { acceptedTypes } = this.deps.limits;
-    const type = verified.mime === null ? undefined : KNOWN_TYPES[verified.mime];
+    const head = await readHead(store, state.key, state.bytes);
+    const detected = head.length === 0 ? undefined : await detectType(head);
+    const type = detected === undefined ? undefined : KNOWN_TYPES[detected.mime];
     if (!type || !acceptedTypes.includes(type.mime)) {
       throw Errors.unsupportedType(
         `"${state.name}" is not an accepted type (${acceptedTypes.join(', ')}); types are detected from the file's content`,
         [{ name: state.name, message: type ? `${type.mime} is not accepted` : 'unknown type' }],
       );
-    }
-    if (state.sha256 !== undefined && state.sha256 !== verified.sha256) {
-      throw Errors.directChecksumMismatch();
     }
     // The API resolved the folder; one deleted since refuses the record.
     const folder =
@@ -98,7 +102,28 @@ export class DirectCompletionService {
       baseName: keyBaseName(state.name),
       ext: type.ext,
     });
-    await this.deps.store.copy(state.key, finalKey);
+    await store.copy(state.key, finalKey);
+    let verified: Awaited<ReturnType<typeof readBack>>;
+    try {
+      verified = await readBack(store, finalKey, job.signal);
+      if (verified.bytes !== state.bytes || verified.bytes !== input.bytes) {
+        throw Errors.sizeMismatch(state.bytes, verified.bytes);
+      }
+      if (verified.mime !== type.mime) {
+        throw Errors.unsupportedType(
+          `"${state.name}" changed while it was checked (${type.mime}, then ${verified.mime ?? 'an unknown type'}); upload it again`,
+          [{ name: state.name, message: 'changed while it was checked' }],
+        );
+      }
+      if (state.sha256 !== undefined && state.sha256 !== verified.sha256) {
+        throw Errors.directChecksumMismatch();
+      }
+    } catch (err) {
+      // Not recorded: its copy goes (one left by a failed removal is an object without a
+      // record, which reconcile lists).
+      await store.remove(finalKey).catch(() => undefined);
+      throw err;
+    }
     const file: NewFile = {
       id: Promise.resolve(state.mediaId),
       book: () => undefined,
@@ -138,8 +163,21 @@ export class DirectCompletionService {
   }
 }
 
+/** The first bytes of an object of `bytes` bytes, as many as type detection reads. */
+async function readHead(
+  store: Pick<ObjectStore, 'get'>,
+  key: string,
+  bytes: number,
+): Promise<Buffer> {
+  if (bytes === 0) return Buffer.alloc(0);
+  const chunks: Buffer[] = [];
+  const range = { start: 0, end: Math.min(DETECTION_BYTES, bytes) - 1 };
+  for await (const chunk of await store.get(key, range)) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).subarray(0, DETECTION_BYTES);
+}
+
 /**
- * A quarantined object read once: its size, its SHA-256 (hex) as the bytes
+ * An object read once: its size, its SHA-256 (hex) as the bytes
  * stream by, its type detected from the first bytes (null: none).
  */
 export async function readBack(
