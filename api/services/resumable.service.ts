@@ -47,7 +47,7 @@ import {
 } from '@shared/resumable-uploads';
 import { streamed } from '@shared/gc-pacer';
 import { BufferPool } from '@shared/storage/buffer-pool';
-import type { ObjectStore } from '@shared/storage/object-store';
+import { firstBytes, type ObjectStore } from '@shared/storage/object-store';
 import type { Caller } from '../domain/caller';
 import type { FoldersService } from './folders.service';
 import type { IngestService } from './ingest.service';
@@ -243,7 +243,7 @@ export class ResumableService {
       const folder = await this.deps.folders.resolve(org, spec);
       const file = await this.deps.ingest.prepare(
         org,
-        await this.headOf(objects),
+        await firstBytes(store, objects, DETECTION_BYTES),
         metadata.filename,
         folder,
       );
@@ -796,23 +796,6 @@ export class ResumableService {
       removeResumableBytes(this.deps.store, { prefix, multipart: undefined }),
     );
     return record;
-  }
-
-  /** The first DETECTION_BYTES of the objects, in order. */
-  private async headOf(keys: string[]): Promise<Buffer> {
-    const chunks: Buffer[] = [];
-    let length = 0;
-    for (const key of keys) {
-      if (length >= DETECTION_BYTES) break;
-      for await (const data of await this.deps.store.get(key, {
-        start: 0,
-        end: DETECTION_BYTES - length - 1,
-      })) {
-        chunks.push(data as Buffer);
-        length += (data as Buffer).length;
-      }
-    }
-    return Buffer.concat(chunks).subarray(0, DETECTION_BYTES);
   }
 
   /**

@@ -171,3 +171,25 @@ export interface ObjectStore {
   /** Multipart uploads driven by the caller, part by part. */
   readonly multipart: MultipartUploads;
 }
+
+/**
+ * The first `limit` bytes of the objects at `keys` taken end to end (say, for
+ * type detection), read with ranged gets that stop at `limit`. Each object
+ * must hold at least one byte (a range of an empty object is refused).
+ */
+export async function firstBytes(
+  store: Pick<ObjectStore, 'get'>,
+  keys: readonly string[],
+  limit: number,
+): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let length = 0;
+  for (const key of keys) {
+    if (length >= limit) break;
+    for await (const data of await store.get(key, { start: 0, end: limit - length - 1 })) {
+      chunks.push(data as Buffer);
+      length += (data as Buffer).length;
+    }
+  }
+  return Buffer.concat(chunks).subarray(0, limit);
+}

@@ -32,7 +32,7 @@ import { buildKey, keyBaseName } from '@shared/media/naming';
 import type { MediaCreation, NewFile } from '@shared/media-creation';
 import type { FoldersRepository } from '@shared/repositories/folders.repository';
 import type { MediaRecord, MediaRepository } from '@shared/repositories/media.repository';
-import type { ObjectStore } from '@shared/storage/object-store';
+import { firstBytes, type ObjectStore } from '@shared/storage/object-store';
 import {
   bookingOf,
   DIRECT_SEGMENT,
@@ -83,7 +83,8 @@ export class DirectCompletionService {
     }
     const { store } = this.deps;
     const { acceptedTypes } = this.deps.limits;
-    const head = await readHead(store, state.key, state.bytes);
+    const head =
+      state.bytes === 0 ? Buffer.alloc(0) : await firstBytes(store, [state.key], DETECTION_BYTES);
     const detected = head.length === 0 ? undefined : await detectType(head);
     const type = detected === undefined ? undefined : KNOWN_TYPES[detected.mime];
     if (!type || !acceptedTypes.includes(type.mime)) {
@@ -161,19 +162,6 @@ export class DirectCompletionService {
     await this.deps.store.remove(state.key);
     await this.deps.uploads.completed(state, record.id);
   }
-}
-
-/** The first bytes of an object of `bytes` bytes, as many as type detection reads. */
-async function readHead(
-  store: Pick<ObjectStore, 'get'>,
-  key: string,
-  bytes: number,
-): Promise<Buffer> {
-  if (bytes === 0) return Buffer.alloc(0);
-  const chunks: Buffer[] = [];
-  const range = { start: 0, end: Math.min(DETECTION_BYTES, bytes) - 1 };
-  for await (const chunk of await store.get(key, range)) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).subarray(0, DETECTION_BYTES);
 }
 
 /**
